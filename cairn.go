@@ -1,0 +1,45 @@
+// Package cairn holds the interfaces that join Cairn's roles, in one place.
+//
+// The roles, each a package:
+//
+//	meta     the metadata service: namespaces, the directory tree, extents,
+//	         placement, data-server membership (gRPC, state in Pebble)
+//	volume   the on-disk format of one append-only volume file
+//	chunk    a data server: a directory of volumes behind an HTTP data plane
+//	client   the library every front end uses: cached metadata, direct reads
+//	gateway  the native HTTP API (and later S3) on top of client
+//	cli      the cairn command
+//
+// The metadata API is defined by proto/meta.proto; the data plane by the
+// Chunks interface below and its HTTP form in docs/architecture.md.
+package cairn
+
+import (
+	"context"
+	"io"
+)
+
+// Chunks is the data plane of one data server: needles inside volumes.
+// Implemented in-process by *chunk.Store and over the network by
+// *chunk.Remote; chunk/chunktest is the suite both must pass.
+type Chunks interface {
+	// Put stores data as a new needle of volume vid and returns the key the
+	// server chose. It returns only once the needle is fsynced. A gen that
+	// is not the volume's generation is errors.Stale; a full or read-only
+	// volume is errors.ReadOnly (the caller asks meta for another volume).
+	Put(ctx context.Context, vid uint32, gen uint64, data []byte) (key uint64, err error)
+
+	// ReadTo copies length bytes of needle key, starting at off, to w. Each
+	// byte is verified against its checksum before it is written, so a
+	// corrupt needle is errors.Corrupt and never wrong bytes. A range past
+	// the needle's end is errors.Range; a missing needle errors.NotExist.
+	ReadTo(ctx context.Context, vid uint32, key uint64, off, length int64, w io.Writer) (int64, error)
+
+	// Delete removes a needle by appending a tombstone. Deleting a needle
+	// that does not exist is not an error (deletes are retried).
+	Delete(ctx context.Context, vid uint32, gen uint64, key uint64) error
+
+	// CreateVolume creates an empty volume; creating one that exists with
+	// the same generation is not an error.
+	CreateVolume(ctx context.Context, vid uint32, gen uint64) error
+}

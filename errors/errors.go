@@ -47,6 +47,7 @@ var kindNames = [...]string{
 	TooLarge: "too large", Range: "range not satisfiable", Corrupt: "data corrupt",
 	IO: "I/O error", Unavailable: "unavailable", ReadOnly: "read-only",
 	NameTooLong: "name too long", Stale: "stale", Canceled: "canceled",
+	BadDigest: "bad digest",
 }
 
 func (k Kind) String() string {

@@ -37,6 +37,7 @@ const (
 	NameTooLong                 // a path component is too long
 	Stale                       // generation mismatch: stale replica or stale cache
 	Canceled                    // caller went away
+	BadDigest                   // content did not match the digest the caller sent
 )
 
 var kindNames = [...]string{

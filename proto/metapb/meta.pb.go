@@ -1662,8 +1662,9 @@ type Volume struct {
 	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	Servers       []string               `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"` // data-plane addresses (host:port); primary first
 	ReadOnly      bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	Size          uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`       // bytes in the volume file, last reported
-	Garbage       uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"` // bytes of deleted needles, last reported
+	Size          uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
+	Garbage       uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
+	ServerIds     []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1738,6 +1739,13 @@ func (x *Volume) GetGarbage() uint64 {
 		return x.Garbage
 	}
 	return 0
+}
+
+func (x *Volume) GetServerIds() []string {
+	if x != nil {
+		return x.ServerIds
+	}
+	return nil
 }
 
 type AssignRequest struct {
@@ -2469,6 +2477,524 @@ func (*Empty) Descriptor() ([]byte, []int) {
 	return file_proto_meta_proto_rawDescGZIP(), []int{34}
 }
 
+type CreateUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_proto_meta_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{35}
+}
+
+// CreateUserResponse carries a new access key and its secret. The secret is
+// shown only here: meta keeps a salted hash of it.
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_proto_meta_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateUserResponse) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *CreateUserResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// User is the stored record of an access key (key u/{access_key}).
+type User struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Salt          []byte                 `protobuf:"bytes,2,opt,name=salt,proto3" json:"salt,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"` // SHA-256(salt || secret)
+	Root          bool                   `protobuf:"varint,4,opt,name=root,proto3" json:"root,omitempty"`
+	CreatedNs     int64                  `protobuf:"varint,5,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *User) Reset() {
+	*x = User{}
+	mi := &file_proto_meta_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*User) ProtoMessage() {}
+
+func (x *User) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use User.ProtoReflect.Descriptor instead.
+func (*User) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *User) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *User) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *User) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *User) GetRoot() bool {
+	if x != nil {
+		return x.Root
+	}
+	return false
+}
+
+func (x *User) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+// Needle names one needle on the data plane, as garbage to delete.
+type Needle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Key           uint64                 `protobuf:"varint,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Needle) Reset() {
+	*x = Needle{}
+	mi := &file_proto_meta_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Needle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Needle) ProtoMessage() {}
+
+func (x *Needle) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Needle.ProtoReflect.Descriptor instead.
+func (*Needle) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Needle) GetVolume() uint32 {
+	if x != nil {
+		return x.Volume
+	}
+	return 0
+}
+
+func (x *Needle) GetKey() uint64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+type GarbageDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Needles       []*Needle              `protobuf:"bytes,1,rep,name=needles,proto3" json:"needles,omitempty"` // deleted on every server; drop from the queue
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GarbageDone) Reset() {
+	*x = GarbageDone{}
+	mi := &file_proto_meta_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GarbageDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GarbageDone) ProtoMessage() {}
+
+func (x *GarbageDone) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GarbageDone.ProtoReflect.Descriptor instead.
+func (*GarbageDone) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GarbageDone) GetNeedles() []*Needle {
+	if x != nil {
+		return x.Needles
+	}
+	return nil
+}
+
+// Command is one mutation of meta's state. Every change goes through one
+// deterministic apply function, so that a replicated log (Raft) can later
+// carry Commands to every replica and each replica reaches the same state.
+// now_ns is set by the proposer: apply never reads the clock.
+type Command struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	NowNs int64                  `protobuf:"varint,1,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*Command_CreateNamespace
+	//	*Command_DeleteNamespace
+	//	*Command_SetVisibility
+	//	*Command_Mkdir
+	//	*Command_Commit
+	//	*Command_Append
+	//	*Command_Delete
+	//	*Command_Rename
+	//	*Command_SetAttr
+	//	*Command_PutVolume
+	//	*Command_PutUser
+	//	*Command_GarbageDone
+	Op            isCommand_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Command) Reset() {
+	*x = Command{}
+	mi := &file_proto_meta_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Command) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Command) ProtoMessage() {}
+
+func (x *Command) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Command.ProtoReflect.Descriptor instead.
+func (*Command) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *Command) GetNowNs() int64 {
+	if x != nil {
+		return x.NowNs
+	}
+	return 0
+}
+
+func (x *Command) GetOp() isCommand_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *Command) GetCreateNamespace() *CreateNamespaceRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CreateNamespace); ok {
+			return x.CreateNamespace
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteNamespace() *NamespaceRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteNamespace); ok {
+			return x.DeleteNamespace
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetVisibility() *SetVisibilityRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetVisibility); ok {
+			return x.SetVisibility
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMkdir() *MkdirRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Mkdir); ok {
+			return x.Mkdir
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCommit() *CommitRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAppend() *AppendRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Append); ok {
+			return x.Append
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRename() *RenameRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Rename); ok {
+			return x.Rename
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetAttr() *SetAttrRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetAttr); ok {
+			return x.SetAttr
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutVolume() *Volume {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutVolume); ok {
+			return x.PutVolume
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutUser() *User {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutUser); ok {
+			return x.PutUser
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetGarbageDone() *GarbageDone {
+	if x != nil {
+		if x, ok := x.Op.(*Command_GarbageDone); ok {
+			return x.GarbageDone
+		}
+	}
+	return nil
+}
+
+type isCommand_Op interface {
+	isCommand_Op()
+}
+
+type Command_CreateNamespace struct {
+	CreateNamespace *CreateNamespaceRequest `protobuf:"bytes,2,opt,name=create_namespace,json=createNamespace,proto3,oneof"`
+}
+
+type Command_DeleteNamespace struct {
+	DeleteNamespace *NamespaceRequest `protobuf:"bytes,3,opt,name=delete_namespace,json=deleteNamespace,proto3,oneof"`
+}
+
+type Command_SetVisibility struct {
+	SetVisibility *SetVisibilityRequest `protobuf:"bytes,4,opt,name=set_visibility,json=setVisibility,proto3,oneof"`
+}
+
+type Command_Mkdir struct {
+	Mkdir *MkdirRequest `protobuf:"bytes,5,opt,name=mkdir,proto3,oneof"`
+}
+
+type Command_Commit struct {
+	Commit *CommitRequest `protobuf:"bytes,6,opt,name=commit,proto3,oneof"`
+}
+
+type Command_Append struct {
+	Append *AppendRequest `protobuf:"bytes,7,opt,name=append,proto3,oneof"`
+}
+
+type Command_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,8,opt,name=delete,proto3,oneof"`
+}
+
+type Command_Rename struct {
+	Rename *RenameRequest `protobuf:"bytes,9,opt,name=rename,proto3,oneof"`
+}
+
+type Command_SetAttr struct {
+	SetAttr *SetAttrRequest `protobuf:"bytes,10,opt,name=set_attr,json=setAttr,proto3,oneof"`
+}
+
+type Command_PutVolume struct {
+	PutVolume *Volume `protobuf:"bytes,11,opt,name=put_volume,json=putVolume,proto3,oneof"`
+}
+
+type Command_PutUser struct {
+	PutUser *User `protobuf:"bytes,12,opt,name=put_user,json=putUser,proto3,oneof"`
+}
+
+type Command_GarbageDone struct {
+	GarbageDone *GarbageDone `protobuf:"bytes,13,opt,name=garbage_done,json=garbageDone,proto3,oneof"`
+}
+
+func (*Command_CreateNamespace) isCommand_Op() {}
+
+func (*Command_DeleteNamespace) isCommand_Op() {}
+
+func (*Command_SetVisibility) isCommand_Op() {}
+
+func (*Command_Mkdir) isCommand_Op() {}
+
+func (*Command_Commit) isCommand_Op() {}
+
+func (*Command_Append) isCommand_Op() {}
+
+func (*Command_Delete) isCommand_Op() {}
+
+func (*Command_Rename) isCommand_Op() {}
+
+func (*Command_SetAttr) isCommand_Op() {}
+
+func (*Command_PutVolume) isCommand_Op() {}
+
+func (*Command_PutUser) isCommand_Op() {}
+
+func (*Command_GarbageDone) isCommand_Op() {}
+
 type InfoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -2479,7 +3005,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +3017,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +3030,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{35}
+	return file_proto_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -2668,7 +3194,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04_gidB\v\n" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
-	"\r_content_type\"\x9d\x01\n" +
+	"\r_content_type\"\xbc\x01\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -2677,7 +3203,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aservers\x18\x03 \x03(\tR\aservers\x12\x1b\n" +
 	"\tread_only\x18\x04 \x01(\bR\breadOnly\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x18\n" +
-	"\agarbage\x18\x06 \x01(\x04R\agarbage\"3\n" +
+	"\agarbage\x18\x06 \x01(\x04R\agarbage\x12\x1d\n" +
+	"\n" +
+	"server_ids\x18\a \x03(\tR\tserverIds\"3\n" +
 	"\rAssignRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04full\x18\x02 \x03(\rR\x04full\"<\n" +
@@ -2730,7 +3258,42 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\"\a\n" +
-	"\x05Empty\"K\n" +
+	"\x05Empty\"\x13\n" +
+	"\x11CreateUserRequest\"K\n" +
+	"\x12CreateUserResponse\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x80\x01\n" +
+	"\x04User\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
+	"\x04salt\x18\x02 \x01(\fR\x04salt\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\x12\x12\n" +
+	"\x04root\x18\x04 \x01(\bR\x04root\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\x05 \x01(\x03R\tcreatedNs\"2\n" +
+	"\x06Needle\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
+	"\vGarbageDone\x12,\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xee\x05\n" +
+	"\aCommand\x12\x15\n" +
+	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
+	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
+	"\x10delete_namespace\x18\x03 \x01(\v2\x1c.cairn.meta.NamespaceRequestH\x00R\x0fdeleteNamespace\x12I\n" +
+	"\x0eset_visibility\x18\x04 \x01(\v2 .cairn.meta.SetVisibilityRequestH\x00R\rsetVisibility\x120\n" +
+	"\x05mkdir\x18\x05 \x01(\v2\x18.cairn.meta.MkdirRequestH\x00R\x05mkdir\x123\n" +
+	"\x06commit\x18\x06 \x01(\v2\x19.cairn.meta.CommitRequestH\x00R\x06commit\x123\n" +
+	"\x06append\x18\a \x01(\v2\x19.cairn.meta.AppendRequestH\x00R\x06append\x123\n" +
+	"\x06delete\x18\b \x01(\v2\x19.cairn.meta.DeleteRequestH\x00R\x06delete\x123\n" +
+	"\x06rename\x18\t \x01(\v2\x19.cairn.meta.RenameRequestH\x00R\x06rename\x127\n" +
+	"\bset_attr\x18\n" +
+	" \x01(\v2\x1a.cairn.meta.SetAttrRequestH\x00R\asetAttr\x123\n" +
+	"\n" +
+	"put_volume\x18\v \x01(\v2\x12.cairn.meta.VolumeH\x00R\tputVolume\x12-\n" +
+	"\bput_user\x18\f \x01(\v2\x10.cairn.meta.UserH\x00R\aputUser\x12<\n" +
+	"\fgarbage_done\x18\r \x01(\v2\x17.cairn.meta.GarbageDoneH\x00R\vgarbageDoneB\x04\n" +
+	"\x02op\"K\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
 	"\fdata_servers\x18\x02 \x03(\tR\vdataServers**\n" +
@@ -2742,7 +3305,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aREGULAR\x10\x01\x12\r\n" +
 	"\tDIRECTORY\x10\x02\x12\v\n" +
-	"\aSYMLINK\x10\x032\x88\n" +
+	"\aSYMLINK\x10\x032\xd5\n" +
 	"\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
@@ -2762,7 +3325,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06Assign\x12\x19.cairn.meta.AssignRequest\x1a\x1a.cairn.meta.AssignResponse\x12B\n" +
 	"\aVolumes\x12\x1a.cairn.meta.VolumesRequest\x1a\x1b.cairn.meta.VolumesResponse\x12H\n" +
 	"\tHeartbeat\x12\x1c.cairn.meta.HeartbeatRequest\x1a\x1d.cairn.meta.HeartbeatResponse\x12A\n" +
-	"\fAuthenticate\x12\x17.cairn.meta.AuthRequest\x1a\x18.cairn.meta.AuthResponse\x126\n" +
+	"\fAuthenticate\x12\x17.cairn.meta.AuthRequest\x1a\x18.cairn.meta.AuthResponse\x12K\n" +
+	"\n" +
+	"CreateUser\x12\x1d.cairn.meta.CreateUserRequest\x1a\x1e.cairn.meta.CreateUserResponse\x126\n" +
 	"\x05Watch\x12\x18.cairn.meta.WatchRequest\x1a\x11.cairn.meta.Event0\x01\x123\n" +
 	"\x04Info\x12\x11.cairn.meta.Empty\x1a\x18.cairn.meta.InfoResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
@@ -2779,7 +3344,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -2818,10 +3383,16 @@ var file_proto_meta_proto_goTypes = []any{
 	(*Event)(nil),                  // 34: cairn.meta.Event
 	(*Error)(nil),                  // 35: cairn.meta.Error
 	(*Empty)(nil),                  // 36: cairn.meta.Empty
-	(*InfoResponse)(nil),           // 37: cairn.meta.InfoResponse
-	nil,                            // 38: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 39: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 40: cairn.meta.HeartbeatRequest.LabelsEntry
+	(*CreateUserRequest)(nil),      // 37: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),     // 38: cairn.meta.CreateUserResponse
+	(*User)(nil),                   // 39: cairn.meta.User
+	(*Needle)(nil),                 // 40: cairn.meta.Needle
+	(*GarbageDone)(nil),            // 41: cairn.meta.GarbageDone
+	(*Command)(nil),                // 42: cairn.meta.Command
+	(*InfoResponse)(nil),           // 43: cairn.meta.InfoResponse
+	nil,                            // 44: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 45: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 46: cairn.meta.HeartbeatRequest.LabelsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,  // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -2829,7 +3400,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,  // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	2,  // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,  // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	38, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	44, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
 	8,  // 6: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	7,  // 7: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	9,  // 8: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -2839,57 +3410,72 @@ var file_proto_meta_proto_depIdxs = []int32{
 	8,  // 12: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	15, // 13: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	7,  // 14: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	39, // 15: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	45, // 15: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
 	7,  // 16: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	23, // 17: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	23, // 18: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	40, // 19: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	46, // 19: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	28, // 20: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	3,  // 21: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	4,  // 22: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	4,  // 23: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	36, // 24: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	5,  // 25: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	9,  // 26: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	11, // 27: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	14, // 28: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	17, // 29: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	18, // 30: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	19, // 31: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	20, // 32: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	21, // 33: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	22, // 34: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	24, // 35: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	26, // 36: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	29, // 37: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	31, // 38: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	33, // 39: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	36, // 40: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	2,  // 41: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	36, // 42: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	2,  // 43: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	6,  // 44: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	2,  // 45: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	10, // 46: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	13, // 47: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	16, // 48: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	8,  // 49: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	8,  // 50: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	8,  // 51: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	36, // 52: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
-	8,  // 53: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	8,  // 54: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	25, // 55: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	27, // 56: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	30, // 57: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	32, // 58: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	34, // 59: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	37, // 60: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	41, // [41:61] is the sub-list for method output_type
-	21, // [21:41] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	40, // 21: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	3,  // 22: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	4,  // 23: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	5,  // 24: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	17, // 25: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	18, // 26: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	19, // 27: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	20, // 28: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	21, // 29: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	22, // 30: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	23, // 31: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	39, // 32: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	41, // 33: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	3,  // 34: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	4,  // 35: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	4,  // 36: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	36, // 37: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	5,  // 38: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	9,  // 39: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	11, // 40: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	14, // 41: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	17, // 42: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	18, // 43: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	19, // 44: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	20, // 45: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	21, // 46: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	22, // 47: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	24, // 48: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	26, // 49: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	29, // 50: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	31, // 51: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	37, // 52: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	33, // 53: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	36, // 54: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	2,  // 55: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	36, // 56: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	2,  // 57: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	6,  // 58: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	2,  // 59: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	10, // 60: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	13, // 61: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	16, // 62: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	8,  // 63: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	8,  // 64: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	8,  // 65: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	36, // 66: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
+	8,  // 67: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	8,  // 68: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	25, // 69: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	27, // 70: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	30, // 71: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	32, // 72: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	38, // 73: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	34, // 74: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	43, // 75: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	55, // [55:76] is the sub-list for method output_type
+	34, // [34:55] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -2898,13 +3484,27 @@ func file_proto_meta_proto_init() {
 		return
 	}
 	file_proto_meta_proto_msgTypes[20].OneofWrappers = []any{}
+	file_proto_meta_proto_msgTypes[40].OneofWrappers = []any{
+		(*Command_CreateNamespace)(nil),
+		(*Command_DeleteNamespace)(nil),
+		(*Command_SetVisibility)(nil),
+		(*Command_Mkdir)(nil),
+		(*Command_Commit)(nil),
+		(*Command_Append)(nil),
+		(*Command_Delete)(nil),
+		(*Command_Rename)(nil),
+		(*Command_SetAttr)(nil),
+		(*Command_PutVolume)(nil),
+		(*Command_PutUser)(nil),
+		(*Command_GarbageDone)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,7 @@ const (
 	Meta_Volumes_FullMethodName         = "/cairn.meta.Meta/Volumes"
 	Meta_Heartbeat_FullMethodName       = "/cairn.meta.Meta/Heartbeat"
 	Meta_Authenticate_FullMethodName    = "/cairn.meta.Meta/Authenticate"
+	Meta_CreateUser_FullMethodName      = "/cairn.meta.Meta/CreateUser"
 	Meta_Watch_FullMethodName           = "/cairn.meta.Meta/Watch"
 	Meta_Info_FullMethodName            = "/cairn.meta.Meta/Info"
 )
@@ -66,6 +67,7 @@ type MetaClient interface {
 	Volumes(ctx context.Context, in *VolumesRequest, opts ...grpc.CallOption) (*VolumesResponse, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	Authenticate(ctx context.Context, in *AuthRequest, opts ...grpc.CallOption) (*AuthResponse, error)
+	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	Info(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*InfoResponse, error)
 }
@@ -258,6 +260,16 @@ func (c *metaClient) Authenticate(ctx context.Context, in *AuthRequest, opts ...
 	return out, nil
 }
 
+func (c *metaClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserResponse)
+	err := c.cc.Invoke(ctx, Meta_CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Meta_ServiceDesc.Streams[0], Meta_Watch_FullMethodName, cOpts...)
@@ -309,6 +321,7 @@ type MetaServer interface {
 	Volumes(context.Context, *VolumesRequest) (*VolumesResponse, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	Authenticate(context.Context, *AuthRequest) (*AuthResponse, error)
+	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error
 	Info(context.Context, *Empty) (*InfoResponse, error)
 	mustEmbedUnimplementedMetaServer()
@@ -374,6 +387,9 @@ func (UnimplementedMetaServer) Heartbeat(context.Context, *HeartbeatRequest) (*H
 }
 func (UnimplementedMetaServer) Authenticate(context.Context, *AuthRequest) (*AuthResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Authenticate not implemented")
+}
+func (UnimplementedMetaServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
 }
 func (UnimplementedMetaServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -726,6 +742,24 @@ func _Meta_Authenticate_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).CreateUser(ctx, req.(*CreateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -833,6 +867,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Authenticate",
 			Handler:    _Meta_Authenticate_Handler,
+		},
+		{
+			MethodName: "CreateUser",
+			Handler:    _Meta_CreateUser_Handler,
 		},
 		{
 			MethodName: "Info",

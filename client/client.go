@@ -1,0 +1,176 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"cairn"
+	"cairn/errors"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// Config configures a Client. Meta and Dial are required.
+type Config struct {
+	// Meta is the metadata service (meta.Dial gives one with Cairn errors).
+	Meta metapb.MetaClient
+	// Dial returns the data plane of the data server at addr. It is called
+	// once per address; the result is kept.
+	Dial func(addr string) cairn.Chunks
+	// ExtentSize is the largest needle a write creates; larger files are
+	// split. Default 8 MiB.
+	ExtentSize int64
+	// Parallel bounds concurrent needle uploads of one write and concurrent
+	// range reads of one read. Default 4.
+	Parallel int
+	// CacheEntries bounds the metadata cache. Default 100,000; -1 disables.
+	CacheEntries int
+	// CacheTTL is how long a cached entry is trusted while the change
+	// stream is down. Default 1s.
+	CacheTTL time.Duration
+	// NoWatch disables the change stream (then only CacheTTL bounds
+	// staleness).
+	NoWatch bool
+	Logger  *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Meta == nil || c.Dial == nil {
+		return errors.E(errors.Op("client.New"), errors.Invalid, "Config.Meta and Config.Dial are required")
+	}
+	if c.ExtentSize <= 0 {
+		c.ExtentSize = 8 << 20
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 4
+	}
+	if c.CacheEntries == 0 {
+		c.CacheEntries = 100_000
+	}
+	if c.CacheTTL <= 0 {
+		c.CacheTTL = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Client talks to meta and the data servers. It is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	meta  metapb.MetaClient
+	cache *cache
+
+	mu      sync.Mutex
+	chunks  map[string]cairn.Chunks
+	volumes map[uint32]*metapb.Volume
+	assign  map[string]*metapb.Volume // namespace -> writable volume
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Client; Close stops its change-stream watcher.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		cfg:     cfg,
+		meta:    cfg.Meta,
+		cache:   newCache(cfg.CacheEntries, cfg.CacheTTL),
+		chunks:  map[string]cairn.Chunks{},
+		volumes: map[uint32]*metapb.Volume{},
+		assign:  map[string]*metapb.Volume{},
+		cancel:  cancel,
+		done:    make(chan struct{}),
+	}
+	if cfg.NoWatch || cfg.CacheEntries < 0 {
+		close(c.done)
+	} else {
+		go c.watch(ctx)
+	}
+	return c, nil
+}
+
+// Close stops background work. It does not close Config.Meta.
+func (c *Client) Close() error {
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// Meta returns the metadata client, for calls this package does not wrap.
+func (c *Client) Meta() metapb.MetaClient { return c.meta }
+
+// OnChange registers f to be called with every change event received, for
+// caches layered above the client (the gateway's hot-object cache). f must
+// not block. A reset event means: drop everything.
+func (c *Client) OnChange(f func(*metapb.Event)) {
+	c.cache.mu.Lock()
+	c.cache.listeners = append(c.cache.listeners, f)
+	c.cache.mu.Unlock()
+}
+
+func (c *Client) chunkFor(addr string) cairn.Chunks {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.chunks[addr]
+	if ch == nil {
+		ch = c.cfg.Dial(addr)
+		c.chunks[addr] = ch
+	}
+	return ch
+}
+
+// ---- Namespaces ----------------------------------------------------------
+
+// Namespace returns a namespace record, cached and kept coherent like
+// file metadata (the gateway's access decisions rest on it).
+func (c *Client) Namespace(ctx context.Context, name string) (*metapb.Namespace, error) {
+	if n, ok := c.cache.getNS(name); ok {
+		return n, nil
+	}
+	epoch := c.cache.epochNow()
+	n, err := c.meta.GetNamespace(ctx, &metapb.NamespaceRequest{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	c.cache.putNS(name, n, epoch)
+	return n, nil
+}
+
+// CreateNamespace creates a namespace owned by owner.
+func (c *Client) CreateNamespace(ctx context.Context, name, owner string, vis metapb.Visibility) (*metapb.Namespace, error) {
+	if err := pathname.ValidNamespace(name); err != nil {
+		return nil, err
+	}
+	defer c.cache.invalidateNS(name)
+	return c.meta.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: name, Owner: owner, Visibility: vis})
+}
+
+// SetVisibility changes a namespace's visibility.
+func (c *Client) SetVisibility(ctx context.Context, name string, vis metapb.Visibility) (*metapb.Namespace, error) {
+	defer c.cache.invalidateNS(name)
+	return c.meta.SetVisibility(ctx, &metapb.SetVisibilityRequest{Name: name, Visibility: vis})
+}
+
+// DeleteNamespace removes an empty namespace.
+func (c *Client) DeleteNamespace(ctx context.Context, name string) error {
+	defer c.cache.invalidateNS(name)
+	_, err := c.meta.DeleteNamespace(ctx, &metapb.NamespaceRequest{Name: name})
+	return err
+}
+
+// ListNamespaces lists every namespace; callers filter by access.
+func (c *Client) ListNamespaces(ctx context.Context) ([]*metapb.Namespace, error) {
+	l, err := c.meta.ListNamespaces(ctx, &metapb.Empty{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Namespaces, nil
+}

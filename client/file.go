@@ -1,0 +1,256 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sort"
+	"sync"
+
+	"cairn/errors"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// File is a resolved file or directory: its inode and, for a regular
+// file, its extents sorted by offset. A File is immutable once returned.
+type File struct {
+	NS, Path string
+	Inode    *metapb.Inode
+	Extents  []*metapb.Extent
+}
+
+// IsDir reports whether f is a directory.
+func (f *File) IsDir() bool { return f.Inode.GetType() == metapb.FileType_DIRECTORY }
+
+// Size is the file's length in bytes.
+func (f *File) Size() int64 { return int64(f.Inode.GetSize()) }
+
+// Stat resolves ns/p in one meta call (none when cached). p must be clean.
+func (c *Client) Stat(ctx context.Context, ns, p string) (*File, error) {
+	if f, ok := c.cache.get(ns, p); ok {
+		return f, nil
+	}
+	return c.resolve(ctx, ns, p)
+}
+
+// StatFresh resolves ns/p bypassing the cache (and refreshes it).
+func (c *Client) StatFresh(ctx context.Context, ns, p string) (*File, error) {
+	return c.resolve(ctx, ns, p)
+}
+
+func (c *Client) resolve(ctx context.Context, ns, p string) (*File, error) {
+	epoch := c.cache.epochNow()
+	r, err := c.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: ns, Path: p, WantExtents: true})
+	if err != nil {
+		return nil, err
+	}
+	f := &File{NS: ns, Path: p, Inode: r.Inode, Extents: r.Extents}
+	sort.Slice(f.Extents, func(i, j int) bool { return f.Extents[i].Offset < f.Extents[j].Offset })
+	c.cache.put(f, epoch)
+	return f, nil
+}
+
+// ReadTo writes bytes [off, off+n) of f to w, straight from the data
+// servers. Holes (a file extended by truncate) read as zeros. Extents on
+// remote servers are fetched up to Config.Parallel at a time and written in
+// order; a single extent, or one on an in-process server, is copied
+// straight into w without an intermediate buffer.
+func (c *Client) ReadTo(ctx context.Context, f *File, off, n int64, w io.Writer) (int64, error) {
+	const op = errors.Op("client.Read")
+	if f.IsDir() {
+		return 0, errors.E(op, errors.IsDir, errors.Path(f.NS+"/"+f.Path))
+	}
+	if off < 0 || n < 0 || off+n > f.Size() {
+		return 0, errors.E(op, errors.Range, errors.Path(f.NS+"/"+f.Path), "read past the end of the file")
+	}
+	parts := plan(f.Extents, off, n)
+	if len(parts) <= 1 || c.cfg.Parallel == 1 {
+		var total int64
+		for _, p := range parts {
+			m, err := c.readPart(ctx, f, p, w)
+			total += m
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	return c.readParallel(ctx, f, parts, w)
+}
+
+// part is one piece of a read: a needle range, or a hole of zeros.
+type part struct {
+	ext         *metapb.Extent // nil: hole
+	off, length int64          // within the needle (or the hole length)
+}
+
+// plan maps [off, off+n) of a file onto its extents.
+func plan(exts []*metapb.Extent, off, n int64) []part {
+	var parts []part
+	pos, end := off, off+n
+	i := sort.Search(len(exts), func(i int) bool {
+		return int64(exts[i].Offset+exts[i].Length) > pos
+	})
+	for pos < end {
+		if i >= len(exts) || int64(exts[i].Offset) >= end {
+			parts = append(parts, part{length: end - pos})
+			break
+		}
+		e := exts[i]
+		if eo := int64(e.Offset); eo > pos {
+			parts = append(parts, part{length: eo - pos})
+			pos = eo
+		}
+		in := pos - int64(e.Offset)
+		l := min(int64(e.Length)-in, end-pos)
+		parts = append(parts, part{ext: e, off: int64(e.NeedleOffset) + in, length: l})
+		pos += l
+		i++
+	}
+	return parts
+}
+
+var zeros = make([]byte, 64<<10)
+
+func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (int64, error) {
+	if p.ext == nil {
+		var total int64
+		for total < p.length {
+			m, err := w.Write(zeros[:min(int64(len(zeros)), p.length-total)])
+			total += int64(m)
+			if err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	return c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off, p.length, w)
+}
+
+// readNeedle reads from the volume's servers in order, refreshing the
+// volume map once if every known location fails to answer.
+func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n int64, w io.Writer) (int64, error) {
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		v, err := c.volume(ctx, vid, attempt > 0)
+		if err != nil {
+			return 0, err
+		}
+		for _, addr := range v.Servers {
+			m, err := c.chunkFor(addr).ReadTo(ctx, vid, key, off, n, w)
+			if err == nil {
+				return m, nil
+			}
+			if m > 0 || !retryable(err) {
+				// Bytes already reached w: a retry would duplicate them.
+				return m, err
+			}
+			lastErr = err
+		}
+	}
+	return 0, lastErr
+}
+
+func retryable(err error) bool {
+	switch errors.KindOf(err) {
+	case errors.Unavailable, errors.IO, errors.Stale:
+		return true
+	}
+	return false
+}
+
+// readParallel fetches parts into buffers, Parallel at a time, and writes
+// them in order. Memory is bounded by Parallel buffers of one extent each:
+// a slot is released only when its part has been written.
+func (c *Client) readParallel(ctx context.Context, f *File, parts []part, w io.Writer) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		buf *bytes.Buffer
+		err error
+	}
+	results := make([]chan result, len(parts))
+	for i := range results {
+		results[i] = make(chan result, 1)
+	}
+	slots := make(chan struct{}, c.cfg.Parallel)
+	go func() {
+		for i, p := range parts {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				buf := getBuf(p.length)
+				_, err := c.readPart(ctx, f, p, buf)
+				results[i] <- result{buf, err}
+			}()
+		}
+	}()
+	var total int64
+	for i := range parts {
+		var r result
+		select {
+		case r = <-results[i]:
+		case <-ctx.Done():
+			return total, ctx.Err()
+		}
+		if r.err != nil {
+			return total, r.err
+		}
+		m, err := w.Write(r.buf.Bytes())
+		total += int64(m)
+		putBuf(r.buf)
+		<-slots
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getBuf(n int64) *bytes.Buffer {
+	b := bufPool.Get().(*bytes.Buffer)
+	b.Reset()
+	b.Grow(int(n))
+	return b
+}
+
+func putBuf(b *bytes.Buffer) { bufPool.Put(b) }
+
+// ReadAll returns the whole file; meant for small files.
+func (c *Client) ReadAll(ctx context.Context, f *File) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(int(f.Size()))
+	_, err := c.ReadTo(ctx, f, 0, f.Size(), &b)
+	return b.Bytes(), err
+}
+
+// volume returns the volume's locations, from the cache unless refresh.
+func (c *Client) volume(ctx context.Context, vid uint32, refresh bool) (*metapb.Volume, error) {
+	if !refresh {
+		c.mu.Lock()
+		v := c.volumes[vid]
+		c.mu.Unlock()
+		if v != nil {
+			return v, nil
+		}
+	}
+	r, err := c.meta.Volumes(ctx, &metapb.VolumesRequest{Ids: []uint32{vid}})
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range r.Volumes {
+		if v.Id == vid {
+			c.mu.Lock()
+			c.volumes[vid] = v
+			c.mu.Unlock()
+			return v, nil
+		}
+	}
+	return nil, errors.E(errors.Op("client.volume"), errors.NotExist, errors.Path(pathname.Join("volume", itoa(vid))))
+}

@@ -1,0 +1,270 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"hash"
+	"io"
+	"strconv"
+	"sync"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// PutOptions qualify a write.
+type PutOptions struct {
+	ContentType string
+	UserMeta    map[string]string
+	Mode        uint32
+	// SizeHint is the body length when known (Content-Length), -1 if not.
+	// A small known size lets the write allocate exactly once.
+	SizeHint int64
+	// MD5, when set, is the digest the caller promises (Content-MD5); a
+	// mismatch fails the write with errors.BadDigest and stores nothing.
+	MD5 []byte
+	// IfMatch commits only if the current ETag equals it.
+	IfMatch string
+	// IfNoneMatch commits only if the file does not exist.
+	IfNoneMatch bool
+}
+
+// Put stores the content of r at ns/p, creating missing parent
+// directories, and returns the new inode. The body is streamed: it is cut
+// into extents of Config.ExtentSize, uploaded Config.Parallel at a time
+// while the next one is read, and nothing larger than Parallel extents is
+// held in memory. The file appears (or replaces the old one) atomically,
+// in one meta call, only after every extent is durable.
+func (c *Client) Put(ctx context.Context, ns, p string, r io.Reader, o PutOptions) (*metapb.Inode, error) {
+	const op = errors.Op("client.Put")
+	path := errors.Path(ns + "/" + p)
+	if o.IfMatch != "" || o.IfNoneMatch {
+		// Cheap early refusal; meta re-checks atomically at commit.
+		if err := c.precondition(ctx, ns, p, o); err != nil {
+			return nil, errors.E(op, path, err)
+		}
+	}
+	sum := md5.New()
+	size, exts, err := c.upload(ctx, ns, r, o.SizeHint, sum)
+	if err == nil && o.MD5 != nil && !bytes.Equal(o.MD5, sum.Sum(nil)) {
+		err = errors.E(errors.BadDigest, "Content-MD5 does not match the body")
+	}
+	if err != nil {
+		c.discard(exts)
+		return nil, errors.E(op, path, err)
+	}
+	defer c.cache.invalidate(ns, p)
+	ino, err := c.meta.Commit(ctx, &metapb.CommitRequest{
+		Ns: ns, Path: p, Size: uint64(size), Extents: exts,
+		Etag: hex.EncodeToString(sum.Sum(nil)), ContentType: o.ContentType,
+		UserMeta: o.UserMeta, Mode: o.Mode, IfMatch: o.IfMatch,
+		IfNoneMatch: o.IfNoneMatch, Parents: true,
+	})
+	if err != nil {
+		c.discard(exts)
+		return nil, err
+	}
+	return ino, nil
+}
+
+func (c *Client) precondition(ctx context.Context, ns, p string, o PutOptions) error {
+	f, err := c.StatFresh(ctx, ns, p)
+	switch {
+	case errors.Is(errors.NotExist, err):
+		if o.IfMatch != "" {
+			return errors.E(errors.Precondition, "If-Match: the file does not exist")
+		}
+		return nil
+	case err != nil:
+		return err
+	case o.IfNoneMatch:
+		return errors.E(errors.Precondition, "If-None-Match: the file exists")
+	case o.IfMatch != "" && o.IfMatch != "*" && o.IfMatch != f.Inode.Etag:
+		return errors.E(errors.Precondition, "If-Match: the ETag differs")
+	}
+	return nil
+}
+
+// Append adds the content of r at the end of ns/p atomically (creating
+// the file if missing) and returns the new inode.
+func (c *Client) Append(ctx context.Context, ns, p string, r io.Reader, o PutOptions) (*metapb.Inode, error) {
+	const op = errors.Op("client.Append")
+	_, exts, err := c.upload(ctx, ns, r, o.SizeHint, nil)
+	if err != nil {
+		c.discard(exts)
+		return nil, errors.E(op, errors.Path(ns+"/"+p), err)
+	}
+	defer c.cache.invalidate(ns, p)
+	ino, err := c.meta.Append(ctx, &metapb.AppendRequest{
+		Ns: ns, Path: p, Extents: exts, Create: true, Parents: true, ContentType: o.ContentType,
+	})
+	if err != nil {
+		c.discard(exts)
+		return nil, err
+	}
+	return ino, nil
+}
+
+// upload cuts r into extents and stores each as a needle. It returns the
+// total size and the extents in file order (offsets from 0). On error the
+// extents already stored are returned too, for the caller to discard.
+func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64, sum hash.Hash) (int64, []*metapb.Extent, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		exts     []*metapb.Extent
+		firstErr error
+		wg       sync.WaitGroup
+		size     int64
+	)
+	slots := make(chan struct{}, c.cfg.Parallel)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	for {
+		bufSize := c.cfg.ExtentSize
+		if hint >= 0 && hint-size < bufSize {
+			// +1 detects a body longer than announced without a second read.
+			bufSize = hint - size + 1
+		}
+		buf := getBuf(bufSize)
+		n, err := io.CopyN(buf, r, c.cfg.ExtentSize)
+		if err != nil && err != io.EOF {
+			putBuf(buf)
+			fail(errors.E(errors.IO, "reading the body", err))
+			break
+		}
+		if n == 0 {
+			putBuf(buf)
+			break
+		}
+		if sum != nil {
+			sum.Write(buf.Bytes())
+		}
+		ext := &metapb.Extent{Offset: uint64(size), Length: uint64(n)}
+		size += n
+		mu.Lock()
+		exts = append(exts, ext)
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop {
+			putBuf(buf)
+			break
+		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			defer putBuf(buf)
+			vid, key, err := c.store(ctx, ns, buf.Bytes())
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			ext.Volume, ext.Key = vid, key
+			mu.Unlock()
+		}()
+		if n < c.cfg.ExtentSize {
+			break
+		}
+	}
+	wg.Wait()
+	stored := exts[:0:0]
+	for _, e := range exts {
+		if e.Key != 0 || e.Volume != 0 {
+			stored = append(stored, e)
+		}
+	}
+	if firstErr != nil {
+		return size, stored, firstErr
+	}
+	return size, exts, nil
+}
+
+// store writes one needle to the namespace's current writable volume,
+// moving to another volume when that one is full, read-only or stale.
+func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uint64, error) {
+	var full []uint32
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		v, err := c.writable(ctx, ns, full)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(v.Servers) == 0 {
+			return 0, 0, errors.E(errors.Unavailable, "volume "+itoa(v.Id)+" has no data server")
+		}
+		key, err := c.chunkFor(v.Servers[0]).Put(ctx, v.Id, v.Generation, data)
+		if err == nil {
+			return v.Id, key, nil
+		}
+		lastErr = err
+		switch errors.KindOf(err) {
+		case errors.ReadOnly, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
+			full = append(full, v.Id)
+			c.dropAssign(ns, v.Id)
+			continue
+		}
+		return 0, 0, err
+	}
+	return 0, 0, lastErr
+}
+
+func (c *Client) writable(ctx context.Context, ns string, full []uint32) (*metapb.Volume, error) {
+	if len(full) == 0 {
+		c.mu.Lock()
+		v := c.assign[ns]
+		c.mu.Unlock()
+		if v != nil {
+			return v, nil
+		}
+	}
+	r, err := c.meta.Assign(ctx, &metapb.AssignRequest{Ns: ns, Full: full})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.assign[ns] = r.Volume
+	c.volumes[r.Volume.Id] = r.Volume
+	c.mu.Unlock()
+	return r.Volume, nil
+}
+
+func (c *Client) dropAssign(ns string, vid uint32) {
+	c.mu.Lock()
+	if v := c.assign[ns]; v != nil && v.Id == vid {
+		delete(c.assign, ns)
+	}
+	delete(c.volumes, vid)
+	c.mu.Unlock()
+}
+
+// discard deletes needles that will never be committed. Best effort: a
+// needle left behind is garbage that costs space, never correctness.
+func (c *Client) discard(exts []*metapb.Extent) {
+	for _, e := range exts {
+		if e.Key == 0 && e.Volume == 0 {
+			continue
+		}
+		ctx := context.Background()
+		v, err := c.volume(ctx, e.Volume, false)
+		if err != nil {
+			continue
+		}
+		for _, addr := range v.Servers {
+			_ = c.chunkFor(addr).Delete(ctx, e.Volume, v.Generation, e.Key)
+		}
+	}
+}
+
+func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }

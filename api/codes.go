@@ -18,9 +18,7 @@ var codes = []struct {
 }{
 	{"InvalidArgument", http.StatusBadRequest, errors.Invalid},
 	{"NameTooLong", http.StatusBadRequest, errors.NameTooLong},
-	// BadDigest: the body did not match its Content-MD5, so the bytes were
-	// damaged on the way and nothing was stored.
-	{"BadDigest", http.StatusBadRequest, errors.Corrupt},
+	{"BadDigest", http.StatusBadRequest, errors.BadDigest},
 	{"Unauthenticated", http.StatusUnauthorized, errors.Unauthenticated},
 	{"AccessDenied", http.StatusForbidden, errors.Permission},
 	{"NoSuchNamespace", http.StatusNotFound, errors.NotExist},

@@ -32,7 +32,7 @@ type Stat struct {
 type PutOptions struct {
 	ContentType string
 	// ContentMD5 is the MD5 of the body (16 bytes); the server refuses a
-	// body that does not match (errors.Corrupt, code BadDigest).
+	// body that does not match (errors.BadDigest).
 	ContentMD5 []byte
 	// IfMatch replaces the file only if its ETag is this one
 	// (errors.Precondition otherwise).

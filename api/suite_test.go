@@ -155,7 +155,7 @@ func testConditional(t *testing.T, ctx context.Context, c, _ *api.Client) {
 	wantKind(t, err, errors.Precondition)
 	sum := md5.Sum([]byte("other"))
 	_, err = c.Put(ctx, "suite-cond", "g", strings.NewReader("v3"), 2, api.PutOptions{ContentMD5: sum[:]})
-	wantKind(t, err, errors.Corrupt)
+	wantKind(t, err, errors.BadDigest)
 	sum = md5.Sum([]byte("v3"))
 	must[*api.PutResult](t)(c.Put(ctx, "suite-cond", "g", strings.NewReader("v3"), 2, api.PutOptions{ContentMD5: sum[:]}))
 }

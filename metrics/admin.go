@@ -15,7 +15,8 @@ import (
 //	/debug/profile  JSON rows of every Ops given (for `cairn admin profile`)
 //	/debug/pprof/   the Go profiler
 //
-// gatherer nil means the default registry.
+// gatherer nil means the default registry; no ops means every Ops in the
+// process (metrics.All at request time).
 func AdminHandler(gatherer prometheus.Gatherer, ops ...*Ops) http.Handler {
 	if gatherer == nil {
 		gatherer = prometheus.DefaultGatherer
@@ -24,7 +25,11 @@ func AdminHandler(gatherer prometheus.Gatherer, ops ...*Ops) http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/profile", func(w http.ResponseWriter, r *http.Request) {
 		var rows []OpStat
-		for _, o := range ops {
+		list := ops
+		if len(list) == 0 {
+			list = All()
+		}
+		for _, o := range list {
 			rows = append(rows, o.Snapshot()...)
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -57,6 +57,9 @@ func NewOps(reg prometheus.Registerer, role string) *Ops {
 		}, []string{"op"}),
 		ops: map[string]*opStat{},
 	}
+	allMu.Lock()
+	all = append(all, o)
+	allMu.Unlock()
 	for _, c := range []prometheus.Collector{o.calls, o.errs, o.latency} {
 		if err := reg.Register(c); err != nil {
 			// A second Ops for the same role (tests start several servers
@@ -76,6 +79,20 @@ func NewOps(reg prometheus.Registerer, role string) *Ops {
 		}
 	}
 	return o
+}
+
+// all lists every Ops made in this process, so that one admin listener can
+// profile every role that `cairn server` runs in one process.
+var (
+	allMu sync.Mutex
+	all   []*Ops
+)
+
+// All returns every Ops created in this process, in creation order.
+func All() []*Ops {
+	allMu.Lock()
+	defer allMu.Unlock()
+	return append([]*Ops(nil), all...)
 }
 
 // Role is the name given to NewOps.

@@ -88,12 +88,14 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	check(api.Config{Endpoint: api.DefaultEndpoint})
 
-	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "data", "meta"), 0o755)
 	creds := "# written by cairn server\nCAIRN_ROOT_USER=fileuser\nexport CAIRN_ROOT_PASSWORD='file pw'\n"
-	if err := os.WriteFile(filepath.Join(dir, api.CredentialsFile), []byte(creds), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "data/meta/root.credentials"), []byte(creds), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	check(api.Config{Endpoint: api.DefaultEndpoint, AccessKey: "fileuser", SecretKey: "file pw"})
+	os.WriteFile(filepath.Join(dir, "data/root.credentials"), []byte("CAIRN_ROOT_USER=first\nCAIRN_ROOT_PASSWORD=pw"), 0o600)
+	check(api.Config{Endpoint: api.DefaultEndpoint, AccessKey: "first", SecretKey: "pw"})
 
 	t.Setenv("CAIRN_ROOT_USER", "root")
 	t.Setenv("CAIRN_ROOT_PASSWORD", "rootpw")
@@ -104,8 +106,8 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv("CAIRN_SECRET_KEY", "sk")
 	check(api.Config{Endpoint: "http://gw:9000", AccessKey: "ak", SecretKey: "sk"})
 
-	os.WriteFile(filepath.Join(dir, api.CredentialsFile), []byte("garbage\n"), 0o600)
-	if _, err := api.ReadCredentials(filepath.Join(dir, api.CredentialsFile)); !errors.Is(errors.Invalid, err) {
+	os.WriteFile(filepath.Join(dir, "data/root.credentials"), []byte("garbage\n"), 0o600)
+	if _, err := api.ReadCredentials(filepath.Join(dir, "data/root.credentials")); !errors.Is(errors.Invalid, err) {
 		t.Fatalf("malformed file: %v", err)
 	}
 }

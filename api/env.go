@@ -12,9 +12,10 @@ import (
 // DefaultEndpoint is where `cairn server` listens unless told otherwise.
 const DefaultEndpoint = "http://127.0.0.1:8080"
 
-// CredentialsFile is where `cairn server` writes the root key pair on its
-// first start, relative to the directory it was started in.
-const CredentialsFile = "data/root.credentials"
+// CredentialsFiles are where `cairn server` keeps the root key pair it
+// generates on its first start, relative to the directory it was started
+// in (with the default --data), in the order they are tried.
+var CredentialsFiles = []string{"data/root.credentials", "data/meta/root.credentials"}
 
 // Config is where a client connects and as whom.
 type Config struct {
@@ -29,6 +30,7 @@ type Config struct {
 //	CAIRN_ACCESS_KEY, CAIRN_SECRET_KEY    the key pair, or else
 //	CAIRN_ROOT_USER, CAIRN_ROOT_PASSWORD  the root pair, or else
 //	./data/root.credentials               the file `cairn server` writes
+//	./data/meta/root.credentials          (or this one)
 //
 // The file makes the quick start (`cairn server` in one terminal, `cairn
 // put` in another, same directory) work without exports. No credentials at
@@ -48,14 +50,17 @@ func ConfigFromEnv() (Config, error) {
 			return cfg, nil
 		}
 	}
-	vars, err := ReadCredentials(CredentialsFile)
-	if err != nil {
+	for _, name := range CredentialsFiles {
+		vars, err := ReadCredentials(name)
 		if errors.Is(errors.NotExist, err) {
-			return cfg, nil
+			continue
 		}
-		return cfg, err
+		if err != nil {
+			return cfg, err
+		}
+		cfg.AccessKey, cfg.SecretKey = vars["CAIRN_ROOT_USER"], vars["CAIRN_ROOT_PASSWORD"]
+		return cfg, nil
 	}
-	cfg.AccessKey, cfg.SecretKey = vars["CAIRN_ROOT_USER"], vars["CAIRN_ROOT_PASSWORD"]
 	return cfg, nil
 }
 

@@ -357,14 +357,37 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		w.Write(data[start : start+length])
 		return code
 	}
-	w.WriteHeader(code)
-	if _, err := g.client.ReadTo(r.Context(), f, start, length, w); err != nil {
+	lw := &lazyHeader{w: w, code: code}
+	if _, err := g.client.ReadTo(r.Context(), f, start, length, lw); err != nil {
+		if !lw.sent {
+			return writeError(w, err)
+		}
 		// Headers are gone: all we can do is cut the connection so the
 		// client sees a short body rather than wrong bytes.
 		g.cfg.Logger.Warn("gateway: read failed mid-body", "path", ns+"/"+path, "err", err)
 		panic(http.ErrAbortHandler)
 	}
+	if !lw.sent {
+		w.WriteHeader(code)
+	}
 	return code
+}
+
+// lazyHeader sends the status with the first byte of the body, so that a
+// read that fails before any byte (a corrupt first block, a data server
+// down) still gets a proper error response.
+type lazyHeader struct {
+	w    http.ResponseWriter
+	code int
+	sent bool
+}
+
+func (l *lazyHeader) Write(p []byte) (int, error) {
+	if !l.sent {
+		l.sent = true
+		l.w.WriteHeader(l.code)
+	}
+	return l.w.Write(p)
 }
 
 func (g *Gateway) hotRead(ctx context.Context, f *client.File) ([]byte, error) {

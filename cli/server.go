@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"cairn"
+	"cairn/bench"
+	"cairn/chunk"
+	"cairn/client"
+	"cairn/errors"
+	"cairn/gateway"
+	"cairn/meta"
+	"cairn/metrics"
+	"cairn/server"
+)
+
+// serverCommands are the commands that run the store's roles.
+func serverCommands() []*cobra.Command {
+	return []*cobra.Command{serverCmd(), metaCmd(), chunkCmd(), gatewayCmd()}
+}
+
+// sizeValue is a pflag.Value taking sizes like 256MiB, 8GiB or 0.
+type sizeValue struct{ p *int64 }
+
+func (v sizeValue) String() string { return fmt.Sprint(*v.p) }
+func (v sizeValue) Type() string   { return "size" }
+func (v sizeValue) Set(s string) error {
+	n, err := bench.ParseSize(s)
+	if err == nil {
+		*v.p = n
+	}
+	return err
+}
+
+func sizeFlag(fs *pflag.FlagSet, p *int64, name, usage string) {
+	fs.Var(sizeValue{p}, name, usage)
+}
+
+func logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// untilSignal blocks until SIGINT or SIGTERM, then calls stop with a
+// context that bounds the graceful shutdown.
+func untilSignal(stop func(context.Context) error) error {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	sig := <-ch
+	slog.Info("shutting down; in-flight requests finish", "signal", sig.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return stop(ctx)
+}
+
+func serverCmd() *cobra.Command {
+	cfg := server.Defaults()
+	var maxVol int64 = int64(cfg.MaxVolumeSize)
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run meta, one data server and the gateway in one process",
+		Long: `Run a whole store in one process: the metadata service, one data server
+and the HTTP gateway, with data under --data. The root access key and secret
+come from CAIRN_ROOT_USER / CAIRN_ROOT_PASSWORD; when unset on first start a
+pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentials.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.MaxVolumeSize = uint64(maxVol)
+			cfg.RootUser, cfg.RootPassword = os.Getenv("CAIRN_ROOT_USER"), os.Getenv("CAIRN_ROOT_PASSWORD")
+			cfg.Logger = logger()
+			s, err := server.Start(cfg)
+			if err != nil {
+				return err
+			}
+			if u, p, ok := s.GeneratedRoot(); ok {
+				fmt.Printf("Generated root credentials (kept in %s, shown only now):\n  CAIRN_ROOT_USER=%s\n  CAIRN_ROOT_PASSWORD=%s\n",
+					s.CredentialsFile(), u, p)
+			}
+			fmt.Printf("cairn server: HTTP API on %s  (meta %s, data %s, admin %s, data dir %s)\n",
+				s.URL(), s.Addr("meta"), s.Addr("chunk"), s.Addr("admin"), cfg.Data)
+			return untilSignal(s.Shutdown)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&cfg.Data, "data", cfg.Data, "data directory")
+	fs.StringVar(&cfg.HTTP, "http", cfg.HTTP, "native HTTP API listen address")
+	fs.StringVar(&cfg.Meta, "meta-listen", cfg.Meta, "meta gRPC listen address")
+	fs.StringVar(&cfg.Chunk, "chunk-listen", cfg.Chunk, "data-plane listen address")
+	fs.StringVar(&cfg.Admin, "admin", cfg.Admin, `admin listen address (/metrics, /debug/pprof, /debug/profile); "off" disables`)
+	fs.DurationVar(&cfg.PublicMaxAge, "public-max-age", cfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")
+	sizeFlag(fs, &cfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables), e.g. 256MiB")
+	sizeFlag(fs, &cfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
+	sizeFlag(fs, &cfg.ExtentSize, "extent-size", "largest needle one write creates; bigger files are split")
+	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
+	return cmd
+}
+
+// adminServe starts the role's admin listener unless addr is "off".
+func adminServe(addr string) error {
+	if addr == "" || addr == "off" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	srv := &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(l)
+	return nil
+}
+
+func metaCmd() *cobra.Command {
+	var dir, listen, admin string
+	var maxVol int64 = 8 << 30
+	var repl uint32 = 1
+	var dead time.Duration = 10 * time.Second
+	cmd := &cobra.Command{
+		Use:   "meta",
+		Short: "Run the metadata service",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			svc, err := meta.Open(meta.Config{
+				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
+				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
+				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }, Logger: logger(),
+			})
+			if err != nil {
+				return err
+			}
+			if u, p, ok := svc.GeneratedRoot(); ok {
+				fmt.Printf("Generated root credentials (kept in %s, shown only now):\n  CAIRN_ROOT_USER=%s\n  CAIRN_ROOT_PASSWORD=%s\n",
+					filepath.Join(dir, "root.credentials"), u, p)
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				svc.Close()
+				return err
+			}
+			if err := adminServe(admin); err != nil {
+				svc.Close()
+				return err
+			}
+			g := meta.NewGRPCServer(svc)
+			go g.Serve(l)
+			fmt.Printf("cairn meta: gRPC on %s, data dir %s\n", l.Addr(), dir)
+			return untilSignal(func(ctx context.Context) error {
+				done := make(chan struct{})
+				go func() { g.GracefulStop(); close(done) }()
+				select {
+				case <-done:
+				case <-ctx.Done():
+					g.Stop()
+				}
+				return svc.Close()
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&dir, "data", "data/meta", "data directory")
+	fs.StringVar(&listen, "listen", "127.0.0.1:8090", "gRPC listen address")
+	fs.StringVar(&admin, "admin", "127.0.0.1:8093", `admin listen address; "off" disables`)
+	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
+	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
+	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
+	return cmd
+}
+
+func chunkCmd() *cobra.Command {
+	var dir, listen, advertise, metaAddr, admin string
+	var labels []string
+	var maxNeedle int64 = 64 << 20
+	cmd := &cobra.Command{
+		Use:   "chunk",
+		Short: "Run a data server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			if advertise == "" {
+				advertise = l.Addr().String()
+			}
+			lb := map[string]string{}
+			for _, kv := range labels {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok {
+					return fmt.Errorf("--label %q: want key=value", kv)
+				}
+				lb[k] = v
+			}
+			mc, conn, err := meta.Dial(metaAddr)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger()})
+			if err != nil {
+				return err
+			}
+			if err := adminServe(admin); err != nil {
+				st.Close()
+				return err
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go st.Run(ctx)
+			srv := gateway.Server(st.Handler())
+			go srv.Serve(l)
+			fmt.Printf("cairn chunk: data plane on %s (advertised %s), meta %s, data dir %s\n", l.Addr(), advertise, metaAddr, dir)
+			return untilSignal(func(c context.Context) error {
+				err := srv.Shutdown(c)
+				cancel()
+				return errors.Join(err, st.Close())
+			})
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&dir, "data", "data/chunk", "data directory")
+	fs.StringVar(&listen, "listen", "127.0.0.1:8091", "data-plane listen address")
+	fs.StringVar(&advertise, "advertise", "", "address clients use to reach this server (default: the listen address)")
+	fs.StringVar(&metaAddr, "meta", "127.0.0.1:8090", "meta gRPC address")
+	fs.StringVar(&admin, "admin", "127.0.0.1:8094", `admin listen address; "off" disables`)
+	fs.StringArrayVar(&labels, "label", nil, "server label key=value (rack, zone); repeatable")
+	sizeFlag(fs, &maxNeedle, "max-needle", "largest needle accepted")
+	return cmd
+}
+
+func gatewayCmd() *cobra.Command {
+	var metaAddr, listen, admin string
+	gcfg := gateway.Config{PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20, HotObjectMax: 1 << 20}
+	var extent int64 = 8 << 20
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "Run the HTTP gateway",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			mc, conn, err := meta.Dial(metaAddr)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(),
+				Dial: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }})
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			gcfg.Client, gcfg.Logger = cl, logger()
+			g, err := gateway.New(gcfg)
+			if err != nil {
+				return err
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			if err := adminServe(admin); err != nil {
+				return err
+			}
+			srv := gateway.Server(g)
+			go srv.Serve(l)
+			fmt.Printf("cairn gateway: HTTP API on %s, meta %s\n", l.Addr(), metaAddr)
+			return untilSignal(srv.Shutdown)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&metaAddr, "meta", "127.0.0.1:8090", "meta gRPC address")
+	fs.StringVar(&listen, "http", ":8080", "HTTP listen address")
+	fs.StringVar(&admin, "admin", "127.0.0.1:8095", `admin listen address; "off" disables`)
+	fs.DurationVar(&gcfg.PublicMaxAge, "public-max-age", gcfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")
+	sizeFlag(fs, &gcfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables)")
+	sizeFlag(fs, &gcfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
+	sizeFlag(fs, &extent, "extent-size", "largest needle one write creates")
+	return cmd
+}

@@ -1,0 +1,260 @@
+// Package server runs Cairn's roles (meta, one data server, gateway) in
+// one process: what `cairn server` starts on a laptop and what most
+// end-to-end tests start. Each role still talks to the others the way it
+// would across machines (gRPC to meta, the data plane by address), except
+// that the gateway reads and writes the in-process data server through
+// cairn.Chunks directly, saving a loopback hop on every request.
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"cairn"
+	"cairn/chunk"
+	"cairn/client"
+	"cairn/errors"
+	"cairn/gateway"
+	"cairn/meta"
+	"cairn/metrics"
+	"cairn/proto/metapb"
+)
+
+// Config is what `cairn server` takes; flags fill it.
+type Config struct {
+	Data  string // data directory: meta/ and chunk/ below it. Default ./data
+	HTTP  string // native API listener. Default :8080
+	Meta  string // meta gRPC listener. Default 127.0.0.1:8090
+	Chunk string // data-plane listener. Default 127.0.0.1:8091
+	Admin string // /metrics, /debug/pprof, /debug/profile. Default 127.0.0.1:8092; "off" disables
+
+	RootUser, RootPassword string // from CAIRN_ROOT_USER / CAIRN_ROOT_PASSWORD
+
+	PublicMaxAge  time.Duration // Cache-Control max-age of public objects. Default 60s
+	HotCacheSize  int64         // bytes; 0 disables the hot-object cache; default 256 MiB
+	HotObjectMax  int64         // largest object the hot cache keeps. Default 1 MiB
+	ExtentSize    int64         // largest needle a write creates. Default 8 MiB
+	MaxVolumeSize uint64        // bytes before a volume turns read-only. Default 8 GiB
+
+	Logger *slog.Logger
+}
+
+// Defaults returns a Config with every default filled.
+func Defaults() Config {
+	return Config{
+		Data: "data", HTTP: ":8080", Meta: "127.0.0.1:8090", Chunk: "127.0.0.1:8091",
+		Admin: "127.0.0.1:8092", PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20,
+		HotObjectMax: 1 << 20, ExtentSize: 8 << 20, MaxVolumeSize: 8 << 30,
+	}
+}
+
+// Server is a running one-process store.
+type Server struct {
+	cfg       Config
+	metaSvc   *meta.Service
+	grpc      *grpc.Server
+	metaConn  *grpc.ClientConn
+	store     *chunk.Store
+	client    *client.Client
+	gateway   *gateway.Gateway
+	httpSrv   *http.Server
+	chunkSrv  *http.Server
+	adminSrv  *http.Server
+	lis       map[string]net.Listener
+	cancel    context.CancelFunc
+	generated [2]string
+}
+
+// Start opens the data directory, starts every role and returns once the
+// store accepts requests.
+func Start(cfg Config) (s *Server, err error) {
+	const op = errors.Op("server.Start")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s = &Server{cfg: cfg, lis: map[string]net.Listener{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin} {
+		if name == "admin" && (addr == "off" || addr == "") {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, errors.E(op, errors.IO, fmt.Errorf("listen %s on %s: %w", name, addr, err))
+		}
+		s.lis[name] = l
+	}
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	chunkAddr := s.lis["chunk"].Addr().String()
+	// Meta's and the client's dial function hands out the in-process store
+	// for our own address; meta calls it only after the store registered.
+	var local atomic.Pointer[chunk.Store]
+	dial := func(addr string) cairn.Chunks {
+		if st := local.Load(); st != nil && addr == chunkAddr {
+			return st
+		}
+		return chunk.NewRemote(addr)
+	}
+	s.metaSvc, err = meta.Open(meta.Config{
+		Dir: filepath.Join(cfg.Data, "meta"), RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
+		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dial, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	if u, p, ok := s.metaSvc.GeneratedRoot(); ok {
+		s.generated = [2]string{u, p}
+	}
+	s.grpc = meta.NewGRPCServer(s.metaSvc)
+	go s.grpc.Serve(s.lis["meta"])
+
+	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String())
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.metaConn = conn
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.store, err = chunk.Open(chunk.Config{
+		Dir: filepath.Join(cfg.Data, "chunk"), Addr: chunkAddr, Meta: mc,
+		MaxVolumeSize: int64(cfg.MaxVolumeSize), Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	local.Store(s.store)
+	s.chunkSrv = gateway.Server(s.store.Handler())
+	go s.chunkSrv.Serve(s.lis["chunk"])
+	go s.store.Run(ctx)
+	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
+		return nil, errors.E(op, err)
+	}
+
+	s.client, err = client.New(client.Config{Meta: mc, Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.gateway, err = gateway.New(gateway.Config{
+		Client: s.client, PublicMaxAge: cfg.PublicMaxAge, HotCacheSize: cfg.HotCacheSize,
+		HotObjectMax: cfg.HotObjectMax, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.httpSrv = gateway.Server(s.gateway)
+	go s.httpSrv.Serve(s.lis["http"])
+	if l := s.lis["admin"]; l != nil {
+		s.adminSrv = &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
+		go s.adminSrv.Serve(l)
+	}
+	return s, nil
+}
+
+// waitForDataServer returns once meta has heard the data server's first
+// heartbeat, so the first write finds a server to place data on.
+func waitForDataServer(ctx context.Context, mc metapb.MetaClient, addr string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := mc.Info(ctx, &metapb.Empty{})
+		if err == nil {
+			for _, a := range info.DataServers {
+				if a == addr {
+					return nil
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.E(errors.Unavailable, "data server did not register with meta within 10s")
+}
+
+// GeneratedRoot returns the root pair generated on this first start, if any.
+func (s *Server) GeneratedRoot() (user, secret string, ok bool) {
+	return s.generated[0], s.generated[1], s.generated[0] != ""
+}
+
+// CredentialsFile is where a generated root pair is kept.
+func (s *Server) CredentialsFile() string {
+	return filepath.Join(s.cfg.Data, "meta", "root.credentials")
+}
+
+// Addr returns the address a role listens on: "http", "meta", "chunk", "admin".
+func (s *Server) Addr(role string) string {
+	if l := s.lis[role]; l != nil {
+		return l.Addr().String()
+	}
+	return ""
+}
+
+// DataDir is the data directory.
+func (s *Server) DataDir() string { return s.cfg.Data }
+
+// URL is the native API's base URL.
+func (s *Server) URL() string { return "http://" + s.Addr("http") }
+
+// Client is the in-process client (tests use it to look behind the API).
+func (s *Server) Client() *client.Client { return s.client }
+
+// Shutdown stops accepting requests, lets in-flight ones finish (until
+// ctx ends), then closes every role, data last.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	if s.httpSrv != nil {
+		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	}
+	if s.adminSrv != nil {
+		s.adminSrv.Shutdown(ctx)
+	}
+	if s.chunkSrv != nil {
+		errs = append(errs, s.chunkSrv.Shutdown(ctx))
+	}
+	errs = append(errs, s.Close())
+	return errors.Join(errs...)
+}
+
+// Close stops everything at once.
+func (s *Server) Close() error {
+	var errs []error
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, srv := range []*http.Server{s.httpSrv, s.adminSrv, s.chunkSrv} {
+		if srv != nil {
+			srv.Close()
+		}
+	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.metaConn != nil {
+		s.metaConn.Close()
+	}
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	if s.metaSvc != nil {
+		errs = append(errs, s.metaSvc.Close())
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	for _, l := range s.lis {
+		l.Close()
+	}
+	return errors.Join(errs...)
+}

@@ -89,10 +89,10 @@ func TestKill9DuringWrites(t *testing.T) {
 		t.Skip("crash test is not short")
 	}
 	dir := t.TempDir()
-	acked := map[string][]byte{}     // path -> content, acknowledged
-	inflight := map[string][]byte{}  // path -> content, sent when killed
-	var logAcked []byte              // acknowledged appends, in order
-	var logInflight []byte           // the append in flight at the kill
+	acked := map[string][]byte{}    // path -> content, acknowledged
+	inflight := map[string][]byte{} // path -> content, sent when killed
+	var logAcked []byte             // acknowledged appends, in order
+	var logInflight []byte          // the append in flight at the kill
 	for round := range 3 {
 		c := startChild(t, dir)
 		a := &api{t: t, base: c.url, user: testUser, pass: testSecret}

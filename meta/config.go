@@ -1,0 +1,94 @@
+package meta
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cairn"
+	"cairn/errors"
+)
+
+// Config configures a Service. The zero value of each field except Dir is
+// replaced by its default in Open.
+type Config struct {
+	// Dir holds the Pebble store and root.credentials. Required.
+	Dir string
+
+	// DefaultReplication is the replicas per volume of a namespace created
+	// without one. Default 1.
+	DefaultReplication uint32
+
+	// MaxVolumeSize is the size at which a volume is full and turns
+	// read-only; data servers learn it from the heartbeat. Default 8 GiB.
+	MaxVolumeSize uint64
+
+	// DeadAfter is how long a data server may stay silent before placement
+	// stops choosing it. Default 10s.
+	DeadAfter time.Duration
+
+	// RootUser and RootPassword are the root access key and secret (the
+	// caller fills them from CAIRN_ROOT_USER and CAIRN_ROOT_PASSWORD). Given,
+	// they replace the stored root; both empty with no stored root, Open
+	// generates a pair (see GeneratedRoot). One without the other is invalid.
+	RootUser     string
+	RootPassword string
+
+	// Chunks returns the data plane of the server at addr. Meta uses it to
+	// create volumes and to delete garbage needles. Nil: placement cannot
+	// create volumes and garbage stays queued.
+	Chunks func(addr string) cairn.Chunks
+
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the metrics. Nil: the Prometheus default registry.
+	Registerer prometheus.Registerer
+
+	// GCInterval is how often the garbage queue is swept even without new
+	// garbage. Default 30s.
+	GCInterval time.Duration
+}
+
+const (
+	defaultMaxVolumeSize = 8 << 30
+	defaultDeadAfter     = 10 * time.Second
+	defaultGCInterval    = 30 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.DefaultReplication == 0 {
+		c.DefaultReplication = 1
+	}
+	if c.MaxVolumeSize == 0 {
+		c.MaxVolumeSize = defaultMaxVolumeSize
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = defaultDeadAfter
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = defaultGCInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports a configuration Open would refuse.
+func (c *Config) Validate() error {
+	const op = errors.Op("meta.Config")
+	switch {
+	case c.Dir == "":
+		return errors.E(op, errors.Invalid, "Dir is required")
+	case (c.RootUser == "") != (c.RootPassword == ""):
+		return errors.E(op, errors.Invalid, "RootUser and RootPassword must be given together")
+	case c.RootUser != "" && len(c.RootPassword) < 8:
+		return errors.E(op, errors.Invalid, "RootPassword must be at least 8 characters")
+	case c.DefaultReplication > 16:
+		return errors.E(op, errors.Invalid, "DefaultReplication over 16")
+	case c.DeadAfter < 0 || c.GCInterval < 0:
+		return errors.E(op, errors.Invalid, "negative duration")
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package meta
+
+import (
+	"context"
+	"time"
+
+	"cairn"
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+const gcBatch = 1000
+
+// gcLoop deletes queued garbage needles on the data servers, then drops
+// them from the queue. A failure backs off exponentially (to a minute) and
+// retries; the queue is durable, so nothing is lost across restarts.
+func (s *Service) gcLoop() {
+	defer s.wg.Done()
+	backoff := time.Duration(0)
+	tick := time.NewTicker(s.cfg.GCInterval)
+	defer tick.Stop()
+	for {
+		if backoff > 0 {
+			select {
+			case <-s.closing:
+				return
+			case <-time.After(backoff):
+			}
+		} else {
+			select {
+			case <-s.closing:
+				return
+			case <-s.gcKick:
+			case <-tick.C:
+			}
+		}
+		more, err := s.collect()
+		switch {
+		case err != nil:
+			backoff = min(max(2*backoff, 100*time.Millisecond), time.Minute)
+			s.log.Warn("garbage collection failed; retrying", "err", err, "in", backoff)
+		case more:
+			backoff = 0
+			select { // come straight back for the rest
+			case s.gcKick <- struct{}{}:
+			default:
+			}
+		default:
+			backoff = 0
+		}
+	}
+}
+
+// collect deletes up to gcBatch queued needles. It reports whether more
+// remain. Needles that were deleted are dropped from the queue even when
+// others failed, so a dead server does not hold back the rest.
+func (s *Service) collect() (more bool, err error) {
+	if s.cfg.Chunks == nil {
+		return false, nil
+	}
+	v, err := s.readView()
+	if err != nil {
+		return false, err
+	}
+	it, err := v.newIter([]byte{pGarbage, '/'}, []byte{pGarbage, '/' + 1})
+	if err != nil {
+		v.close()
+		return false, err
+	}
+	var todo []needle
+	for it.First(); it.Valid() && len(todo) < gcBatch; it.Next() {
+		if vol, key, ok := parseGarbageKey(it.Key()); ok {
+			todo = append(todo, needle{vol, key})
+		}
+	}
+	more = it.Valid()
+	it.Close()
+	v.close()
+	if len(todo) == 0 {
+		return false, nil
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	go func() { // Close must not wait a minute for a dead server
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	clients := map[string]cairn.Chunks{}
+	done := &metapb.GarbageDone{}
+	var firstErr error
+	for _, nd := range todo {
+		s.pmu.Lock()
+		vol := s.volumes[nd.vol]
+		s.pmu.Unlock()
+		ok := true
+		if vol != nil {
+			for _, addr := range vol.Servers {
+				c := clients[addr]
+				if c == nil {
+					c = s.cfg.Chunks(addr)
+					clients[addr] = c
+				}
+				if err := c.Delete(ctx, nd.vol, vol.Generation, nd.key); err != nil && !errors.Is(errors.NotExist, err) {
+					ok = false
+					if firstErr == nil {
+						firstErr = errors.E(errors.Op("meta.gc"), errors.Path(addr), err)
+					}
+				}
+			}
+		} // an unknown volume holds nothing to delete
+		if ok {
+			done.Needles = append(done.Needles, &metapb.Needle{Volume: nd.vol, Key: nd.key})
+		}
+	}
+	if len(done.Needles) > 0 {
+		if _, err := s.propose(&metapb.Command{Op: &metapb.Command_GarbageDone{GarbageDone: done}}); err != nil {
+			return false, err
+		}
+	}
+	return more, firstErr
+}

@@ -1,0 +1,199 @@
+package meta
+
+import (
+	"context"
+	"io"
+	"path"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// MaxMessageSize bounds a gRPC message either way: a file with many
+// extents or a long listing page stays well under it.
+const MaxMessageSize = 64 << 20
+
+// kindCodes is the one table from error Kind to gRPC code. The exact Kind
+// travels in the status details (metapb.Error); the code is for generic
+// gRPC tooling and for callers that see no details.
+var kindCodes = map[errors.Kind]codes.Code{
+	errors.Other:           codes.Unknown,
+	errors.Invalid:         codes.InvalidArgument,
+	errors.NotExist:        codes.NotFound,
+	errors.Exist:           codes.AlreadyExists,
+	errors.NotEmpty:        codes.FailedPrecondition,
+	errors.IsDir:           codes.FailedPrecondition,
+	errors.NotDir:          codes.FailedPrecondition,
+	errors.Permission:      codes.PermissionDenied,
+	errors.Unauthenticated: codes.Unauthenticated,
+	errors.Precondition:    codes.FailedPrecondition,
+	errors.TooLarge:        codes.ResourceExhausted,
+	errors.Range:           codes.OutOfRange,
+	errors.Corrupt:         codes.DataLoss,
+	errors.IO:              codes.Internal,
+	errors.Unavailable:     codes.Unavailable,
+	errors.ReadOnly:        codes.FailedPrecondition,
+	errors.NameTooLong:     codes.InvalidArgument,
+	errors.Stale:           codes.FailedPrecondition,
+	errors.Canceled:        codes.Canceled,
+}
+
+// codeKinds is the inverse, for statuses without details (a proxy, a
+// deadline the client set, a server that is down).
+var codeKinds = map[codes.Code]errors.Kind{
+	codes.InvalidArgument:    errors.Invalid,
+	codes.NotFound:           errors.NotExist,
+	codes.AlreadyExists:      errors.Exist,
+	codes.PermissionDenied:   errors.Permission,
+	codes.Unauthenticated:    errors.Unauthenticated,
+	codes.FailedPrecondition: errors.Precondition,
+	codes.ResourceExhausted:  errors.TooLarge,
+	codes.OutOfRange:         errors.Range,
+	codes.DataLoss:           errors.Corrupt,
+	codes.Internal:           errors.IO,
+	codes.Unavailable:        errors.Unavailable,
+	codes.DeadlineExceeded:   errors.Unavailable,
+	codes.Canceled:           errors.Canceled,
+}
+
+// protoError is the wire form of an error.
+func protoError(err error) *metapb.Error {
+	pe := &metapb.Error{Kind: uint32(errors.KindOf(err)), Path: string(errors.PathOf(err)), Message: err.Error()}
+	var e *errors.Error
+	if errors.As(err, &e) {
+		pe.Op = string(e.Op)
+		pe.Message = e.Message()
+	}
+	return pe
+}
+
+// fromProtoError rebuilds the error a server sent.
+func fromProtoError(pe *metapb.Error) error {
+	return &errors.Error{Op: errors.Op(pe.Op), Kind: errors.Kind(pe.Kind), Path: errors.Path(pe.Path), Err: errors.New(pe.Message)}
+}
+
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
+		return err // already a status (from a nested call)
+	}
+	switch err {
+	case context.Canceled:
+		err = errors.E(errors.Canceled, err)
+	case context.DeadlineExceeded:
+		err = errors.E(errors.Unavailable, err)
+	}
+	kind := errors.KindOf(err)
+	code, ok := kindCodes[kind]
+	if !ok {
+		code = codes.Unknown
+	}
+	st, derr := status.New(code, err.Error()).WithDetails(protoError(err))
+	if derr != nil {
+		return status.Error(code, err.Error())
+	}
+	return st.Err()
+}
+
+func fromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	for _, d := range st.Details() {
+		if pe, ok := d.(*metapb.Error); ok {
+			return fromProtoError(pe)
+		}
+	}
+	kind, ok := codeKinds[st.Code()]
+	if !ok {
+		kind = errors.Other
+	}
+	return &errors.Error{Kind: kind, Err: errors.New(st.Message())}
+}
+
+func opName(fullMethod string) string { return path.Base(fullMethod) }
+
+// NewGRPCServer returns a gRPC server with svc registered. Its interceptors
+// time every call into svc.Ops() and turn *errors.Error into a status that
+// carries the Kind, Op and Path.
+func NewGRPCServer(svc *Service) *grpc.Server {
+	ops := svc.Ops()
+	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		done := ops.Start(opName(info.FullMethod))
+		resp, err := h(ctx, req)
+		done(err)
+		return resp, toStatus(err)
+	}
+	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		done := ops.Start(opName(info.FullMethod))
+		err := h(srv, ss)
+		if errors.Is(errors.Canceled, err) {
+			err = nil // a watcher that hangs up is the normal end of a stream
+		}
+		done(err)
+		return toStatus(err)
+	}
+	s := grpc.NewServer(
+		grpc.UnaryInterceptor(unary),
+		grpc.StreamInterceptor(stream),
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+		// Clients ping every 30s while idle; allow it, and drop peers
+		// that stop answering so that dead watchers are freed.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+	)
+	metapb.RegisterMetaServer(s, svc)
+	return s
+}
+
+// Dial connects to a meta server. Errors from the returned client are
+// *errors.Error with the server's Kind, Op and Path, so callers test them
+// with errors.Is(errors.NotExist, err) as in-process.
+func Dial(addr string) (metapb.MetaClient, *grpc.ClientConn, error) {
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return fromStatus(inv(ctx, method, req, reply, cc, opts...))
+	}
+	stream := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, st grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := st(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, fromStatus(err)
+		}
+		return errStream{cs}, nil
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(unary),
+		grpc.WithStreamInterceptor(stream),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	if err != nil {
+		return nil, nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, errors.Path(addr), err)
+	}
+	return metapb.NewMetaClient(conn), conn, nil
+}
+
+// errStream translates the errors of a client stream (Watch).
+type errStream struct{ grpc.ClientStream }
+
+func (s errStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return fromStatus(err)
+}

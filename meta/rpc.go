@@ -1,0 +1,222 @@
+package meta
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// The methods below are the gRPC API, callable in-process too. Reads run on
+// one consistent view; mutations become Commands for propose.
+
+var _ metapb.MetaServer = (*Service)(nil)
+
+func (s *Service) CreateNamespace(ctx context.Context, req *metapb.CreateNamespaceRequest) (*metapb.Namespace, error) {
+	const op = errors.Op("meta.CreateNamespace")
+	if err := pathname.ValidNamespace(req.Name); err != nil {
+		return nil, errors.E(op, err)
+	}
+	r := proto.Clone(req).(*metapb.CreateNamespaceRequest)
+	if r.Replication == 0 {
+		r.Replication = s.cfg.DefaultReplication
+	}
+	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CreateNamespace{CreateNamespace: r}})
+	if err != nil {
+		return nil, err
+	}
+	return res.ns, nil
+}
+
+func (s *Service) DeleteNamespace(ctx context.Context, req *metapb.NamespaceRequest) (*metapb.Empty, error) {
+	if err := pathname.ValidNamespace(req.Name); err != nil {
+		return nil, errors.E(errors.Op("meta.DeleteNamespace"), err)
+	}
+	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_DeleteNamespace{DeleteNamespace: req}}); err != nil {
+		return nil, err
+	}
+	return &metapb.Empty{}, nil
+}
+
+func (s *Service) GetNamespace(ctx context.Context, req *metapb.NamespaceRequest) (*metapb.Namespace, error) {
+	const op = errors.Op("meta.GetNamespace")
+	if err := pathname.ValidNamespace(req.Name); err != nil {
+		return nil, errors.E(op, err)
+	}
+	v, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	ns, err := v.namespace(req.Name)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	return ns, nil
+}
+
+func (s *Service) ListNamespaces(ctx context.Context, _ *metapb.Empty) (*metapb.NamespaceList, error) {
+	v, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	it, err := v.newIter([]byte{pNamespace, '/'}, []byte{pNamespace, '/' + 1})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	out := &metapb.NamespaceList{}
+	for it.First(); it.Valid(); it.Next() {
+		ns := &metapb.Namespace{}
+		if err := proto.Unmarshal(it.Value(), ns); err != nil {
+			return nil, errors.E(errors.Op("meta.ListNamespaces"), errors.Corrupt, err)
+		}
+		out.Namespaces = append(out.Namespaces, ns)
+	}
+	return out, it.Error()
+}
+
+func (s *Service) SetVisibility(ctx context.Context, req *metapb.SetVisibilityRequest) (*metapb.Namespace, error) {
+	if err := pathname.ValidNamespace(req.Name); err != nil {
+		return nil, errors.E(errors.Op("meta.SetVisibility"), err)
+	}
+	res, err := s.propose(&metapb.Command{Op: &metapb.Command_SetVisibility{SetVisibility: req}})
+	if err != nil {
+		return nil, err
+	}
+	return res.ns, nil
+}
+
+// Resolve looks up a whole path in one call.
+func (s *Service) Resolve(ctx context.Context, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
+	v, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	return resolve(v, req)
+}
+
+func resolve(v *view, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
+	const op = errors.Op("meta.Resolve")
+	p, err := checkPath(op, req.Ns, req.Path)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := v.namespace(req.Ns)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	ino, _, err := v.walk(ns.RootIno, p)
+	if err != nil {
+		return nil, errors.E(op, fullPath(req.Ns, p), err)
+	}
+	n, err := v.inode(ino)
+	if err != nil {
+		return nil, errors.E(op, fullPath(req.Ns, p), err)
+	}
+	resp := &metapb.ResolveResponse{Inode: n}
+	if req.WantExtents && n.Type != metapb.FileType_DIRECTORY {
+		if resp.Extents, err = v.extents(ino); err != nil {
+			return nil, errors.E(op, fullPath(req.Ns, p), err)
+		}
+	}
+	return resp, nil
+}
+
+// maxBatch bounds BatchResolve so one call cannot pin a view for long.
+const maxBatch = 10000
+
+// BatchResolve resolves many paths against one consistent view; each
+// result carries its own error.
+func (s *Service) BatchResolve(ctx context.Context, req *metapb.BatchResolveRequest) (*metapb.BatchResolveResponse, error) {
+	if len(req.Requests) > maxBatch {
+		return nil, errors.E(errors.Op("meta.BatchResolve"), errors.TooLarge, "more than 10000 paths")
+	}
+	v, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	out := &metapb.BatchResolveResponse{Results: make([]*metapb.ResolveResult, len(req.Requests))}
+	for i, r := range req.Requests {
+		resp, err := resolve(v, r)
+		if err != nil {
+			out.Results[i] = &metapb.ResolveResult{Error: protoError(err)}
+			continue
+		}
+		out.Results[i] = &metapb.ResolveResult{Response: resp}
+	}
+	return out, nil
+}
+
+func (s *Service) Mkdir(ctx context.Context, req *metapb.MkdirRequest) (*metapb.Inode, error) {
+	if _, err := checkPath("meta.Mkdir", req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Mkdir{Mkdir: req}})
+}
+
+func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metapb.Inode, error) {
+	if _, err := checkPath("meta.Commit", req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Commit{Commit: req}})
+}
+
+func (s *Service) Append(ctx context.Context, req *metapb.AppendRequest) (*metapb.Inode, error) {
+	if _, err := checkPath("meta.Append", req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Append{Append: req}})
+}
+
+func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metapb.Empty, error) {
+	if _, err := checkPath("meta.Delete", req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_Delete{Delete: req}}); err != nil {
+		return nil, err
+	}
+	return &metapb.Empty{}, nil
+}
+
+func (s *Service) Rename(ctx context.Context, req *metapb.RenameRequest) (*metapb.Inode, error) {
+	if _, err := checkPath("meta.Rename", req.Ns, req.From); err != nil {
+		return nil, err
+	}
+	if _, err := checkPath("meta.Rename", req.Ns, req.To); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Rename{Rename: req}})
+}
+
+func (s *Service) SetAttr(ctx context.Context, req *metapb.SetAttrRequest) (*metapb.Inode, error) {
+	if _, err := checkPath("meta.SetAttr", req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_SetAttr{SetAttr: req}})
+}
+
+func (s *Service) mutateInode(cmd *metapb.Command) (*metapb.Inode, error) {
+	res, err := s.propose(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return res.inode, nil
+}
+
+// Version is reported by Info.
+const Version = "cairn-meta/1"
+
+func (s *Service) Info(ctx context.Context, _ *metapb.Empty) (*metapb.InfoResponse, error) {
+	out := &metapb.InfoResponse{Version: Version}
+	for _, d := range s.liveServers() {
+		out.DataServers = append(out.DataServers, d.addr)
+	}
+	return out, nil
+}

@@ -1,0 +1,393 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/metrics"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// Service is the metadata service. Its methods are the gRPC API
+// (metapb.MetaServer); NewGRPCServer serves it.
+type Service struct {
+	metapb.UnimplementedMetaServer
+
+	cfg Config
+	log *slog.Logger
+	db  *pebble.DB
+	ops *metrics.Ops
+	hub *hub
+
+	// mu serializes apply: every read-modify-write of the store runs under
+	// it, and it is never held across an fsync or a network call.
+	mu sync.Mutex
+
+	// Placement state. Volumes are persisted (v/) and cached here; servers
+	// and the volume sizes they report are soft state rebuilt from
+	// heartbeats within a second of a restart.
+	pmu      sync.Mutex
+	servers  map[string]*dataServer
+	volumes  map[uint32]*metapb.Volume
+	vstats   map[uint32]*metapb.VolumeStat
+	assignMu sync.Mutex // one volume creation at a time
+
+	genUser, genSecret string
+
+	gcKick  chan struct{}
+	closing chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// Open opens (or creates) the store in cfg.Dir and starts the background
+// garbage collector.
+func Open(cfg Config) (*Service, error) {
+	const op = errors.Op("meta.Open")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	db, err := pebble.Open(filepath.Join(cfg.Dir, "pebble"), &pebble.Options{
+		Logger: quietLogger{cfg.Logger},
+	})
+	if err != nil {
+		return nil, errors.E(op, errors.IO, errors.Path(cfg.Dir), err)
+	}
+	s := &Service{
+		cfg:     cfg,
+		log:     cfg.Logger.With("role", "meta"),
+		db:      db,
+		ops:     metrics.NewOps(cfg.Registerer, "meta"),
+		servers: map[string]*dataServer{},
+		volumes: map[uint32]*metapb.Volume{},
+		vstats:  map[uint32]*metapb.VolumeStat{},
+		gcKick:  make(chan struct{}, 1),
+		closing: make(chan struct{}),
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.setupRoot(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.gcLoop()
+	return s, nil
+}
+
+// load reads the state kept in memory: the event sequence and the volumes.
+func (s *Service) load() error {
+	v, err := s.readView()
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	seq, _, err := v.get(keySeq)
+	if err != nil {
+		return err
+	}
+	s.hub = newHub(u64(seq), 4096)
+	it, err := v.newIter([]byte{pVolume, '/'}, []byte{pVolume, '/' + 1})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		vol := &metapb.Volume{}
+		if err := proto.Unmarshal(it.Value(), vol); err != nil {
+			return errors.E(errors.Op("meta.Open"), errors.Corrupt, err)
+		}
+		s.volumes[vol.Id] = vol
+	}
+	return it.Error()
+}
+
+// Close stops the background work and closes the store. Calls in flight
+// must have finished (stop the gRPC server first).
+func (s *Service) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closing)
+		s.hub.closeAll()
+		s.wg.Wait()
+		s.mu.Lock()
+		err = s.db.Close()
+		s.mu.Unlock()
+	})
+	return err
+}
+
+// Ops is the per-operation metrics of the service (role "meta").
+func (s *Service) Ops() *metrics.Ops { return s.ops }
+
+// result is what apply returns: the record the RPC answers with and the
+// events to publish once the batch is visible.
+type result struct {
+	ns      *metapb.Namespace
+	inode   *metapb.Inode
+	volume  *metapb.Volume
+	events  []*metapb.Event
+	garbage bool // needles were queued: wake the collector
+}
+
+// propose applies cmd and returns once it is durable. It is the one path
+// by which state changes; with Raft it becomes "append to the log, wait
+// for the commit index, apply".
+func (s *Service) propose(cmd *metapb.Command) (*result, error) {
+	cmd.NowNs = time.Now().UnixNano()
+	s.mu.Lock()
+	select {
+	case <-s.closing:
+		s.mu.Unlock()
+		return nil, errors.E(errors.Op("meta"), errors.Unavailable, "meta is shutting down")
+	default:
+	}
+	b := s.db.NewIndexedBatch()
+	res, err := s.apply(b, cmd)
+	if err != nil {
+		s.mu.Unlock()
+		b.Close()
+		return nil, err
+	}
+	// Visible to readers from here on, durable only after SyncWait below:
+	// holding mu only for the memtable insert lets concurrent proposers
+	// queue their batches behind this one and share its fsync.
+	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		s.mu.Unlock()
+		b.Close()
+		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+	}
+	s.hub.publish(res.events)
+	if res.volume != nil {
+		s.pmu.Lock()
+		s.volumes[res.volume.Id] = res.volume
+		s.pmu.Unlock()
+	}
+	s.mu.Unlock()
+	err = b.SyncWait()
+	b.Close()
+	if err != nil {
+		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+	}
+	if res.garbage {
+		select {
+		case s.gcKick <- struct{}{}:
+		default:
+		}
+	}
+	return res, nil
+}
+
+// view reads the store. Outside apply it wraps one iterator, a consistent
+// point-in-time view (clones share it); inside apply it reads the indexed
+// batch, which sees the command's own writes.
+type view struct {
+	it *pebble.Iterator
+	b  *pebble.Batch
+}
+
+func (s *Service) readView() (*view, error) {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
+	}
+	return &view{it: it}, nil
+}
+
+func (v *view) close() {
+	if v.it != nil {
+		v.it.Close()
+	}
+}
+
+// get returns a copy of the value of key; found is false if it is absent.
+func (v *view) get(key []byte) (val []byte, found bool, err error) {
+	if v.b != nil {
+		val, c, err := v.b.Get(key)
+		if err == pebble.ErrNotFound {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, errors.E(errors.Op("meta.read"), errors.IO, err)
+		}
+		val = bytes.Clone(val)
+		c.Close()
+		return val, true, nil
+	}
+	if !v.it.SeekGE(key) || !bytes.Equal(v.it.Key(), key) {
+		if err := v.it.Error(); err != nil {
+			return nil, false, errors.E(errors.Op("meta.read"), errors.IO, err)
+		}
+		return nil, false, nil
+	}
+	return bytes.Clone(v.it.Value()), true, nil
+}
+
+func (v *view) has(key []byte) (bool, error) {
+	_, found, err := v.get(key)
+	return found, err
+}
+
+func (v *view) getProto(key []byte, m proto.Message) (bool, error) {
+	val, found, err := v.get(key)
+	if err != nil || !found {
+		return found, err
+	}
+	if err := proto.Unmarshal(val, m); err != nil {
+		return false, errors.E(errors.Op("meta.read"), errors.Corrupt, err)
+	}
+	return true, nil
+}
+
+// newIter returns an iterator over [lower, upper) in the same view.
+func (v *view) newIter(lower, upper []byte) (*pebble.Iterator, error) {
+	o := &pebble.IterOptions{LowerBound: lower, UpperBound: upper}
+	var it *pebble.Iterator
+	var err error
+	if v.b != nil {
+		it, err = v.b.NewIter(o)
+	} else {
+		it, err = v.it.Clone(pebble.CloneOptions{IterOptions: o})
+	}
+	if err != nil {
+		return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
+	}
+	return it, nil
+}
+
+func (v *view) namespace(name string) (*metapb.Namespace, error) {
+	n := &metapb.Namespace{}
+	found, err := v.getProto(nsKey(name), n)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errors.E(errors.NotExist, errors.Path(name), "no such namespace")
+	}
+	return n, nil
+}
+
+func (v *view) inode(ino uint64) (*metapb.Inode, error) {
+	n := &metapb.Inode{}
+	found, err := v.getProto(inodeKey(ino), n)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, errors.E(errors.Corrupt, fmt.Sprintf("dangling inode %d", ino))
+	}
+	return n, nil
+}
+
+// lookup finds name in directory parent: as a file first, then as a
+// directory (they never coexist).
+func (v *view) lookup(parent uint64, name string) (ino uint64, dir, found bool, err error) {
+	for _, d := range [2]bool{false, true} {
+		val, ok, err := v.get(direntKey(parent, name, d))
+		if err != nil {
+			return 0, false, false, err
+		}
+		if ok {
+			return u64(val), d, true, nil
+		}
+	}
+	return 0, false, false, nil
+}
+
+// walk resolves a clean path below root in one pass: one seek per level.
+func (v *view) walk(root uint64, p string) (ino uint64, dir bool, err error) {
+	ino, dir = root, true
+	for p != "" {
+		name, rest, _ := cutSlash(p)
+		if !dir {
+			return 0, false, errors.E(errors.NotDir, "a path component is a file")
+		}
+		child, isDir, found, err := v.lookup(ino, name)
+		if err != nil {
+			return 0, false, err
+		}
+		if !found {
+			return 0, false, errors.E(errors.NotExist, "no such file or directory")
+		}
+		ino, dir, p = child, isDir, rest
+	}
+	return ino, dir, nil
+}
+
+func cutSlash(p string) (first, rest string, found bool) {
+	if i := bytes.IndexByte([]byte(p), '/'); i >= 0 {
+		return p[:i], p[i+1:], true
+	}
+	return p, "", false
+}
+
+// extents returns a file's extents in offset order.
+func (v *view) extents(ino uint64) ([]*metapb.Extent, error) {
+	p := extentPrefix(ino)
+	it, err := v.newIter(p, prefixEnd(p))
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []*metapb.Extent
+	for it.First(); it.Valid(); it.Next() {
+		e := &metapb.Extent{}
+		if err := proto.Unmarshal(it.Value(), e); err != nil {
+			return nil, errors.E(errors.Corrupt, err)
+		}
+		out = append(out, e)
+	}
+	if err := it.Error(); err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	return out, nil
+}
+
+// checkNS validates a namespace name and a path inside it, returning the
+// clean path.
+func checkPath(op errors.Op, ns, p string) (string, error) {
+	if err := pathname.ValidNamespace(ns); err != nil {
+		return "", errors.E(op, err)
+	}
+	clean, _, err := pathname.Clean(p)
+	if err != nil {
+		return "", errors.E(op, errors.Path(ns+"/"+p), err)
+	}
+	return clean, nil
+}
+
+func fullPath(ns, p string) errors.Path {
+	if p == "" {
+		return errors.Path(ns)
+	}
+	return errors.Path(ns + "/" + p)
+}
+
+// quietLogger sends Pebble's chatter to slog at debug level, and its
+// errors at error level.
+type quietLogger struct{ l *slog.Logger }
+
+func (q quietLogger) Infof(format string, args ...any) {}
+func (q quietLogger) Errorf(format string, args ...any) {
+	q.l.Error("pebble", "msg", fmt.Sprintf(format, args...))
+}
+func (q quietLogger) Fatalf(format string, args ...any) {
+	q.l.Error("pebble fatal", "msg", fmt.Sprintf(format, args...))
+	os.Exit(1)
+}

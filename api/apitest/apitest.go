@@ -254,6 +254,14 @@ func (ns *namespace) checkParents(p string) *apiError {
 	return nil
 }
 
+// mkdirParents creates p's parent directories: as in a file system, they
+// stay when the file is removed.
+func (ns *namespace) mkdirParents(p string) {
+	for dir, _ := pathname.Parent(p); dir != ""; dir, _ = pathname.Parent(dir) {
+		ns.dirs[dir] = true
+	}
+}
+
 func (s *Server) stat(w http.ResponseWriter, ns *namespace, p string) *apiError {
 	if f := ns.files[p]; f != nil {
 		writeJSON(w, 200, map[string]any{"name": p, "size": len(f.data), "mtime": f.mtime.Format(time.RFC3339Nano),
@@ -291,6 +299,7 @@ func (s *Server) mkdir(w http.ResponseWriter, ns *namespace, p string) *apiError
 		return e
 	}
 	ns.dirs[p] = true
+	ns.mkdirParents(p)
 	writeJSON(w, 201, map[string]any{"path": p, "size": 0, "etag": ""})
 	return nil
 }
@@ -330,6 +339,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, ns *namespace, p st
 	}
 	f := newFile(data, r.Header.Get("Content-Type"), old)
 	ns.files[p] = f
+	ns.mkdirParents(p)
 	w.Header().Set("ETag", `"`+f.etag+`"`)
 	status := 201
 	if old != nil {
@@ -370,6 +380,7 @@ func (s *Server) appendFile(w http.ResponseWriter, r *http.Request, ns *namespac
 	}
 	f := newFile(append(append([]byte(nil), prev...), data...), ctype, old)
 	ns.files[p] = f
+	ns.mkdirParents(p)
 	writeJSON(w, 200, map[string]any{"size": len(f.data)})
 	return nil
 }
@@ -385,12 +396,14 @@ func (s *Server) rename(w http.ResponseWriter, ns *namespace, from, to string) *
 		}
 		delete(ns.files, from)
 		ns.files[to] = f
+		ns.mkdirParents(to)
 		return s.stat(w, ns, to)
 	}
 	if !ns.isDir(from) {
 		return errNoKey
 	}
 	moveTree(ns, from, to)
+	ns.mkdirParents(to)
 	return s.stat(w, ns, to)
 }
 

@@ -1,0 +1,86 @@
+package chunk
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+	"cairn/volume"
+)
+
+// Config configures a data server. Open fills zero fields with defaults.
+type Config struct {
+	// Dir holds the volumes ({id}.dat, {id}.idx) and server.id.
+	Dir string
+	// Addr is the data-plane address (host:port) advertised to meta.
+	Addr string
+	// MaxVolumeSize is the size past which a volume takes no new needles
+	// (errors.ReadOnly). Default 8 GiB.
+	MaxVolumeSize int64
+	// MaxNeedle bounds one needle; a larger PUT is errors.TooLarge (413).
+	// Default 64 MiB.
+	MaxNeedle int64
+	// Labels are sent with heartbeats (rack, zone, disk type) for placement.
+	Labels map[string]string
+	// Meta receives heartbeats. Nil: the server runs alone (tests).
+	Meta metapb.MetaClient
+	// HeartbeatInterval is the time between heartbeats, and between
+	// checks for volumes to compact. Default 1s.
+	HeartbeatInterval time.Duration
+	// CompactRatio is the garbage ratio (garbage bytes / record bytes) past
+	// which the background compactor rewrites a volume. Default 0.5;
+	// negative disables background compaction.
+	CompactRatio float64
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.MaxVolumeSize == 0 {
+		c.MaxVolumeSize = volume.DefaultMaxSize
+	}
+	if c.MaxNeedle == 0 {
+		c.MaxNeedle = volume.DefaultMaxNeedle
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = time.Second
+	}
+	if c.CompactRatio == 0 {
+		c.CompactRatio = 0.5
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.DefaultRegisterer
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	const op errors.Op = "chunk.Config"
+	if c.Dir == "" {
+		return errors.E(op, errors.Invalid, "Dir is required")
+	}
+	if c.HeartbeatInterval < 0 {
+		return errors.E(op, errors.Invalid, fmt.Sprintf("HeartbeatInterval %v is negative", c.HeartbeatInterval))
+	}
+	if c.CompactRatio > 1 {
+		return errors.E(op, errors.Invalid, fmt.Sprintf("CompactRatio %v is over 1", c.CompactRatio))
+	}
+	if err := c.volumeOptions().Validate(); err != nil {
+		return errors.E(op, err)
+	}
+	return nil
+}
+
+func (c *Config) volumeOptions() volume.Options {
+	return volume.Options{MaxSize: c.MaxVolumeSize, MaxNeedle: c.MaxNeedle}
+}

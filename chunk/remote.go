@@ -1,0 +1,242 @@
+package chunk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"cairn"
+	"cairn/errors"
+)
+
+var _ cairn.Chunks = (*Remote)(nil)
+
+// transport is shared by every Remote so that connections to a data
+// server are pooled across clients of it: a read is one round trip on a
+// warm connection. Go's dialer sets TCP_NODELAY, which small writes need.
+var transport = &http.Transport{
+	Proxy:               nil, // data servers are reached directly
+	DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:        4096,
+	MaxIdleConnsPerHost: 256,
+	IdleConnTimeout:     90 * time.Second,
+	DisableCompression:  true, // needles are opaque; gzip would only cost CPU
+	ForceAttemptHTTP2:   false,
+	WriteBufferSize:     64 << 10,
+	ReadBufferSize:      64 << 10,
+}
+
+// Remote is cairn.Chunks spoken over HTTP to one data server.
+type Remote struct {
+	addr string
+	base string
+	c    *http.Client
+}
+
+// NewRemote returns a client of the data server at addr (host:port).
+func NewRemote(addr string) *Remote {
+	return &Remote{addr: addr, base: "http://" + addr, c: &http.Client{Transport: transport}}
+}
+
+// Addr is the data server's address.
+func (r *Remote) Addr() string { return r.addr }
+
+func (r *Remote) do(ctx context.Context, op errors.Op, method, url string, body []byte, hdr http.Header) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, errors.E(op, errors.Invalid, err)
+	}
+	if body != nil {
+		req.ContentLength = int64(len(body))
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := r.c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errors.E(op, errors.Canceled, err)
+		}
+		return nil, errors.E(op, errors.Unavailable, errors.Path(r.addr), err)
+	}
+	if resp.StatusCode >= 300 {
+		defer drain(resp)
+		return nil, decodeError(op, resp)
+	}
+	return resp, nil
+}
+
+// drain reads what is left of a body so that the connection is reused.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}
+
+// decodeError turns an error response back into the *errors.Error the
+// server sent, with the same Kind and Path.
+func decodeError(op errors.Op, resp *http.Response) error {
+	var body errorBody
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body); err != nil || body.Error.Code == "" {
+		// No body (HEAD) or not ours: classify by status alone.
+		kind := errors.Other
+		for k, ks := range kindStatus {
+			if ks.status == resp.StatusCode {
+				kind = errors.Kind(k)
+				break
+			}
+		}
+		return errors.E(op, kind, fmt.Sprintf("HTTP %s", resp.Status))
+	}
+	return &errors.Error{Op: op, Kind: kindOfCode(body.Error.Code), Path: errors.Path(body.Error.Path), Err: errors.New(body.Error.Message)}
+}
+
+func gen(g uint64) string { return "?gen=" + strconv.FormatUint(g, 10) }
+
+func (r *Remote) needleURL(vid uint32, key uint64) string {
+	return r.base + "/v/" + strconv.FormatUint(uint64(vid), 10) + "/" + strconv.FormatUint(key, 10)
+}
+
+// Put stores a needle; see cairn.Chunks.
+func (r *Remote) Put(ctx context.Context, vid uint32, g uint64, data []byte) (uint64, error) {
+	const op errors.Op = "chunk.Remote.Put"
+	if data == nil {
+		data = []byte{} // a non-nil body sends Content-Length: 0
+	}
+	resp, err := r.do(ctx, op, http.MethodPost, r.base+"/v/"+strconv.FormatUint(uint64(vid), 10)+gen(g), data, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer drain(resp)
+	var out struct {
+		Key uint64 `json:"key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, errors.E(op, errors.IO, fmt.Errorf("decoding response: %w", err))
+	}
+	return out.Key, nil
+}
+
+// PutKey stores a needle under a key the caller chose.
+func (r *Remote) PutKey(ctx context.Context, vid uint32, g, key uint64, data []byte) error {
+	const op errors.Op = "chunk.Remote.PutKey"
+	if data == nil {
+		data = []byte{}
+	}
+	resp, err := r.do(ctx, op, http.MethodPut, r.needleURL(vid, key)+gen(g), data, nil)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// ReadTo copies a range of a needle to w; see cairn.Chunks.
+func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length int64, w io.Writer) (int64, error) {
+	const op errors.Op = "chunk.Remote.ReadTo"
+	path := errors.Path(fmt.Sprintf("%d/%d", vid, key))
+	if off < 0 || length < 0 {
+		return 0, errors.E(op, errors.Range, path, fmt.Sprintf("range [%d, +%d)", off, length))
+	}
+	if length == 0 {
+		// An empty range is not expressible in a Range header; check the
+		// needle exists and is long enough.
+		resp, err := r.do(ctx, op, http.MethodHead, r.needleURL(vid, key), nil, nil)
+		if err != nil {
+			return 0, err
+		}
+		drain(resp)
+		if off > resp.ContentLength {
+			return 0, errors.E(op, errors.Range, path, fmt.Sprintf("offset %d past the end (%d bytes)", off, resp.ContentLength))
+		}
+		return 0, nil
+	}
+	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+length-1)}}
+	resp, err := r.do(ctx, op, http.MethodGet, r.needleURL(vid, key), nil, hdr)
+	if err != nil {
+		return 0, err
+	}
+	defer drain(resp)
+	// The server clamps a range that runs past the end, as HTTP says it
+	// must; Chunks calls that an error.
+	if resp.ContentLength != length {
+		return 0, errors.E(op, errors.Range, path, fmt.Sprintf("range [%d, +%d) past the end of the needle", off, length))
+	}
+	n, err := io.CopyN(w, resp.Body, length)
+	if err != nil {
+		if ctx.Err() != nil {
+			return n, errors.E(op, errors.Canceled, path, err)
+		}
+		// The server cuts the connection when it finds damage after it
+		// has started the body.
+		return n, errors.E(op, errors.IO, path, fmt.Errorf("body cut short after %d bytes (server found damage or failed): %w", n, err))
+	}
+	return n, nil
+}
+
+// Size returns a needle's length.
+func (r *Remote) Size(ctx context.Context, vid uint32, key uint64) (int64, error) {
+	resp, err := r.do(ctx, "chunk.Remote.Size", http.MethodHead, r.needleURL(vid, key), nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	drain(resp)
+	return resp.ContentLength, nil
+}
+
+// Delete removes a needle; see cairn.Chunks.
+func (r *Remote) Delete(ctx context.Context, vid uint32, g uint64, key uint64) error {
+	resp, err := r.do(ctx, "chunk.Remote.Delete", http.MethodDelete, r.needleURL(vid, key)+gen(g), nil, nil)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// CreateVolume creates a volume; see cairn.Chunks.
+func (r *Remote) CreateVolume(ctx context.Context, vid uint32, g uint64) error {
+	resp, err := r.do(ctx, "chunk.Remote.CreateVolume", http.MethodPut,
+		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+gen(g), []byte{}, nil)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// Compact asks the server to compact a volume now.
+func (r *Remote) Compact(ctx context.Context, vid uint32) error {
+	resp, err := r.do(ctx, "chunk.Remote.Compact", http.MethodPost,
+		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+"/compact", []byte{}, nil)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// Volumes returns the server's volume table.
+func (r *Remote) Volumes(ctx context.Context) ([]VolumeInfo, error) {
+	resp, err := r.do(ctx, "chunk.Remote.Volumes", http.MethodGet, r.base+"/admin/volumes", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer drain(resp)
+	var out struct {
+		Volumes []VolumeInfo `json:"volumes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, errors.E(errors.Op("chunk.Remote.Volumes"), errors.IO, err)
+	}
+	return out.Volumes, nil
+}

@@ -1,0 +1,438 @@
+package chunk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cairn"
+	"cairn/errors"
+	"cairn/metrics"
+	"cairn/proto/metapb"
+	"cairn/volume"
+)
+
+var _ cairn.Chunks = (*Store)(nil)
+
+// Store is a data server: the volumes of one directory. It is the
+// in-process cairn.Chunks; Handler serves it over HTTP.
+type Store struct {
+	cfg     Config
+	id      string
+	log     *slog.Logger
+	ops     *metrics.Ops
+	corrupt prometheus.Counter
+
+	mu   sync.RWMutex
+	vols map[uint32]*volume.Volume
+	// compacting guards against two compactions of one volume (the
+	// background compactor and an admin request).
+	compacting map[uint32]bool
+	closed     bool
+}
+
+// Open opens every volume in cfg.Dir (creating the directory and the
+// server id on first use).
+func Open(cfg Config) (*Store, error) {
+	const op errors.Op = "chunk.Open"
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.E(op, err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	id, err := serverID(cfg.Dir)
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	s := &Store{
+		cfg: cfg, id: id, log: cfg.Logger.With("role", "chunk"),
+		ops:        metrics.NewOps(cfg.Registerer, "chunk"),
+		vols:       map[uint32]*volume.Volume{},
+		compacting: map[uint32]bool{},
+	}
+	s.corrupt = registerCounter(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "cairn", Subsystem: "chunk", Name: "corrupt_reads_total",
+		Help: "Reads refused because a needle checksum did not match.",
+	}))
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, errors.E(op, errors.IO, err)
+	}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".dat")
+		if !ok {
+			continue
+		}
+		vid, err := strconv.ParseUint(name, 10, 32)
+		if err != nil {
+			continue
+		}
+		v, err := volume.Open(cfg.Dir, uint32(vid), cfg.volumeOptions())
+		if err != nil {
+			s.Close()
+			return nil, errors.E(op, err)
+		}
+		if st := v.Stats(); st.Truncated > 0 || st.Damaged > 0 {
+			s.log.Warn("volume repaired at open", "volume", vid, "truncated_bytes", st.Truncated, "damaged_records", st.Damaged)
+		}
+		s.vols[uint32(vid)] = v
+	}
+	return s, nil
+}
+
+// registerCounter registers c, or returns the counter already registered
+// under its name (several stores in one test process share it).
+func registerCounter(reg prometheus.Registerer, c prometheus.Counter) prometheus.Counter {
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if ex, ok := are.ExistingCollector.(prometheus.Counter); ok {
+				return ex
+			}
+		}
+	}
+	return c
+}
+
+// serverID returns the id kept in dir/server.id, creating it once.
+func serverID(dir string) (string, error) {
+	name := filepath.Join(dir, "server.id")
+	if b, err := os.ReadFile(name); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err != nil {
+		return "", err
+	}
+	return id, os.Rename(tmp, name)
+}
+
+// ID is the server's stable id.
+func (s *Store) ID() string { return s.id }
+
+// Ops is the store's operation counters (for the admin handler).
+func (s *Store) Ops() *metrics.Ops { return s.ops }
+
+func volPath(vid uint32) errors.Path { return errors.Path(strconv.FormatUint(uint64(vid), 10)) }
+
+func (s *Store) volume(op errors.Op, vid uint32) (*volume.Volume, error) {
+	s.mu.RLock()
+	v, ok := s.vols[vid]
+	closed := s.closed
+	s.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, errors.E(op, errors.Unavailable, "data server is closed")
+	case !ok:
+		return nil, errors.E(op, errors.NotExist, volPath(vid), "no such volume")
+	}
+	return v, nil
+}
+
+func ctxErr(op errors.Op, ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return errors.E(op, errors.Canceled, err)
+	}
+	return nil
+}
+
+// Put stores data as a new needle of volume vid; see cairn.Chunks.
+func (s *Store) Put(ctx context.Context, vid uint32, gen uint64, data []byte) (key uint64, err error) {
+	const op errors.Op = "chunk.Put"
+	done := s.ops.Start("put")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return 0, err
+	}
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return 0, err
+	}
+	return v.Append(gen, data)
+}
+
+// PutKey stores data under a key the caller chose (replication writes
+// the primary's key); an existing needle with the key is replaced.
+func (s *Store) PutKey(ctx context.Context, vid uint32, gen, key uint64, data []byte) (err error) {
+	const op errors.Op = "chunk.PutKey"
+	done := s.ops.Start("putkey")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return err
+	}
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return err
+	}
+	return v.AppendKey(gen, key, data)
+}
+
+// ReadTo copies [off, off+length) of a needle to w, verified; see
+// cairn.Chunks.
+func (s *Store) ReadTo(ctx context.Context, vid uint32, key uint64, off, length int64, w io.Writer) (n int64, err error) {
+	const op errors.Op = "chunk.ReadTo"
+	done := s.ops.Start("get")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return 0, err
+	}
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return 0, err
+	}
+	n, err = v.ReadTo(key, off, length, w)
+	if errors.Is(errors.Corrupt, err) {
+		s.corrupt.Inc()
+		s.log.Error("corrupt needle", "volume", vid, "key", key, "err", err)
+	}
+	return n, err
+}
+
+// Size returns the length of a needle.
+func (s *Store) Size(ctx context.Context, vid uint32, key uint64) (n int64, err error) {
+	const op errors.Op = "chunk.Size"
+	done := s.ops.Start("head")
+	defer func() { done(err) }()
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return 0, err
+	}
+	return v.Size(key)
+}
+
+// Delete removes a needle; see cairn.Chunks.
+func (s *Store) Delete(ctx context.Context, vid uint32, gen uint64, key uint64) (err error) {
+	const op errors.Op = "chunk.Delete"
+	done := s.ops.Start("delete")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return err
+	}
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return err
+	}
+	return v.Delete(gen, key)
+}
+
+// CreateVolume creates volume vid at generation gen. If it exists at gen,
+// that is success; at a lower generation, the volume moves to gen (meta
+// bumped it when the replica set changed); at a higher one, errors.Stale.
+func (s *Store) CreateVolume(ctx context.Context, vid uint32, gen uint64) (err error) {
+	const op errors.Op = "chunk.CreateVolume"
+	done := s.ops.Start("create")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.E(op, errors.Unavailable, "data server is closed")
+	}
+	if v, ok := s.vols[vid]; ok {
+		if v.Gen() == gen {
+			return nil
+		}
+		if err := v.SetGen(gen); err != nil {
+			return errors.E(op, err)
+		}
+		return nil
+	}
+	v, err := volume.Create(s.cfg.Dir, vid, gen, s.cfg.volumeOptions())
+	if err != nil {
+		return errors.E(op, err)
+	}
+	s.vols[vid] = v
+	s.log.Info("volume created", "volume", vid, "gen", gen)
+	return nil
+}
+
+// SetReadOnly marks a volume read-only or writable.
+func (s *Store) SetReadOnly(vid uint32, ro bool) error {
+	v, err := s.volume("chunk.SetReadOnly", vid)
+	if err != nil {
+		return err
+	}
+	return v.SetReadOnly(ro)
+}
+
+// VolumeStats returns every volume's figures, by volume id.
+func (s *Store) VolumeStats() []volume.Stats {
+	s.mu.RLock()
+	out := make([]volume.Stats, 0, len(s.vols))
+	for _, v := range s.vols {
+		out = append(out, v.Stats())
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b volume.Stats) int { return int(a.ID) - int(b.ID) })
+	return out
+}
+
+// Stats returns the volumes as heartbeats report them.
+func (s *Store) Stats() []*metapb.VolumeStat {
+	var out []*metapb.VolumeStat
+	for _, st := range s.VolumeStats() {
+		out = append(out, &metapb.VolumeStat{
+			Id: st.ID, Generation: st.Gen, Size: uint64(st.Size), Garbage: uint64(st.Garbage),
+			Needles: uint64(st.Needles), ReadOnly: st.ReadOnly || st.Full,
+		})
+	}
+	return out
+}
+
+// Compact compacts volume vid now. Reads continue meanwhile; writes to
+// the volume pause only for the final swap.
+func (s *Store) Compact(vid uint32) (err error) {
+	const op errors.Op = "chunk.Compact"
+	done := s.ops.Start("compact")
+	defer func() { done(err) }()
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.compacting[vid] {
+		s.mu.Unlock()
+		return errors.E(op, errors.Unavailable, volPath(vid), "compaction already running")
+	}
+	s.compacting[vid] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.compacting, vid)
+		s.mu.Unlock()
+	}()
+	before := v.Stats()
+	start := time.Now()
+	if err := v.Compact(); err != nil {
+		return errors.E(op, err)
+	}
+	after := v.Stats()
+	s.log.Info("volume compacted", "volume", vid, "before", before.Size, "after", after.Size, "took", time.Since(start))
+	return nil
+}
+
+// Close closes every volume. Calls after Close fail with errors.Unavailable.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	vols := s.vols
+	s.vols = map[uint32]*volume.Volume{}
+	s.mu.Unlock()
+	var errs []error
+	for _, v := range vols {
+		if err := v.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run sends heartbeats to meta (if configured) and compacts volumes whose
+// garbage passes Config.CompactRatio, until ctx ends.
+func (s *Store) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	if s.cfg.Meta != nil {
+		wg.Go(func() { s.heartbeats(ctx) })
+	}
+	if s.cfg.CompactRatio > 0 {
+		wg.Go(func() { s.compactor(ctx) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+func (s *Store) heartbeats(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		err := s.Heartbeat(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			s.log.Warn("heartbeat failed", "err", err)
+			failing = true
+		case err == nil && failing:
+			s.log.Info("heartbeat ok again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Heartbeat sends one heartbeat to meta.
+func (s *Store) Heartbeat(ctx context.Context) error {
+	if s.cfg.Meta == nil {
+		return nil
+	}
+	req := &metapb.HeartbeatRequest{
+		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(),
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.cfg.Dir, &fs); err == nil {
+		req.Capacity = fs.Blocks * uint64(fs.Bsize)
+		req.Free = fs.Bavail * uint64(fs.Bsize)
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
+	defer cancel()
+	_, err := s.cfg.Meta.Heartbeat(ctx, req)
+	if err != nil {
+		return errors.E(errors.Op("chunk.Heartbeat"), errors.Unavailable, err)
+	}
+	return nil
+}
+
+func (s *Store) compactor(ctx context.Context) {
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, st := range s.VolumeStats() {
+			if ctx.Err() != nil {
+				return
+			}
+			if st.ReadOnly || st.GarbageRatio() < s.cfg.CompactRatio {
+				continue
+			}
+			if err := s.Compact(st.ID); err != nil && !errors.Is(errors.Unavailable, err) {
+				s.log.Error("background compaction failed", "volume", st.ID, "err", err)
+			}
+		}
+	}
+}
+
+func (s *Store) String() string { return fmt.Sprintf("chunk.Store(%s)", s.cfg.Dir) }

@@ -1,0 +1,62 @@
+// Package chunk is a Cairn data server: the volumes (package volume) of
+// one directory, served in-process as cairn.Chunks (*Store) and over an
+// HTTP/1.1 data plane (Store.Handler), with a client for it (*Remote).
+// chunk/chunktest is the suite both implementations pass.
+//
+// # Directory
+//
+//	server.id        random hex id, created once, sent with heartbeats
+//	{vid}.dat        a volume's records (format in package volume)
+//	{vid}.idx        its index hint
+//
+// # HTTP routes
+//
+//	POST   /v/{vid}?gen=G           body = needle (Content-Length required)
+//	                                -> 200 {"key":K}
+//	PUT    /v/{vid}/{key}?gen=G     same, key chosen by the caller (replication)
+//	                                -> 200 {"key":K}
+//	GET    /v/{vid}/{key}           the needle; "Range: bytes=a-b", "a-" or "-n"
+//	HEAD   /v/{vid}/{key}           (one range) -> 206 with Content-Range.
+//	                                Content-Length always set.
+//	DELETE /v/{vid}/{key}?gen=G     -> 204 (also for a needle that is not there)
+//	PUT    /admin/volumes/{vid}?gen=G        create a volume -> 204
+//	GET    /admin/volumes                    {"server_id":..., "volumes":[...]}
+//	POST   /admin/volumes/{vid}/compact      compact now -> 204
+//
+// Errors are JSON, {"error":{"code":"NotExist","message":"...","path":"1/42"}},
+// with the status from the single table kindStatus (http.go): Invalid 400,
+// NotExist 404, TooLarge 413, Range 416, Stale/ReadOnly/Exist 409, Corrupt
+// and IO 500, Unavailable 503. Remote turns the code back into the same
+// errors.Kind, so callers test errors.Is(errors.Corrupt, err) whichever
+// implementation they hold.
+//
+// A GET sends its status line with the first verified byte: damage in the
+// first window read (1 MiB) is a clean 500 "Corrupt". Damage found later,
+// after the 200/206 and some bytes are on the wire, can only be signalled
+// by cutting the connection; Remote reports that as errors.IO, and the
+// bytes it already passed on were verified. (Sending the checksum state as
+// an HTTP trailer would need chunked encoding and no Content-Length.)
+//
+// The range semantics differ at the edges on purpose: HTTP clamps a range
+// whose end is past the needle (RFC 9110); cairn.Chunks calls that
+// errors.Range, so Remote checks the Content-Length it got against what
+// it asked for.
+//
+// # Why HTTP/1.1 and these choices
+//
+// A read is one request on a pooled keep-alive connection (Remote shares
+// one Transport, up to 256 idle connections per server, TCP_NODELAY as Go
+// sets it): no per-read connect and no metadata hop. Bodies are needle
+// bytes, not framed: nothing to decode. The store reads PUT bodies of up
+// to 256 KiB into pooled buffers, since a needle must be complete in
+// memory to be checksummed before the append lock.
+//
+// # Background work
+//
+// Run sends a heartbeat to meta every HeartbeatInterval (server id, address,
+// labels, capacity and free space from statfs, every volume's stats) and
+// compacts, one at a time, volumes whose garbage ratio passes CompactRatio.
+// Every operation is counted in metrics.Ops (role "chunk": put, putkey,
+// get, head, delete, create, compact, volumes), and corrupt reads in
+// cairn_chunk_corrupt_reads_total.
+package chunk

@@ -110,6 +110,12 @@ func (c *Client) Get(ctx context.Context, ns, p string, opts GetOptions) (io.Rea
 	if err != nil {
 		return nil, nil, err
 	}
+	if resp.Header.Get("ETag") == "" && resp.StatusCode == http.StatusOK {
+		// Every file has an ETag; the gateway answers a GET of a directory
+		// with its listing, which must not pass for the file's content.
+		drain(resp)
+		return nil, nil, errors.E(op, errors.Path(ns+"/"+p), errors.IsDir, "is a directory")
+	}
 	return resp.Body, statFromHeader(p, resp), nil
 }
 
@@ -249,9 +255,8 @@ func (c *Client) List(ctx context.Context, ns string, opts ListOptions) (*Page, 
 	if opts.Prefix != "" {
 		q.Set("prefix", opts.Prefix)
 	}
-	if opts.Delimiter != "" {
-		q.Set("delimiter", opts.Delimiter)
-	}
+	// Always sent: the gateway's default is "/", and "" means no rolling up.
+	q.Set("delimiter", opts.Delimiter)
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
 	}

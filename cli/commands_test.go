@@ -98,7 +98,7 @@ func runCommands(t *testing.T, c cairn) {
 	if got, want := c.ok("ls", "cli-test/tree"), "3.txt\nempty/\nx/\n"; got != want {
 		t.Fatalf("ls cli-test/tree = %q, want %q", got, want)
 	}
-	if got, want := c.ok("ls", "-R", "cli-test/tree/"), "tree/3.txt\ntree/x/1.txt\ntree/x/2.txt\n"; got != want {
+	if got, want := c.ok("ls", "-R", "cli-test/tree/"), "tree/3.txt\ntree/empty/\ntree/x/1.txt\ntree/x/2.txt\n"; got != want {
 		t.Fatalf("ls -R = %q, want %q", got, want)
 	}
 	if got := c.ok("ls", "cli-test/docs/s"); got != "stdin.txt\n" {

@@ -280,7 +280,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, ns *namespace, p st
 	f := ns.files[p]
 	if f == nil {
 		if ns.isDir(p) {
-			return errIsDir
+			return s.list(w, r, ns, p) // as the gateway does
 		}
 		return errNoKey
 	}
@@ -498,11 +498,12 @@ func (ns *namespace) entries(prefix, delim string) []entry {
 			add(name, entry{Name: name, Size: len(f.data), Mtime: f.mtime.Format(time.RFC3339Nano), ETag: f.etag})
 		}
 	}
-	if delim != "" {
-		for name := range ns.dirs {
-			if strings.HasPrefix(name, prefix) && len(name) > len(prefix) {
-				add(name, entry{Name: name, Dir: true, Mtime: ns.created.Format(time.RFC3339Nano)})
-			}
+	for name := range ns.dirs {
+		// Without a delimiter the listing holds the leaves, as the
+		// gateway's: files and empty directories.
+		leaf := delim != "" || !ns.hasChildren(name)
+		if strings.HasPrefix(name, prefix) && len(name) > len(prefix) && leaf {
+			add(name, entry{Name: name, Dir: true, Mtime: ns.created.Format(time.RFC3339Nano)})
 		}
 	}
 	out := make([]entry, 0, len(seen))

@@ -1,0 +1,77 @@
+package meta
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+
+	"cairn/proto/metapb"
+)
+
+const benchPath = "users/alice/photos/2024/img.jpg" // 4 directories deep
+
+func benchSetup(b *testing.B) *testServer {
+	ts := start(b, nil)
+	mkns(b, ts.cl, "bench")
+	put(b, ts.cl, "bench", benchPath, 1000, 1)
+	return ts
+}
+
+// parallelism makes b.RunParallel use about c goroutines.
+func parallelism(b *testing.B, c int) {
+	b.SetParallelism(max(1, c/runtime.GOMAXPROCS(0)))
+}
+
+func BenchmarkResolveGRPC(b *testing.B) {
+	ts := benchSetup(b)
+	parallelism(b, 32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := &metapb.ResolveRequest{Ns: "bench", Path: benchPath, WantExtents: true}
+		for pb.Next() {
+			if _, err := ts.cl.Resolve(bg, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "resolves/s")
+}
+
+func BenchmarkResolveInProcess(b *testing.B) {
+	ts := benchSetup(b)
+	parallelism(b, 32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := &metapb.ResolveRequest{Ns: "bench", Path: benchPath, WantExtents: true}
+		for pb.Next() {
+			if _, err := ts.svc.Resolve(bg, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "resolves/s")
+}
+
+// BenchmarkCommitGRPC commits small new files from 16 callers: each commit
+// is durable (fsynced) before it returns, so this measures group commit.
+func BenchmarkCommitGRPC(b *testing.B) {
+	ts := benchSetup(b)
+	parallelism(b, 16)
+	var n atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			req := &metapb.CommitRequest{Ns: "bench", Path: fmt.Sprintf("d%d/f%d", i%64, i), Parents: true, Size: 1,
+				Extents: []*metapb.Extent{{Length: 1, Volume: 1, Key: uint64(i)}}}
+			if _, err := ts.cl.Commit(bg, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+}

@@ -3,28 +3,36 @@ package bench
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 )
 
-// PrintResults writes results as a table, one line per run.
-func PrintResults(w io.Writer, results []Result) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "BENCH\tCONC\tOPS/S\tMB/S\tP50\tP90\tP99\tMAX\tOPS\tERRORS\t")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, r.Concurrency,
-			r.OpsPerSec, r.MBPerSec, FormatDuration(r.P50), FormatDuration(r.P90),
-			FormatDuration(r.P99), FormatDuration(r.Max), r.Ops, r.Errors)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range results {
-		if r.FirstError != "" {
-			fmt.Fprintf(w, "%s c=%d: first error: %s\n", r.Name, r.Concurrency, r.FirstError)
+// Table prints results as fixed-width rows, each as soon as it is added,
+// so a long run shows progress; the header comes with the first row.
+type Table struct {
+	w      io.Writer
+	header bool
+}
+
+// NewTable returns a Table writing to w.
+func NewTable(w io.Writer) *Table { return &Table{w: w} }
+
+const rowFormat = "%-16s %5s %9s %8s %8s %8s %8s %8s %9s %7s\n"
+
+// Add prints one result, and its first error if it had any.
+func (t *Table) Add(r Result) error {
+	if !t.header {
+		t.header = true
+		if _, err := fmt.Fprintf(t.w, rowFormat, "BENCH", "CONC", "OPS/S", "MB/S", "P50", "P90", "P99", "MAX", "OPS", "ERRORS"); err != nil {
+			return err
 		}
 	}
-	return nil
+	_, err := fmt.Fprintf(t.w, rowFormat, r.Name, fmt.Sprint(r.Concurrency), fmt.Sprintf("%.0f", r.OpsPerSec),
+		fmt.Sprintf("%.1f", r.MBPerSec), FormatDuration(r.P50), FormatDuration(r.P90), FormatDuration(r.P99),
+		FormatDuration(r.Max), fmt.Sprint(r.Ops), fmt.Sprint(r.Errors))
+	if err == nil && r.FirstError != "" {
+		_, err = fmt.Fprintf(t.w, "  first error: %s\n", r.FirstError)
+	}
+	return err
 }
 
 // FormatDuration shows a latency to three significant digits in the unit

@@ -59,6 +59,7 @@ func (f *loadFlags) parseSize() (int64, error) {
 // results, each level's as soon as it is done.
 func (f *loadFlags) runLevels(ctx context.Context, w io.Writer, name string, newOp func(worker int) bench.Op) error {
 	var results []bench.Result
+	table := bench.NewTable(w)
 	for _, c := range f.concurrency {
 		if c < 1 {
 			return fmt.Errorf("--concurrency: %d is not a positive number", c)
@@ -69,7 +70,7 @@ func (f *loadFlags) runLevels(ctx context.Context, w io.Writer, name string, new
 		}
 		results = append(results, r)
 		if !f.asJSON {
-			if err := bench.PrintResults(w, []bench.Result{r}); err != nil {
+			if err := table.Add(r); err != nil {
 				return err
 			}
 		}

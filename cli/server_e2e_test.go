@@ -35,9 +35,10 @@ func TestCommandsServer(t *testing.T) {
 		{"bench", "get", "--size", "4KiB", "--objects", "5", "--concurrency", "1,2", "--duration", "200ms", "--warmup", "0s"},
 		{"bench", "put", "--size", "1KiB", "--concurrency", "2", "--duration", "200ms", "--warmup", "0s"},
 		{"bench", "stream", "--size", "3MiB"},
+		{"bench", "meta", "--meta", s.Addr("meta"), "--concurrency", "4", "--duration", "200ms", "--warmup", "0s"},
 	} {
 		out := c.ok(args...)
-		if !strings.Contains(out, "MB/s") && !strings.Contains(out, "MB/S") {
+		if !strings.Contains(out, "MB/s") && !strings.Contains(out, "OPS/S") {
 			t.Fatalf("%v:\n%s", args, out)
 		}
 		t.Logf("%v:\n%s", args, out)

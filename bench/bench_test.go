@@ -163,11 +163,12 @@ func TestStream(t *testing.T) {
 	defer srv.Close()
 	c := api.New(srv.URL, "root", "pw")
 	size := int64(9<<20 + 123) // crosses generator blocks, not a multiple of anything
-	res, err := Stream(context.Background(), c, "bench", "stream", size, true)
+	called := false
+	res, err := Stream(context.Background(), c, "bench", "stream", size, true, func() { called = true })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Verified || res.PutMBps <= 0 || res.GetMBps <= 0 {
+	if !res.Verified || res.PutMBps <= 0 || res.GetMBps <= 0 || !called {
 		t.Fatalf("result %+v", res)
 	}
 }

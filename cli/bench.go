@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -209,7 +211,7 @@ func benchPutCmd(o *options) *cobra.Command {
 
 func benchStreamCmd(o *options) *cobra.Command {
 	var size, ns string
-	var noVerify, asJSON bool
+	var noVerify, asJSON, drop bool
 	cmd := &cobra.Command{
 		Use:   "stream [--size 1GiB]",
 		Short: "One big PUT, then one big GET: streaming MB/s each way",
@@ -223,7 +225,11 @@ func benchStreamCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := bench.Stream(cmd.Context(), c, ns, "stream/"+size, n, !noVerify)
+			var beforeGet func()
+			if drop {
+				beforeGet = func() { dropCaches(cmd.ErrOrStderr()) }
+			}
+			res, err := bench.Stream(cmd.Context(), c, ns, "stream/"+size, n, !noVerify, beforeGet)
 			if err != nil {
 				return err
 			}
@@ -240,5 +246,15 @@ func benchStreamCmd(o *options) *cobra.Command {
 	cmd.Flags().StringVar(&ns, "ns", "bench", "namespace")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "skip the CRC32C comparison of what was read with what was written")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().BoolVar(&drop, "drop-caches", false, "drop the OS page cache between PUT and GET (needs root; on one machine with the server)")
 	return cmd
+}
+
+// dropCaches empties the page cache, so a read after a write comes from
+// the disk as dd's does in the comparison; without permission it says so.
+func dropCaches(stderr io.Writer) {
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0); err != nil {
+		fmt.Fprintf(stderr, "cairn: page cache not dropped: %v\n", err)
+	}
 }

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# bench-nginx.sh: Cairn against nginx and dd on one machine, in one run.
+#
+# Starts `cairn server` (hot cache on, then a second with it off) and nginx
+# on loopback ports, in a temporary directory, serving the same files, and
+# drives both with the same load generator (`cairn bench`). Prints a table
+# with ratios. Installs nothing; needs nginx, dd and go (for `make build`).
+# Everything it starts it stops by PID, on exit or Ctrl-C.
+#
+# Knobs (environment): DURATION (10s per level), WARMUP (1s),
+# SMALL_OBJECTS (100000), BIG_OBJECTS (100), STREAM_SIZE (1GiB),
+# BASE_PORT (18080; uses 12 ports from there), KEEP_TMP=1 to keep the
+# temporary directory, CAIRN_ROOT_USER/CAIRN_ROOT_PASSWORD (generated
+# when unset).
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-1s}
+SMALL_OBJECTS=${SMALL_OBJECTS:-100000}
+BIG_OBJECTS=${BIG_OBJECTS:-100}
+STREAM_SIZE=${STREAM_SIZE:-1GiB}
+BASE_PORT=${BASE_PORT:-18080}
+
+cd "$(dirname "$0")/.."
+for tool in nginx dd make go; do
+	command -v "$tool" >/dev/null || { echo "bench-nginx: $tool is not installed" >&2; exit 1; }
+done
+NGINX=$(command -v nginx)
+
+make build >/dev/null
+CAIRN=$PWD/bin/cairn
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/cairn-bench.XXXXXX")
+chmod 755 "$TMP" # nginx workers may run as another user
+PIDS=()
+
+cleanup() {
+	for pid in "${PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if [[ ${KEEP_TMP:-} == 1 ]]; then
+		echo "kept $TMP"
+	else
+		rm -rf "$TMP"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z ${CAIRN_ROOT_USER:-} ]]; then
+	CAIRN_ROOT_USER=bench-root
+	CAIRN_ROOT_PASSWORD=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+fi
+export CAIRN_ROOT_USER CAIRN_ROOT_PASSWORD
+export CAIRN_ACCESS_KEY=$CAIRN_ROOT_USER CAIRN_SECRET_KEY=$CAIRN_ROOT_PASSWORD
+
+log() { echo "== $*" >&2; }
+
+# wait_http URL: until something answers there (30s at most).
+wait_http() {
+	for _ in $(seq 300); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/${1##*:}") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "bench-nginx: nothing listens on $1; see the logs in $TMP" >&2
+	exit 1
+}
+
+# start_cairn NAME PORT [server flags...]: a one-process store on PORT
+# (API), PORT+1 (meta), PORT+2 (data), PORT+3 (admin). Sets CAIRN_PID.
+start_cairn() {
+	local name=$1 port=$2
+	shift 2
+	"$CAIRN" server --data "$TMP/$name" --http "127.0.0.1:$port" --meta-listen "127.0.0.1:$((port + 1))" \
+		--chunk-listen "127.0.0.1:$((port + 2))" --admin "127.0.0.1:$((port + 3))" "$@" >"$TMP/$name.log" 2>&1 &
+	CAIRN_PID=$!
+	PIDS+=("$CAIRN_PID")
+	wait_http "127.0.0.1:$port"
+}
+
+stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+start_nginx() {
+	mkdir -p "$TMP/nginx"
+	cat >"$TMP/nginx.conf" <<EOF
+daemon off;
+worker_processes auto;
+pid $TMP/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	tcp_nodelay on;
+	keepalive_timeout 75s;
+	keepalive_requests 10000000;
+	default_type application/octet-stream;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
+	fastcgi_temp_path $TMP/nginx/fastcgi;
+	uwsgi_temp_path $TMP/nginx/uwsgi;
+	scgi_temp_path $TMP/nginx/scgi;
+	server {
+		listen 127.0.0.1:$NGINX_PORT;
+		root $TMP/www;
+	}
+}
+EOF
+	"$NGINX" -p "$TMP/nginx" -c "$TMP/nginx.conf" >"$TMP/nginx.log" 2>&1 &
+	PIDS+=("$!")
+	wait_http "127.0.0.1:$NGINX_PORT"
+}
+
+# bench LABEL ARGS...: run `cairn bench ARGS`, keep its output as LABEL.
+bench() {
+	local label=$1
+	shift
+	log "$label: cairn bench $*"
+	"$CAIRN" bench "$@" | tee "$TMP/$label.out"
+}
+
+# ops LABEL CONC: ops/s of a result row (the name is two words: "get 4KiB").
+ops() { awk -v c="$2" '$3 == c && $4 ~ /^[0-9.]+$/ { print $4; exit }' "$TMP/$1.out"; }
+# p50 LABEL CONC
+p50() { awk -v c="$2" '$3 == c && $4 ~ /^[0-9.]+$/ { print $6; exit }' "$TMP/$1.out"; }
+
+# dd_mbps: MB/s from dd's summary line ("..., 1.2 s, 870 MB/s").
+dd_mbps() {
+	awk -F', ' '/copied/ { split($NF, a, " "); v = a[1]; u = a[2]
+		if (u == "GB/s") v *= 1000; else if (u == "kB/s") v /= 1000; else if (u == "B/s") v /= 1e6
+		print v }'
+}
+
+drop_caches() {
+	sync
+	if [[ -w /proc/sys/vm/drop_caches ]]; then echo 3 >/proc/sys/vm/drop_caches; fi
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "-"; else printf "%.2fx", a / b }'; }
+
+CAIRN_PORT=$BASE_PORT
+COLD_PORT=$((BASE_PORT + 4))
+NGINX_PORT=$((BASE_PORT + 8))
+HOT=http://127.0.0.1:$CAIRN_PORT
+COLD=http://127.0.0.1:$COLD_PORT
+NGX=http://127.0.0.1:$NGINX_PORT
+LOAD=(--duration "$DURATION" --warmup "$WARMUP")
+
+log "preparing files for nginx in $TMP/www"
+"$CAIRN" bench get --size 155KiB --objects "$BIG_OBJECTS" --prepare-dir "$TMP/www/big"
+"$CAIRN" bench get --size 4KiB --objects "$SMALL_OBJECTS" --prepare-dir "$TMP/www/small"
+chmod -R a+rX "$TMP/www"
+
+start_nginx
+start_cairn hot "$CAIRN_PORT"
+HOT_PID=$CAIRN_PID
+
+bench big-hot get --endpoint "$HOT" --ns big --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
+bench big-nginx get --target "$NGX/big" --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
+bench small-hot get --endpoint "$HOT" --ns small --size 4KiB --objects "$SMALL_OBJECTS" --concurrency 16 "${LOAD[@]}"
+bench small-nginx get --target "$NGX/small" --size 4KiB --objects "$SMALL_OBJECTS" --concurrency 16 "${LOAD[@]}"
+bench put put --endpoint "$HOT" --size 4KiB --concurrency 16 "${LOAD[@]}"
+bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[@]}"
+
+log "stream $STREAM_SIZE: cairn PUT then GET (page cache dropped between if permitted)"
+"$CAIRN" bench stream --endpoint "$HOT" --size "$STREAM_SIZE" --drop-caches --json | tee "$TMP/stream.json"
+STREAM_PUT=$(awk -F': ' '/put_mb_per_sec/ { sub(",", "", $2); print $2 }' "$TMP/stream.json")
+STREAM_GET=$(awk -F': ' '/get_mb_per_sec/ { sub(",", "", $2); print $2 }' "$TMP/stream.json")
+"$CAIRN" admin profile --admin "127.0.0.1:$((CAIRN_PORT + 3))" >"$TMP/profile.out" || true
+stop "$HOT_PID"
+
+log "dd: write and read 1 GiB"
+DD_WRITE=$(dd if=/dev/zero of="$TMP/dd.bin" bs=1M count=1024 conv=fsync 2>&1 | dd_mbps)
+drop_caches
+DD_READ=$(dd if="$TMP/dd.bin" of=/dev/null bs=1M 2>&1 | dd_mbps)
+rm -f "$TMP/dd.bin"
+
+start_cairn cold "$COLD_PORT" --hot-cache-size 0
+COLD_PID=$CAIRN_PID
+bench big-cold get --endpoint "$COLD" --ns big --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
+stop "$COLD_PID"
+
+row() { printf '%-34s %14s %14s %14s %10s\n' "$@"; }
+echo
+echo "Cairn vs nginx and dd, one machine, loopback; $DURATION per row; ops/s unless noted"
+row "test" "cairn" "cairn no-hot" "nginx / dd" "ratio"
+for c in 1 10; do
+	h=$(ops big-hot $c) n=$(ops big-nginx $c) k=$(ops big-cold $c)
+	row "GET 155KiB c=$c" "$h" "$k" "$n" "$(ratio "$h" "$n")"
+	row "  p50 latency" "$(p50 big-hot $c)" "$(p50 big-cold $c)" "$(p50 big-nginx $c)" ""
+done
+h=$(ops small-hot 16) n=$(ops small-nginx 16)
+row "GET 4KiB x $SMALL_OBJECTS c=16" "$h" "" "$n" "$(ratio "$h" "$n")"
+row "PUT 4KiB c=16" "$(ops put 16)" "" "" ""
+row "stream $STREAM_SIZE write MB/s" "$STREAM_PUT" "" "$DD_WRITE" "$(ratio "$STREAM_PUT" "$DD_WRITE")"
+row "stream $STREAM_SIZE read MB/s" "$STREAM_GET" "" "$DD_READ" "$(ratio "$STREAM_GET" "$DD_READ")"
+row "meta Resolve (4 deep) c=32" "$(ops meta 32)" "" "" ""
+echo "ratio: cairn (hot cache on) / nginx or dd. Server profile of the hot run:"
+cat "$TMP/profile.out"

@@ -169,8 +169,8 @@ bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[
 
 log "stream $STREAM_SIZE: cairn PUT then GET (page cache dropped between if permitted)"
 "$CAIRN" bench stream --endpoint "$HOT" --size "$STREAM_SIZE" --drop-caches --json | tee "$TMP/stream.json"
-STREAM_PUT=$(awk -F': ' '/put_mb_per_sec/ { sub(",", "", $2); print $2 }' "$TMP/stream.json")
-STREAM_GET=$(awk -F': ' '/get_mb_per_sec/ { sub(",", "", $2); print $2 }' "$TMP/stream.json")
+STREAM_PUT=$(awk -F': ' '/put_mb_per_sec/ { printf "%.0f", $2 }' "$TMP/stream.json")
+STREAM_GET=$(awk -F': ' '/get_mb_per_sec/ { printf "%.0f", $2 }' "$TMP/stream.json")
 "$CAIRN" admin profile --admin "127.0.0.1:$((CAIRN_PORT + 3))" >"$TMP/profile.out" || true
 stop "$HOT_PID"
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +210,25 @@ func BenchmarkGetOpAllocs(b *testing.B) {
 		if _, err := op(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	var buf bytes.Buffer
+	tab := NewTable(&buf)
+	tab.Add(Result{Name: "get 4KiB", Concurrency: 1, OpsPerSec: 1234.4, MBPerSec: 5.05, P50: 81 * time.Microsecond,
+		P90: 2 * time.Millisecond, P99: 1500 * time.Millisecond, Max: 2 * time.Second, Ops: 12344})
+	tab.Add(Result{Name: "get 4KiB", Concurrency: 10, Errors: 3, FirstError: "GET /x: 503"})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "BENCH") || strings.Count(buf.String(), "BENCH") != 1 {
+		t.Fatalf("table:\n%s", buf.String())
+	}
+	f := strings.Fields(lines[1])
+	want := []string{"get", "4KiB", "1", "1234", "5.0", "81.0µs", "2.00ms", "1.50s", "2.00s", "12344", "0"}
+	if strings.Join(f, " ") != strings.Join(want, " ") {
+		t.Fatalf("row %q, want %q", f, want)
+	}
+	if !strings.Contains(lines[3], "first error: GET /x: 503") {
+		t.Fatalf("error line %q", lines[3])
 	}
 }

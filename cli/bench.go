@@ -16,6 +16,7 @@ import (
 
 	"cairn/api"
 	"cairn/bench"
+	"cairn/errors"
 )
 
 func benchCmd(o *options) *cobra.Command {
@@ -190,10 +191,8 @@ func benchPutCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := c.Stat(cmd.Context(), f.ns, ""); err != nil {
-				if _, err := c.CreateNamespace(cmd.Context(), f.ns, api.Private); err != nil {
-					return err
-				}
+			if _, err := c.CreateNamespace(cmd.Context(), f.ns, api.Private); err != nil && !errors.Is(errors.Exist, err) {
+				return err
 			}
 			base, err := url.Parse(c.Endpoint() + "/" + f.ns)
 			if err != nil {

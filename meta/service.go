@@ -340,13 +340,18 @@ func cutSlash(p string) (first, rest string, found bool) {
 // extents returns a file's extents in offset order.
 func (v *view) extents(ino uint64) ([]*metapb.Extent, error) {
 	p := extentPrefix(ino)
-	it, err := v.newIter(p, prefixEnd(p))
-	if err != nil {
-		return nil, err
+	it := v.it
+	if v.b != nil {
+		var err error
+		if it, err = v.newIter(p, prefixEnd(p)); err != nil {
+			return nil, err
+		}
+		defer it.Close()
 	}
-	defer it.Close()
+	// Outside apply the view's own iterator is reused: a clone costs as
+	// much as the rest of a Resolve. Callers do not use it concurrently.
 	var out []*metapb.Extent
-	for it.First(); it.Valid(); it.Next() {
+	for it.SeekGE(p); it.Valid() && bytes.HasPrefix(it.Key(), p); it.Next() {
 		e := &metapb.Extent{}
 		if err := proto.Unmarshal(it.Value(), e); err != nil {
 			return nil, errors.E(errors.Corrupt, err)

@@ -95,15 +95,28 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The subscription is registered asynchronously: wait until a
-	// mutation is seen.
-	var seen []*metapb.Event
-	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; len(seen) == 0; i++ {
-		if time.Now().After(deadline) {
-			t.Fatal("no event")
+	// The subscription is registered asynchronously: mutate until an
+	// event arrives, then sync on a marker.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			cl.Commit(bg, &metapb.CommitRequest{Ns: "ww1", Path: fmt.Sprintf("warm%d", i)})
 		}
-		put(t, cl, "ww1", fmt.Sprintf("warm%d", i), 1, 1)
+	}()
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-stopped
+	put(t, cl, "ww1", "marker", 1, 1)
+	var seen []*metapb.Event
+	for len(seen) == 0 || seen[len(seen)-1].Path != "marker" {
 		ev, err := stream.Recv()
 		if err != nil {
 			t.Fatal(err)

@@ -368,19 +368,19 @@ func TestOverwriteInvalidatesHotCache(t *testing.T) {
 		t.Run(fmt.Sprintf("hot=%d", hot), func(t *testing.T) {
 			s := start(t, func(c *server.Config) { c.HotCacheSize = hot })
 			a := newAPI(t, s)
-			a.must(201, "PUT", "/h", nil)
+			a.must(201, "PUT", "/hot", nil)
 			for i := range 20 {
 				v := []byte(fmt.Sprintf("version %d", i))
-				a.must(200, "PUT", "/h/obj", v)
+				a.must(200, "PUT", "/hot/obj", v)
 				for range 3 {
-					_, got := a.must(200, "GET", "/h/obj", nil)
+					_, got := a.must(200, "GET", "/hot/obj", nil)
 					if !bytes.Equal(got, v) {
 						t.Fatalf("round %d: got %q", i, got)
 					}
 				}
 			}
-			a.must(204, "DELETE", "/h/obj", nil)
-			if code, _, b := a.call("GET", "/h/obj", nil); code != 404 || errCode(t, b) != "NoSuchKey" {
+			a.must(204, "DELETE", "/hot/obj", nil)
+			if code, _, b := a.call("GET", "/hot/obj", nil); code != 404 || errCode(t, b) != "NoSuchKey" {
 				t.Fatalf("after delete: %d %s", code, b)
 			}
 		})
@@ -515,9 +515,9 @@ func TestListingRenameDelete(t *testing.T) {
 func TestCorruptionDetected(t *testing.T) {
 	s := start(t, func(c *server.Config) { c.HotCacheSize = 0 })
 	a := newAPI(t, s)
-	a.must(201, "PUT", "/c", nil)
+	a.must(201, "PUT", "/cor", nil)
 	body := bytes.Repeat([]byte("precious data "), 1000)
-	a.must(200, "PUT", "/c/file", body)
+	a.must(200, "PUT", "/cor/file", body)
 	flipped := 0
 	filepath.Walk(s.DataDir(), func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() || !strings.HasSuffix(p, ".dat") {
@@ -536,7 +536,7 @@ func TestCorruptionDetected(t *testing.T) {
 	if flipped != 1 {
 		t.Fatalf("flipped %d volume files, want 1", flipped)
 	}
-	code, _, b := a.call("GET", "/c/file", nil)
+	code, _, b := a.call("GET", "/cor/file", nil)
 	if code != 500 || errCode(t, b) != "Corrupt" {
 		t.Fatalf("corrupt read: %d %q", code, b[:min(len(b), 200)])
 	}

@@ -145,7 +145,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) (string, int) {
 			if !hasSlash && r.Method == http.MethodHead {
 				return "ns-head", g.headNamespace(w, r, p, nsName)
 			}
-			return "list", g.list(w, r, p, nsName, "", true)
+			return "list", g.list(w, r, p, nsName, "")
 		}
 		return "ns", methodNotAllowed(w, "GET, HEAD, PUT, DELETE")
 	}
@@ -156,7 +156,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) (string, int) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		if isDir {
-			return "list", g.list(w, r, p, nsName, path, true)
+			return "list", g.list(w, r, p, nsName, path)
 		}
 		if q.Has("stat") {
 			return "stat", g.stat(w, r, p, nsName, path)
@@ -308,7 +308,7 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		return writeError(w, err)
 	}
 	if f.IsDir() {
-		return g.list(w, r, p, ns, path, true)
+		return g.list(w, r, p, ns, path)
 	}
 	ino := f.Inode
 	h := w.Header()
@@ -485,7 +485,7 @@ type entryJSON struct {
 // list serves a listing. dir is the directory the URL named ("" for the
 // namespace root); the query may narrow it with prefix and choose the
 // delimiter ("/" by default for a directory URL).
-func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p principal, ns, dir string, _ bool) int {
+func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p principal, ns, dir string) int {
 	if _, err := g.authorize(r.Context(), p, ns, read); err != nil {
 		return writeError(w, err)
 	}

@@ -13,21 +13,38 @@ import (
 // without limit while the change stream is healthy (watching) and for ttl
 // otherwise. epoch counts invalidations: a resolve that started before an
 // invalidation must not insert its (possibly stale) answer.
+//
+// The client's own writes are cached from meta's answer, which carries the
+// sequence number of the write's last event (Inode.seq). Such an entry
+// ignores the events at or below that number, its own write's among them,
+// so a file just written is read back with no meta call. Meta publishes
+// before it answers, so the write's own events often arrive first: recent
+// remembers the last events applied, and the answer is cached only if
+// none after the write touched its path (lastSeq is the newest applied).
 type cache struct {
 	mu        sync.RWMutex
 	max       int
 	ttl       time.Duration
 	watching  bool
 	epoch     uint64
+	lastSeq   uint64
+	recent    [256]recentEvent     // ring, indexed by seq % len
 	files     map[string]fileEntry // key: ns + "\x00" + path
 	dirRefs   map[string]int       // key: ns + "\x00" + dir -> cached entries below it
 	ns        map[string]nsEntry
 	listeners []func(*metapb.Event)
 }
 
+type recentEvent struct {
+	seq       uint64
+	ns, path  string
+	namespace bool
+}
+
 type fileEntry struct {
-	f  *File
-	at time.Time
+	f   *File
+	at  time.Time
+	seq uint64 // events at or below seq are already reflected in f
 }
 
 type nsEntry struct {
@@ -78,6 +95,52 @@ func (c *cache) put(f *File, epoch uint64) {
 	if epoch != c.epoch {
 		return
 	}
+	c.insertLocked(f, 0)
+}
+
+// putWritten caches the answer to the client's own write, whose last event
+// is seq (see the type's comment).
+func (c *cache) putWritten(f *File, seq uint64) {
+	if c.max < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Resolves that started before the write must not insert what they
+	// read; nor may anything cached from before it survive.
+	c.epoch++
+	if seq == 0 || !c.watching || c.touchedSince(f.NS, f.Path, seq) {
+		c.invalidateLocked(f.NS, f.Path, 0)
+		return
+	}
+	c.insertLocked(f, seq)
+}
+
+// touchedSince reports whether an event after seq may have changed ns/p,
+// or whether that can no longer be told.
+func (c *cache) touchedSince(ns, p string, seq uint64) bool {
+	for s := seq + 1; s <= c.lastSeq; s++ {
+		e := c.recent[s%uint64(len(c.recent))]
+		if e.seq != s {
+			return true // fell out of the ring
+		}
+		if e.ns == ns && (e.namespace || e.path == "" || e.path == p || strings.HasPrefix(p, e.path+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// record notes an applied event for touchedSince.
+func (c *cache) recordLocked(seq uint64, ns, p string, namespace bool) {
+	if seq == 0 {
+		return
+	}
+	c.recent[seq%uint64(len(c.recent))] = recentEvent{seq: seq, ns: ns, path: p, namespace: namespace}
+	c.lastSeq = max(c.lastSeq, seq)
+}
+
+func (c *cache) insertLocked(f *File, seq uint64) {
 	k := fileKey(f.NS, f.Path)
 	if _, ok := c.files[k]; !ok {
 		if len(c.files) >= c.max {
@@ -85,7 +148,7 @@ func (c *cache) put(f *File, epoch uint64) {
 		}
 		c.forEachParent(f.NS, f.Path, func(d string) { c.dirRefs[d]++ })
 	}
-	c.files[k] = fileEntry{f: f, at: time.Now()}
+	c.files[k] = fileEntry{f: f, at: time.Now(), seq: seq}
 }
 
 // evictLocked drops about a tenth of the cache; Go's map iteration order
@@ -123,12 +186,22 @@ func (c *cache) forEachParent(ns, p string, fn func(string)) {
 
 // invalidate drops p and, when p is a directory with cached entries
 // below it, all of those.
-func (c *cache) invalidate(ns, p string) {
+func (c *cache) invalidate(ns, p string) { c.invalidateAt(ns, p, 0) }
+
+// invalidateAt is invalidate for the event numbered seq (0: a local
+// change): entries that already reflect seq stay.
+func (c *cache) invalidateAt(ns, p string, seq uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
+	c.recordLocked(seq, ns, p, false)
+	c.invalidateLocked(ns, p, seq)
+}
+
+func (c *cache) invalidateLocked(ns, p string, seq uint64) {
+	stale := func(e fileEntry) bool { return seq == 0 || e.seq < seq }
 	k := fileKey(ns, p)
-	if e, ok := c.files[k]; ok {
+	if e, ok := c.files[k]; ok && stale(e) {
 		c.removeLocked(k, e.f)
 	}
 	if c.dirRefs[k] > 0 {
@@ -137,11 +210,19 @@ func (c *cache) invalidate(ns, p string) {
 			prefix += "/"
 		}
 		for fk, e := range c.files {
-			if strings.HasPrefix(fk, prefix) {
+			if strings.HasPrefix(fk, prefix) && stale(e) {
 				c.removeLocked(fk, e.f)
 			}
 		}
 	}
+}
+
+// seen records a namespace event (or a reset at seq: nothing older is
+// known, which touchedSince reports as "touched").
+func (c *cache) seen(seq uint64, ns string) {
+	c.mu.Lock()
+	c.recordLocked(seq, ns, "", true)
+	c.mu.Unlock()
 }
 
 func (c *cache) getNS(name string) (*metapb.Namespace, bool) {
@@ -176,6 +257,8 @@ func (c *cache) reset(watching bool) {
 	defer c.mu.Unlock()
 	c.epoch++
 	c.watching = watching
+	c.lastSeq = 0
+	c.recent = [len(c.recent)]recentEvent{}
 	c.files = map[string]fileEntry{}
 	c.dirRefs = map[string]int{}
 	c.ns = map[string]nsEntry{}
@@ -236,12 +319,14 @@ func (c *Client) follow(ctx context.Context, last *uint64) error {
 			*last = ev.Seq
 		}
 		if ev.Reset_ {
+			c.cache.seen(ev.Seq, "")
 			continue
 		}
 		if ev.Namespace {
 			c.cache.invalidateNS(ev.Ns)
+			c.cache.seen(ev.Seq, ev.Ns)
 		} else {
-			c.cache.invalidate(ev.Ns, ev.Path)
+			c.cache.invalidateAt(ev.Ns, ev.Path, ev.Seq)
 		}
 		c.cache.notify(ev)
 	}

@@ -25,7 +25,8 @@ type Config struct {
 	// Parallel bounds concurrent needle uploads of one write and concurrent
 	// range reads of one read. Default 4.
 	Parallel int
-	// CacheEntries bounds the metadata cache. Default 100,000; -1 disables.
+	// CacheEntries bounds the metadata cache. Default 1,000,000; -1
+	// disables.
 	CacheEntries int
 	// CacheTTL is how long a cached entry is trusted while the change
 	// stream is down. Default 1s.
@@ -47,7 +48,7 @@ func (c *Config) setDefaults() error {
 		c.Parallel = 4
 	}
 	if c.CacheEntries == 0 {
-		c.CacheEntries = 100_000
+		c.CacheEntries = 1_000_000
 	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Second

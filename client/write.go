@@ -55,7 +55,7 @@ func (c *Client) Put(ctx context.Context, ns, p string, r io.Reader, o PutOption
 		c.discard(exts)
 		return nil, errors.E(op, path, err)
 	}
-	defer c.cache.invalidate(ns, p)
+	c.cache.invalidate(ns, p)
 	ino, err := c.meta.Commit(ctx, &metapb.CommitRequest{
 		Ns: ns, Path: p, Size: uint64(size), Extents: exts,
 		Etag: hex.EncodeToString(sum.Sum(nil)), ContentType: o.ContentType,
@@ -63,9 +63,11 @@ func (c *Client) Put(ctx context.Context, ns, p string, r io.Reader, o PutOption
 		IfNoneMatch: o.IfNoneMatch, Parents: true,
 	})
 	if err != nil {
+		c.cache.invalidate(ns, p) // a commit that failed may have applied
 		c.discard(exts)
 		return nil, err
 	}
+	c.cache.putWritten(&File{NS: ns, Path: p, Inode: ino, Extents: exts}, ino.Seq)
 	return ino, nil
 }
 
@@ -101,9 +103,11 @@ func (c *Client) Append(ctx context.Context, ns, p string, r io.Reader, o PutOpt
 		Ns: ns, Path: p, Extents: exts, Create: true, Parents: true, ContentType: o.ContentType,
 	})
 	if err != nil {
+		c.cache.invalidate(ns, p) // a commit that failed may have applied
 		c.discard(exts)
 		return nil, err
 	}
+	c.cache.putWritten(&File{NS: ns, Path: p, Inode: ino, Extents: exts}, ino.Seq)
 	return ino, nil
 }
 
@@ -132,8 +136,9 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 	for {
 		bufSize := c.cfg.ExtentSize
 		if hint >= 0 && hint-size < bufSize {
-			// +1 detects a body longer than announced without a second read.
-			bufSize = hint - size + 1
+			// +1 detects a body longer than announced without a second read;
+			// past the announced size the buffer simply grows.
+			bufSize = max(hint-size, 0) + 1
 		}
 		buf := getBuf(bufSize)
 		n, err := io.CopyN(buf, r, c.cfg.ExtentSize)

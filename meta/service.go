@@ -174,6 +174,9 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
 	}
 	s.hub.publish(res.events)
+	if res.inode != nil && len(res.events) > 0 {
+		res.inode.Seq = res.events[len(res.events)-1].Seq // stored already; only the answer carries it
+	}
 	if res.volume != nil {
 		s.pmu.Lock()
 		s.volumes[res.volume.Id] = res.volume

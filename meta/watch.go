@@ -55,9 +55,13 @@ func (h *hub) publish(evs []*metapb.Event) {
 }
 
 // subscribe registers a watcher that receives every event after `after`
-// (0: from now). reset reports that the events after `after` are no longer
-// held, so the caller must drop everything it cached. last is the sequence
-// the watcher starts from. A nil watcher means the hub is closed.
+// (0: from now). reset reports that the caller must be sent a reset: the
+// events after `after` are no longer held, or there are none to replay.
+// The second case matters as much as the first: a client may only trust
+// its cache once the stream has proven live, and a quiet store would
+// otherwise send nothing for minutes, leaving every client on TTLs. last
+// is the sequence the watcher starts from. A nil watcher means the hub is
+// closed.
 func (h *hub) subscribe(after uint64) (w *watcher, reset bool, last uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -66,7 +70,9 @@ func (h *hub) subscribe(after uint64) (w *watcher, reset bool, last uint64) {
 	}
 	// The buffer can hold the whole ring, so a backfill never overflows.
 	w = &watcher{ch: make(chan *metapb.Event, len(h.ring)+256)}
-	if after != 0 && after != h.last {
+	if after == 0 || after == h.last {
+		reset = true
+	} else {
 		oldest := h.last + 1
 		if h.n > 0 {
 			oldest = h.ring[h.head].Seq
@@ -110,8 +116,10 @@ func (h *hub) isClosed() bool {
 	return h.closed
 }
 
-// Watch streams events after req.After. A watcher that was cut off for
-// being slow resumes from the ring where it left off, or gets reset=true.
+// Watch streams events after req.After. The first event proves the stream
+// live: a replayed event, or a reset carrying the current sequence. A
+// watcher that was cut off for being slow resumes from the ring where it
+// left off, or gets reset=true.
 func (s *Service) Watch(req *metapb.WatchRequest, stream metapb.Meta_WatchServer) error {
 	const op = errors.Op("meta.Watch")
 	ctx := stream.Context()

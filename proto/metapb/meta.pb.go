@@ -515,6 +515,10 @@ type Inode struct {
 	Nlink         uint32                 `protobuf:"varint,12,opt,name=nlink,proto3" json:"nlink,omitempty"`
 	Version       uint64                 `protobuf:"varint,13,opt,name=version,proto3" json:"version,omitempty"` // bumped on every change of the inode or its content
 	SymlinkTarget string                 `protobuf:"bytes,14,opt,name=symlink_target,json=symlinkTarget,proto3" json:"symlink_target,omitempty"`
+	// On the answer to a mutation (never stored): the sequence number of the
+	// mutation's last change event. A client caches the answer and ignores
+	// the events at or below it, which it already reflects.
+	Seq           uint64 `protobuf:"varint,400,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -645,6 +649,13 @@ func (x *Inode) GetSymlinkTarget() string {
 		return x.SymlinkTarget
 	}
 	return ""
+}
+
+func (x *Inode) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 type ResolveRequest struct {
@@ -3087,7 +3098,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xce\x03\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xe1\x03\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -3103,7 +3114,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\tuser_meta\x18\v \x03(\v2\x1f.cairn.meta.Inode.UserMetaEntryR\buserMeta\x12\x14\n" +
 	"\x05nlink\x18\f \x01(\rR\x05nlink\x12\x18\n" +
 	"\aversion\x18\r \x01(\x04R\aversion\x12%\n" +
-	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x1a;\n" +
+	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x12\x11\n" +
+	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"W\n" +

@@ -4,22 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"cairn/server"
+	"cairn/server/servertest"
 )
 
 // TestCommandsServer runs every client command against a real one-process
 // store, as a user would after `cairn server`.
 func TestCommandsServer(t *testing.T) {
-	cfg := server.Defaults()
-	cfg.Data = t.TempDir()
-	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.RootUser, cfg.RootPassword = "cli-root", "cli-secret-0123456789"
-	s, err := server.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	setCredentials(t, cfg.RootUser, cfg.RootPassword)
+	s := servertest.Start(t, nil)
+	setCredentials(t, servertest.Root, servertest.RootSecret)
 	c := cairn{t, s.URL()}
 	runCommands(t, c)
 

@@ -17,6 +17,7 @@ import (
 	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server"
+	"cairn/server/servertest"
 )
 
 var bg = context.Background()
@@ -35,15 +36,7 @@ func (c *counting) Resolve(ctx context.Context, in *metapb.ResolveRequest, opts 
 
 func start(t *testing.T) (*server.Server, *counting, *client.Client) {
 	t.Helper()
-	cfg := server.Defaults()
-	cfg.Data = t.TempDir()
-	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.RootUser, cfg.RootPassword = "root", "secret-secret"
-	s, err := server.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := servertest.Start(t, nil)
 	cm, c := newClient(t, s)
 	return s, cm, c
 }
@@ -156,16 +149,7 @@ func TestCacheSeesOtherWriters(t *testing.T) {
 // BenchmarkCachedStat measures a warm Stat: the path every gateway GET
 // takes before it reads data.
 func BenchmarkCachedStat(b *testing.B) {
-	cfg := server.Defaults()
-	cfg.Data = b.TempDir()
-	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.RootUser, cfg.RootPassword = "root", "secret-secret"
-	s, err := server.Start(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	c := s.Client()
+	c := servertest.Start(b, nil).Client()
 	if _, err := c.CreateNamespace(bg, "bench", "root", metapb.Visibility_PRIVATE); err != nil {
 		b.Fatal(err)
 	}

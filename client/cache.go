@@ -243,13 +243,14 @@ func (c *cache) putNS(name string, n *metapb.Namespace, epoch uint64) {
 	}
 }
 
-// invalidateNS drops a namespace record and every file cached in it.
+// invalidateNS drops a namespace record. Files cached in it stay: only an
+// empty namespace can be deleted, so its files' own events have already
+// dropped them, and a visibility change leaves files as they are.
 func (c *cache) invalidateNS(name string) {
 	c.mu.Lock()
 	c.epoch++
 	delete(c.ns, name)
 	c.mu.Unlock()
-	c.invalidate(name, "")
 }
 
 func (c *cache) reset(watching bool) {

@@ -23,6 +23,9 @@ func benchCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput and latency (get, put, stream, meta)",
+		// The load generator shares the machine with what it measures;
+		// the servers' GC setting keeps its own CPU share down too.
+		PersistentPreRun: func(*cobra.Command, []string) { tuneGC() },
 	}
 	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o))
 	cmd.AddCommand(benchMetaCommands()...)

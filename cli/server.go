@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,23 @@ import (
 
 // serverCommands are the commands that run the store's roles.
 func serverCommands() []*cobra.Command {
-	return []*cobra.Command{serverCmd(), metaCmd(), chunkCmd(), gatewayCmd()}
+	cmds := []*cobra.Command{serverCmd(), metaCmd(), chunkCmd(), gatewayCmd()}
+	for _, c := range cmds {
+		c.PreRun = func(*cobra.Command, []string) { tuneGC() }
+	}
+	return cmds
+}
+
+// tuneGC makes the garbage collector run a quarter as often as Go's
+// default unless GOGC says otherwise. The servers' live heaps are small
+// and their garbage is per-request, so at the default they spend a large
+// share of the CPU collecting: at GOGC=400 a meta Resolve over gRPC cost
+// about a fifth less CPU and doubled throughput on 2 loaded cores
+// (BenchmarkResolveGRPC, 200,000 calls).
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 }
 
 // sizeValue is a pflag.Value taking sizes like 256MiB, 8GiB or 0.

@@ -252,7 +252,7 @@ func (t *txn) parentDir(ns *metapb.Namespace, p string, create bool, uid, gid ui
 	for dir != "" {
 		comp, rest, _ := cutSlash(dir)
 		done = pathname.Join(done, comp)
-		child, isDir, found, err := t.v.lookup(cur, comp)
+		child, isDir, found, err := t.v.lookupAs(cur, comp, true)
 		switch {
 		case err != nil:
 			return 0, "", err

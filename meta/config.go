@@ -49,6 +49,10 @@ type Config struct {
 	// GCInterval is how often the garbage queue is swept even without new
 	// garbage. Default 30s.
 	GCInterval time.Duration
+
+	// ReadCacheEntries bounds the in-memory cache of store reads behind
+	// Resolve (namespaces, dirents, inodes, extent lists). Default 1,000,000.
+	ReadCacheEntries int
 }
 
 const (
@@ -69,6 +73,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = defaultGCInterval
+	}
+	if c.ReadCacheEntries <= 0 {
+		c.ReadCacheEntries = 1_000_000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

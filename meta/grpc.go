@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -155,6 +156,11 @@ func NewGRPCServer(svc *Service) *grpc.Server {
 		// that stop answering so that dead watchers are freed.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		// Serve calls on long-lived goroutines whose stacks have already
+		// grown, rather than a new goroutine per call: on a warm Resolve,
+		// stack growth alone cost several percent of the CPU.
+		grpc.NumStreamWorkers(uint32(max(4, 2*runtime.GOMAXPROCS(0)))),
+		grpc.SharedWriteBuffer(true),
 	)
 	metapb.RegisterMetaServer(s, svc)
 	return s

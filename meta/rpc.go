@@ -93,12 +93,20 @@ func (s *Service) SetVisibility(ctx context.Context, req *metapb.SetVisibilityRe
 
 // Resolve looks up a whole path in one call.
 func (s *Service) Resolve(ctx context.Context, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
-	v, err := s.readView()
+	v, err := s.cachedView()
 	if err != nil {
 		return nil, err
 	}
-	defer v.close()
-	return resolve(v, req)
+	resp, err := resolve(v, req)
+	v.close()
+	if v.mixed { // raced a write: answer from one consistent view
+		if v, err = s.readView(); err != nil {
+			return nil, err
+		}
+		defer v.close()
+		return resolve(v, req)
+	}
+	return resp, err
 }
 
 func resolve(v *view, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {

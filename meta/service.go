@@ -28,6 +28,7 @@ type Service struct {
 	db  *pebble.DB
 	ops *metrics.Ops
 	hub *hub
+	rc  *readCache
 
 	// mu serializes apply: every read-modify-write of the store runs under
 	// it, and it is never held across an fsync or a network call.
@@ -103,6 +104,7 @@ func (s *Service) load() error {
 		return err
 	}
 	s.hub = newHub(u64(seq), 4096)
+	s.rc = newReadCache(s.cfg.ReadCacheEntries)
 	it, err := v.newIter([]byte{pVolume, '/'}, []byte{pVolume, '/' + 1})
 	if err != nil {
 		return err
@@ -168,7 +170,10 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 	// Visible to readers from here on, durable only after SyncWait below:
 	// holding mu only for the memtable insert lets concurrent proposers
 	// queue their batches behind this one and share its fsync.
-	if err := s.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+	s.rc.beginWrite()
+	err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+	s.rc.endWrite(b)
+	if err != nil {
 		s.mu.Unlock()
 		b.Close()
 		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
@@ -203,6 +208,16 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 type view struct {
 	it *pebble.Iterator
 	b  *pebble.Batch
+
+	// A cached view (see readCache) reads the cache while its gen holds
+	// and opens it lazily on the first miss. mixed reports that it read
+	// the cache and then opened an iterator on a newer state: its answer
+	// may mix two states and must be recomputed on a plain view.
+	db        *pebble.DB
+	rc        *readCache
+	gen       uint64
+	usedCache bool
+	mixed     bool
 }
 
 func (s *Service) readView() (*view, error) {
@@ -211,6 +226,48 @@ func (s *Service) readView() (*view, error) {
 		return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
 	}
 	return &view{it: it}, nil
+}
+
+// cachedView is a view for point reads that tries the read cache first.
+func (s *Service) cachedView() (*view, error) {
+	gen, ok := s.rc.snapshot()
+	if !ok {
+		return s.readView()
+	}
+	return &view{db: s.db, rc: s.rc, gen: gen}, nil
+}
+
+// iter returns the view's iterator, opening it on first use.
+func (v *view) iter() (*pebble.Iterator, error) {
+	if v.it == nil {
+		it, err := v.db.NewIter(nil)
+		if err != nil {
+			return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
+		}
+		v.it = it
+		if v.usedCache && v.rc.gen.Load() != v.gen {
+			v.mixed = true
+		}
+	}
+	return v.it, nil
+}
+
+// cached looks k up in the read cache, when the view may use it.
+func (v *view) cached(k []byte) (cacheEntry, bool) {
+	if v.rc == nil {
+		return cacheEntry{}, false
+	}
+	e, ok := v.rc.get(v.gen, k)
+	if ok {
+		v.usedCache = true
+	}
+	return e, ok
+}
+
+func (v *view) remember(k []byte, e cacheEntry) {
+	if v.rc != nil {
+		v.rc.put(v.gen, k, e)
+	}
 }
 
 func (v *view) close() {
@@ -233,13 +290,23 @@ func (v *view) get(key []byte) (val []byte, found bool, err error) {
 		c.Close()
 		return val, true, nil
 	}
-	if !v.it.SeekGE(key) || !bytes.Equal(v.it.Key(), key) {
-		if err := v.it.Error(); err != nil {
+	if e, ok := v.cached(key); ok {
+		return e.val, !e.absent, nil // callers never modify values
+	}
+	it, err := v.iter()
+	if err != nil {
+		return nil, false, err
+	}
+	if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+		if err := it.Error(); err != nil {
 			return nil, false, errors.E(errors.Op("meta.read"), errors.IO, err)
 		}
+		v.remember(key, cacheEntry{absent: true})
 		return nil, false, nil
 	}
-	return bytes.Clone(v.it.Value()), true, nil
+	val = bytes.Clone(it.Value())
+	v.remember(key, cacheEntry{val: val})
+	return val, true, nil
 }
 
 func (v *view) has(key []byte) (bool, error) {
@@ -266,7 +333,10 @@ func (v *view) newIter(lower, upper []byte) (*pebble.Iterator, error) {
 	if v.b != nil {
 		it, err = v.b.NewIter(o)
 	} else {
-		it, err = v.it.Clone(pebble.CloneOptions{IterOptions: o})
+		var base *pebble.Iterator
+		if base, err = v.iter(); err == nil {
+			it, err = base.Clone(pebble.CloneOptions{IterOptions: o})
+		}
 	}
 	if err != nil {
 		return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
@@ -301,7 +371,14 @@ func (v *view) inode(ino uint64) (*metapb.Inode, error) {
 // lookup finds name in directory parent: as a file first, then as a
 // directory (they never coexist).
 func (v *view) lookup(parent uint64, name string) (ino uint64, dir, found bool, err error) {
-	for _, d := range [2]bool{false, true} {
+	return v.lookupAs(parent, name, false)
+}
+
+// lookupAs is lookup trying a directory first when dirFirst is set: what a
+// path's inner components almost always are, so a walk costs one read per
+// level instead of two.
+func (v *view) lookupAs(parent uint64, name string, dirFirst bool) (ino uint64, dir, found bool, err error) {
+	for _, d := range [2]bool{dirFirst, !dirFirst} {
 		val, ok, err := v.get(direntKey(parent, name, d))
 		if err != nil {
 			return 0, false, false, err
@@ -321,7 +398,7 @@ func (v *view) walk(root uint64, p string) (ino uint64, dir bool, err error) {
 		if !dir {
 			return 0, false, errors.E(errors.NotDir, "a path component is a file")
 		}
-		child, isDir, found, err := v.lookup(ino, name)
+		child, isDir, found, err := v.lookupAs(ino, name, rest != "")
 		if err != nil {
 			return 0, false, err
 		}
@@ -343,8 +420,23 @@ func cutSlash(p string) (first, rest string, found bool) {
 // extents returns a file's extents in offset order.
 func (v *view) extents(ino uint64) ([]*metapb.Extent, error) {
 	p := extentPrefix(ino)
-	it := v.it
-	if v.b != nil {
+	if e, ok := v.cached(p); ok {
+		out := make([]*metapb.Extent, len(e.vals))
+		for i, val := range e.vals {
+			out[i] = &metapb.Extent{}
+			if err := proto.Unmarshal(val, out[i]); err != nil {
+				return nil, errors.E(errors.Corrupt, err)
+			}
+		}
+		return out, nil
+	}
+	var it *pebble.Iterator
+	if v.b == nil {
+		var err error
+		if it, err = v.iter(); err != nil {
+			return nil, err
+		}
+	} else {
 		var err error
 		if it, err = v.newIter(p, prefixEnd(p)); err != nil {
 			return nil, err
@@ -354,16 +446,21 @@ func (v *view) extents(ino uint64) ([]*metapb.Extent, error) {
 	// Outside apply the view's own iterator is reused: a clone costs as
 	// much as the rest of a Resolve. Callers do not use it concurrently.
 	var out []*metapb.Extent
+	var vals [][]byte
 	for it.SeekGE(p); it.Valid() && bytes.HasPrefix(it.Key(), p); it.Next() {
 		e := &metapb.Extent{}
 		if err := proto.Unmarshal(it.Value(), e); err != nil {
 			return nil, errors.E(errors.Corrupt, err)
 		}
 		out = append(out, e)
+		if v.rc != nil {
+			vals = append(vals, bytes.Clone(it.Value()))
+		}
 	}
 	if err := it.Error(); err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
+	v.remember(p, cacheEntry{vals: vals})
 	return out, nil
 }
 

@@ -1,0 +1,135 @@
+package meta
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// readCache keeps recently read values of the store in memory, so that a
+// warm Resolve (namespace, one dirent per level, inode, extents) costs map
+// lookups instead of Pebble seeks and opens no iterator at all.
+//
+// Coherence rests on gen, bumped to odd before a batch reaches the memtable
+// and to even once every key the batch wrote has been dropped from the
+// cache. A reader takes a view at an even gen and trusts the cache only
+// while gen has not moved: then the cache holds exactly the state the view
+// would read. Inserts carry the same check under the shard lock, so a value
+// read before a write can never land after that write's invalidation.
+type readCache struct {
+	gen    atomic.Uint64
+	seed   maphash.Seed
+	shards [32]cacheShard
+	max    int // entries per shard
+}
+
+type cacheShard struct {
+	mu sync.Mutex
+	m  map[string]cacheEntry
+}
+
+// cacheEntry is a value, or a proven absence (absent), or for a scan entry
+// (extents) the values in key order.
+type cacheEntry struct {
+	val    []byte
+	vals   [][]byte
+	absent bool
+}
+
+func newReadCache(entries int) *readCache {
+	c := &readCache{seed: maphash.MakeSeed(), max: max(1, entries/32)}
+	for i := range c.shards {
+		c.shards[i].m = map[string]cacheEntry{}
+	}
+	return c
+}
+
+func (c *readCache) shard(k []byte) *cacheShard {
+	return &c.shards[maphash.Bytes(c.seed, k)%uint64(len(c.shards))]
+}
+
+// snapshot returns the gen a view may trust the cache at, and false while a
+// batch is being applied.
+func (c *readCache) snapshot() (uint64, bool) {
+	g := c.gen.Load()
+	return g, g%2 == 0
+}
+
+func (c *readCache) get(gen uint64, k []byte) (cacheEntry, bool) {
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.gen.Load() != gen {
+		return cacheEntry{}, false
+	}
+	e, ok := s.m[string(k)]
+	return e, ok
+}
+
+func (c *readCache) put(gen uint64, k []byte, e cacheEntry) {
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.gen.Load() != gen {
+		return
+	}
+	if len(s.m) >= c.max {
+		n := c.max/10 + 1 // map order makes this a random sample
+		for k := range s.m {
+			delete(s.m, k)
+			if n--; n == 0 {
+				break
+			}
+		}
+	}
+	s.m[string(k)] = e
+}
+
+// beginWrite is called, under the apply mutex, before a batch is applied.
+func (c *readCache) beginWrite() { c.gen.Add(1) }
+
+// endWrite drops every key the batch wrote, and the scan entry covering
+// it, then lets readers back in.
+func (c *readCache) endWrite(b *pebble.Batch) {
+	r := b.Reader()
+	for {
+		_, k, _, ok, err := r.Next()
+		if err != nil || !ok {
+			if err != nil {
+				c.clear() // cannot tell what changed: forget everything
+			}
+			break
+		}
+		c.drop(k)
+		if scan := scanPrefix(k); scan != nil {
+			c.drop(scan)
+		}
+	}
+	c.gen.Add(1)
+}
+
+func (c *readCache) drop(k []byte) {
+	s := c.shard(k)
+	s.mu.Lock()
+	delete(s.m, string(k))
+	s.mu.Unlock()
+}
+
+func (c *readCache) clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.m = map[string]cacheEntry{}
+		s.mu.Unlock()
+	}
+}
+
+// scanPrefix is the scan entry a key belongs to: the extents of one inode.
+func scanPrefix(k []byte) []byte {
+	if len(k) > 10 && k[0] == pExtent && k[1] == '/' {
+		return k[:10]
+	}
+	return nil
+}

@@ -662,6 +662,10 @@ func Server(h http.Handler) *http.Server {
 			if s == http.StateNew {
 				if tc, ok := c.(*net.TCPConn); ok {
 					tc.SetNoDelay(true)
+					// A whole 155 KiB object fits the socket in one write
+					// instead of several, each a netpoll park and wake-up.
+					// Memory is taken only while data is in flight.
+					tc.SetWriteBuffer(1 << 20)
 				}
 			}
 		},

@@ -7,7 +7,7 @@
 //	volume   the on-disk format of one append-only volume file
 //	chunk    a data server: a directory of volumes behind an HTTP data plane
 //	client   the library every front end uses: cached metadata, direct reads
-//	gateway  the native HTTP API (and later S3) on top of client
+//	gateway  the native HTTP API on top of client; gateway/s3 the S3 API
 //	cli      the cairn command
 //
 // The metadata API is defined by proto/meta.proto; the data plane by the
@@ -42,4 +42,21 @@ type Chunks interface {
 	// CreateVolume creates an empty volume; creating one that exists with
 	// the same generation is not an error.
 	CreateVolume(ctx context.Context, vid uint32, gen uint64) error
+}
+
+// Replicas is what meta asks of a data server in a cluster, beyond
+// Chunks. Implemented by *chunk.Store and *chunk.Remote.
+type Replicas interface {
+	// SetReplicas creates volume vid if missing and records its replica
+	// set at generation gen: addrs are data-plane addresses, primary
+	// first. The primary forwards every needle to the others and
+	// acknowledges only once all have it on disk.
+	SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs []string) error
+
+	// CopyFrom makes this server's copy of volume vid equal to the copy on
+	// the data server at from, at generation gen: needles it lacks are
+	// fetched (verified, at most rate bytes/s; 0 is unthrottled), needles
+	// the source no longer has are deleted. Calling it again copies only
+	// what changed since.
+	CopyFrom(ctx context.Context, vid uint32, gen uint64, from string, rate int64) error
 }

@@ -100,9 +100,23 @@ func readAll(r io.Reader, buf []byte) (int64, error) {
 // prefix/<worker>-<n> under base (a namespace URL), with the given
 // Authorization header.
 func PutOp(hc *http.Client, base *url.URL, prefix, auth string, size int64) func(worker int) Op {
+	return putOps(hc, base, prefix, size, func([]byte) func(*http.Request) error {
+		return func(req *http.Request) error {
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			return nil
+		}
+	})
+}
+
+// putOps builds PUT loads; authorizer returns, for a worker's (constant)
+// payload, what adds credentials to each of its requests.
+func putOps(hc *http.Client, base *url.URL, prefix string, size int64, authorizer func(payload []byte) func(*http.Request) error) func(worker int) Op {
 	return func(worker int) Op {
 		payload := make([]byte, size)
 		fill(payload, uint64(worker)+1)
+		authorize := authorizer(payload)
 		body := bytes.NewReader(payload)
 		name := []byte(base.Path + "/" + prefix + "/" + strconv.Itoa(worker) + "-")
 		stem := len(name)
@@ -120,8 +134,8 @@ func PutOp(hc *http.Client, base *url.URL, prefix, auth string, size int64) func
 			if size == 0 {
 				req.Body = http.NoBody
 			}
-			if auth != "" {
-				req.Header.Set("Authorization", auth)
+			if err := authorize(req); err != nil {
+				return 0, err
 			}
 			return putOnce(hc, req, size)
 		}

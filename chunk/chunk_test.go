@@ -371,6 +371,9 @@ func TestRunHeartbeatAndCompaction(t *testing.T) {
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	s := openStore(t, cfg)
 	ctx := context.Background()
+	if err := s.Heartbeat(ctx); err != nil { // a server with a meta serves once it holds a lease
+		t.Fatal(err)
+	}
 	s.CreateVolume(ctx, 1, 1)
 	var keys []uint64
 	for i := range 20 {
@@ -404,4 +407,37 @@ func TestRunHeartbeatAndCompaction(t *testing.T) {
 		len(hb.Volumes) != 1 || hb.Volumes[0].Needles != 5 {
 		t.Errorf("heartbeat %v", hb)
 	}
+}
+
+// servers starts n data servers on loopback, each behind its own listener
+// so that one can be stopped; in-process selects the *Store as the
+// implementation under test, else a *Remote of it.
+func servers(t *testing.T, n int, inProcess bool) []chunktest.Server {
+	var out []chunktest.Server
+	for range n {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t.TempDir())
+		cfg.Addr, cfg.ReplicaTimeout = lis.Addr().String(), 500*time.Millisecond
+		s := openStore(t, cfg)
+		srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(lis)
+		t.Cleanup(func() { srv.Close() })
+		var impl chunktest.Replicated = s
+		if !inProcess {
+			impl = NewRemote(cfg.Addr)
+		}
+		out = append(out, chunktest.Server{S: impl, Addr: cfg.Addr, Stop: func() { srv.Close() }})
+	}
+	return out
+}
+
+func TestStoreReplicas(t *testing.T) {
+	chunktest.RunReplicas(t, func(t *testing.T, n int) []chunktest.Server { return servers(t, n, true) })
+}
+
+func TestRemoteReplicas(t *testing.T) {
+	chunktest.RunReplicas(t, func(t *testing.T, n int) []chunktest.Server { return servers(t, n, false) })
 }

@@ -35,6 +35,16 @@ type Config struct {
 	// which the background compactor rewrites a volume. Default 0.5;
 	// negative disables background compaction.
 	CompactRatio float64
+	// ReplicaTimeout bounds a primary's wait for one replica's write
+	// (plus a second per 16 MiB of data); past it the replica counts as
+	// failed and the volume turns read-only. Default 2s.
+	ReplicaTimeout time.Duration
+	// ScrubRate is the bytes per second the background scrub re-reads and
+	// verifies; a corrupt needle is restored from a replica. Default
+	// 8 MiB/s; negative disables the scrub.
+	ScrubRate int64
+	// ScrubInterval is the pause between two scrub passes. Default 24h.
+	ScrubInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.
@@ -54,6 +64,15 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.CompactRatio == 0 {
 		c.CompactRatio = 0.5
+	}
+	if c.ReplicaTimeout == 0 {
+		c.ReplicaTimeout = 2 * time.Second
+	}
+	if c.ScrubRate == 0 {
+		c.ScrubRate = 8 << 20
+	}
+	if c.ScrubInterval == 0 {
+		c.ScrubInterval = 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -22,6 +22,14 @@
 //	PUT    /admin/volumes/{vid}?gen=G        create a volume -> 204
 //	GET    /admin/volumes                    {"server_id":..., "volumes":[...]}
 //	POST   /admin/volumes/{vid}/compact      compact now -> 204
+//	PUT    /admin/volumes/{vid}/replicas?gen=G&addrs=a,b,c   replica set (meta)
+//	GET    /admin/volumes/{vid}/needles      [{"k":key,"n":size},...]
+//	POST   /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N  copy from a peer
+//	POST   /v/{vid}/{key}/repair             restore a corrupt needle from a peer
+//
+// In a cluster (replicate.go) a POST to the volume's primary is forwarded
+// to the other replicas and answered once every copy is durable; every
+// data-plane call is Unavailable while the server holds no lease from meta.
 //
 // Errors are JSON, {"error":{"code":"NotExist","message":"...","path":"1/42"}},
 // with the status from the single table kindStatus (http.go): Invalid 400,

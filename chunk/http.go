@@ -99,6 +99,7 @@ func (s *Store) Handler() http.Handler {
 	mux.HandleFunc("PUT /admin/volumes/{vid}", s.handleCreate)
 	mux.HandleFunc("GET /admin/volumes", s.handleList)
 	mux.HandleFunc("POST /admin/volumes/{vid}/compact", s.handleCompact)
+	s.clusterRoutes(mux)
 	return mux
 }
 

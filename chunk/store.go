@@ -42,6 +42,8 @@ type Store struct {
 	// background compactor and an admin request).
 	compacting map[uint32]bool
 	closed     bool
+
+	repl replication // replica sets, lease, copies (replicate.go)
 }
 
 // Open opens every volume in cfg.Dir (creating the directory and the
@@ -65,6 +67,7 @@ func Open(cfg Config) (*Store, error) {
 		vols:       map[uint32]*volume.Volume{},
 		compacting: map[uint32]bool{},
 	}
+	s.repl.init(cfg.Meta != nil)
 	s.corrupt = registerCounter(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "cairn", Subsystem: "chunk", Name: "corrupt_reads_total",
 		Help: "Reads refused because a needle checksum did not match.",
@@ -169,6 +172,16 @@ func (s *Store) Put(ctx context.Context, vid uint32, gen uint64, data []byte) (k
 	if err := ctxErr(op, ctx); err != nil {
 		return 0, err
 	}
+	if err := s.serving(op); err != nil {
+		return 0, err
+	}
+	peers, err := s.peers(op, vid, gen)
+	if err != nil {
+		return 0, err
+	}
+	if len(peers) > 0 {
+		return s.putReplicated(ctx, op, vid, gen, data, peers)
+	}
 	v, err := s.volume(op, vid)
 	if err != nil {
 		return 0, err
@@ -185,6 +198,9 @@ func (s *Store) PutKey(ctx context.Context, vid uint32, gen, key uint64, data []
 	if err := ctxErr(op, ctx); err != nil {
 		return err
 	}
+	if err := s.serving(op); err != nil {
+		return err
+	}
 	v, err := s.volume(op, vid)
 	if err != nil {
 		return err
@@ -199,6 +215,9 @@ func (s *Store) ReadTo(ctx context.Context, vid uint32, key uint64, off, length 
 	done := s.ops.Start("get")
 	defer func() { done(err) }()
 	if err := ctxErr(op, ctx); err != nil {
+		return 0, err
+	}
+	if err := s.serving(op); err != nil {
 		return 0, err
 	}
 	v, err := s.volume(op, vid)
@@ -218,6 +237,9 @@ func (s *Store) Size(ctx context.Context, vid uint32, key uint64) (n int64, err 
 	const op errors.Op = "chunk.Size"
 	done := s.ops.Start("head")
 	defer func() { done(err) }()
+	if err := s.serving(op); err != nil {
+		return 0, err
+	}
 	v, err := s.volume(op, vid)
 	if err != nil {
 		return 0, err
@@ -231,6 +253,9 @@ func (s *Store) Delete(ctx context.Context, vid uint32, gen uint64, key uint64) 
 	done := s.ops.Start("delete")
 	defer func() { done(err) }()
 	if err := ctxErr(op, ctx); err != nil {
+		return err
+	}
+	if err := s.serving(op); err != nil {
 		return err
 	}
 	v, err := s.volume(op, vid)
@@ -364,6 +389,9 @@ func (s *Store) Run(ctx context.Context) error {
 	if s.cfg.CompactRatio > 0 {
 		wg.Go(func() { s.compactor(ctx) })
 	}
+	if s.cfg.ScrubRate > 0 {
+		wg.Go(func() { s.scrubber(ctx) })
+	}
 	wg.Wait()
 	return ctx.Err()
 }
@@ -405,10 +433,12 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
 	defer cancel()
-	_, err := s.cfg.Meta.Heartbeat(ctx, req)
+	sent := time.Now()
+	resp, err := s.cfg.Meta.Heartbeat(ctx, req)
 	if err != nil {
 		return errors.E(errors.Op("chunk.Heartbeat"), errors.Unavailable, err)
 	}
+	s.heartbeatAnswer(sent, resp)
 	return nil
 }
 
@@ -425,7 +455,9 @@ func (s *Store) compactor(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if st.ReadOnly || st.GarbageRatio() < s.cfg.CompactRatio {
+			// Read-only volumes too: in a cluster most volumes end read-only
+			// (full, or after a replica failed) and still take deletes.
+			if st.GarbageRatio() < s.cfg.CompactRatio {
 				continue
 			}
 			if err := s.Compact(st.ID); err != nil && !errors.Is(errors.Unavailable, err) {

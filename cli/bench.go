@@ -27,7 +27,7 @@ func benchCmd(o *options) *cobra.Command {
 		// the servers' GC setting keeps its own CPU share down too.
 		PersistentPreRun: func(*cobra.Command, []string) { tuneGC() },
 	}
-	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o))
+	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o), benchMultipartCmd(o))
 	cmd.AddCommand(benchMetaCommands()...)
 	return cmd
 }
@@ -98,6 +98,7 @@ func benchGetCmd(o *options) *cobra.Command {
 	var objects int
 	var target, prepareDir string
 	var private bool
+	var s3b s3Bench
 	cmd := &cobra.Command{
 		Use:   "get [--size 155KiB] [--concurrency 1,10,50] [--objects N] [--target URL | --prepare-dir DIR]",
 		Short: "GET throughput and latency of objects of one size",
@@ -131,7 +132,16 @@ setup: the same load against another server (nginx) serving the files that
 			}
 			hc := bench.HTTPClient(maxInt(f.concurrency), !f.noKeepAlive)
 			name := "get " + bench.FormatSize(size)
-			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), name, bench.GetOp(hc, urls, auth, size))
+			op := bench.GetOp(hc, urls, auth, size)
+			if on, err := s3b.on(); err != nil {
+				return err
+			} else if on && target == "" {
+				if op, err = s3b.getOp(f, objects, size, private); err != nil {
+					return err
+				}
+				name = "s3 " + name
+			}
+			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), name, op)
 		},
 	}
 	f.register(cmd.Flags(), "155KiB", []int{1, 10, 50})
@@ -139,6 +149,7 @@ setup: the same load against another server (nginx) serving the files that
 	cmd.Flags().StringVar(&target, "target", "", "GET TARGET/obj-NNNNNN from another server instead (no auth, no setup)")
 	cmd.Flags().StringVar(&prepareDir, "prepare-dir", "", "only write the objects as files in this directory, for another server")
 	cmd.Flags().BoolVar(&private, "private", false, "keep the namespace private and send credentials")
+	s3b.register(cmd.Flags())
 	return cmd
 }
 
@@ -179,6 +190,7 @@ func maxInt(xs []int) int {
 
 func benchPutCmd(o *options) *cobra.Command {
 	var f loadFlags
+	var s3b s3Bench
 	cmd := &cobra.Command{
 		Use:   "put [--size 4KiB] [--concurrency 1,10,50]",
 		Short: "PUT throughput and latency of new objects of one size",
@@ -204,10 +216,20 @@ func benchPutCmd(o *options) *cobra.Command {
 			hc := bench.HTTPClient(maxInt(f.concurrency), !f.noKeepAlive)
 			prefix := "put/" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			name := "put " + bench.FormatSize(size)
-			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), name, bench.PutOp(hc, base, prefix, c.AuthHeader(), size))
+			op := bench.PutOp(hc, base, prefix, c.AuthHeader(), size)
+			if on, err := s3b.on(); err != nil {
+				return err
+			} else if on {
+				if op, err = s3b.putOp(f, prefix, size); err != nil {
+					return err
+				}
+				name = "s3 " + name
+			}
+			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), name, op)
 		},
 	}
 	f.register(cmd.Flags(), "4KiB", []int{1, 10, 50})
+	s3b.register(cmd.Flags())
 	return cmd
 }
 

@@ -50,7 +50,7 @@ Remote paths are written ns/path, like photos/2024/beach.jpg.`,
 	})
 	root.AddCommand(
 		putCmd(o), getCmd(o), catCmd(o), lsCmd(o), statCmd(o), rmCmd(o), mvCmd(o), appendCmd(o),
-		nsCmd(o), adminCmd(), benchCmd(o),
+		nsCmd(o), adminCmd(), benchCmd(o), mountCmd(o),
 	)
 	root.AddCommand(roleCommands()...)
 	return root

@@ -23,6 +23,7 @@ import (
 	"cairn/client"
 	"cairn/errors"
 	"cairn/gateway"
+	"cairn/gateway/s3"
 	"cairn/meta"
 	"cairn/metrics"
 	"cairn/server"
@@ -107,6 +108,9 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 			}
 			fmt.Printf("cairn server: HTTP API on %s  (meta %s, data %s, admin %s, data dir %s)\n",
 				s.URL(), s.Addr("meta"), s.Addr("chunk"), s.Addr("admin"), cfg.Data)
+			if u := s.S3URL(); u != "" {
+				fmt.Printf("cairn server: S3 API on %s\n", u)
+			}
 			return untilSignal(s.Shutdown)
 		},
 	}
@@ -121,6 +125,7 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 	sizeFlag(fs, &cfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
 	sizeFlag(fs, &cfg.ExtentSize, "extent-size", "largest needle one write creates; bigger files are split")
 	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
+	s3Flags(fs, &cfg.S3, &cfg.S3Domain, &cfg.S3UploadMaxAge)
 	return cmd
 }
 
@@ -141,8 +146,10 @@ func adminServe(addr string) error {
 func metaCmd() *cobra.Command {
 	var dir, listen, admin string
 	var maxVol int64 = 8 << 30
-	var repl uint32 = 1
+	var repl uint32 = 3
 	var dead time.Duration = 10 * time.Second
+	var repairRate int64 = 64 << 20
+	var rebalanceOnJoin bool
 	cmd := &cobra.Command{
 		Use:   "meta",
 		Short: "Run the metadata service",
@@ -151,6 +158,7 @@ func metaCmd() *cobra.Command {
 			svc, err := meta.Open(meta.Config{
 				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
+				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }, Logger: logger(),
 			})
 			if err != nil {
@@ -191,6 +199,8 @@ func metaCmd() *cobra.Command {
 	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
 	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
 	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
+	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
+	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", false, "move volumes to a data server that joins, to even out usage")
 	return cmd
 }
 
@@ -198,6 +208,8 @@ func chunkCmd() *cobra.Command {
 	var dir, listen, advertise, metaAddr, admin string
 	var labels []string
 	var maxNeedle int64 = 64 << 20
+	var scrubRate int64 = 8 << 20
+	scrubInterval, replicaTimeout := 24*time.Hour, 2*time.Second
 	cmd := &cobra.Command{
 		Use:   "chunk",
 		Short: "Run a data server",
@@ -223,7 +235,11 @@ func chunkCmd() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger()})
+			if scrubRate == 0 {
+				scrubRate = -1 // the flag's 0 means off
+			}
+			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger(),
+				ScrubRate: scrubRate, ScrubInterval: scrubInterval, ReplicaTimeout: replicaTimeout})
 			if err != nil {
 				return err
 			}
@@ -251,11 +267,15 @@ func chunkCmd() *cobra.Command {
 	fs.StringVar(&admin, "admin", "127.0.0.1:8094", `admin listen address; "off" disables`)
 	fs.StringArrayVar(&labels, "label", nil, "server label key=value (rack, zone); repeatable")
 	sizeFlag(fs, &maxNeedle, "max-needle", "largest needle accepted")
+	sizeFlag(fs, &scrubRate, "scrub-rate", "bytes/s the background scrub re-reads and verifies (0 disables)")
+	fs.DurationVar(&scrubInterval, "scrub-interval", scrubInterval, "pause between two scrub passes")
+	fs.DurationVar(&replicaTimeout, "replica-timeout", replicaTimeout, "how long a primary waits for a replica's write (plus 1s per 16MiB) before the volume turns read-only")
 	return cmd
 }
 
 func gatewayCmd() *cobra.Command {
-	var metaAddr, listen, admin string
+	var metaAddr, listen, admin, s3Listen string
+	s3cfg := s3.Config{}
 	gcfg := gateway.Config{PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20, HotObjectMax: 1 << 20}
 	var extent int64 = 8 << 20
 	cmd := &cobra.Command{
@@ -289,7 +309,25 @@ func gatewayCmd() *cobra.Command {
 			srv := gateway.Server(g)
 			go srv.Serve(l)
 			fmt.Printf("cairn gateway: HTTP API on %s, meta %s\n", l.Addr(), metaAddr)
-			return untilSignal(srv.Shutdown)
+			if s3Listen == "" || s3Listen == "off" {
+				return untilSignal(srv.Shutdown)
+			}
+			s3cfg.Client, s3cfg.Small, s3cfg.Logger = cl, g, logger()
+			s3srv, err := s3.New(s3cfg)
+			if err != nil {
+				return err
+			}
+			defer s3srv.Close()
+			sl, err := net.Listen("tcp", s3Listen)
+			if err != nil {
+				return err
+			}
+			ssrv := gateway.Server(s3srv.Handler())
+			go ssrv.Serve(sl)
+			fmt.Printf("cairn gateway: S3 API on %s\n", sl.Addr())
+			return untilSignal(func(ctx context.Context) error {
+				return errors.Join(srv.Shutdown(ctx), ssrv.Shutdown(ctx))
+			})
 		},
 	}
 	fs := cmd.Flags()
@@ -300,5 +338,17 @@ func gatewayCmd() *cobra.Command {
 	sizeFlag(fs, &gcfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables)")
 	sizeFlag(fs, &gcfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
 	sizeFlag(fs, &extent, "extent-size", "largest needle one write creates")
+	s3Listen = ":9000"
+	s3Flags(fs, &s3Listen, &s3cfg.Domain, &s3cfg.UploadMaxAge)
 	return cmd
+}
+
+// s3Flags are the S3 API's flags, shared by `cairn server` and `cairn gateway`.
+func s3Flags(fs *pflag.FlagSet, listen, domain *string, maxAge *time.Duration) {
+	fs.StringVar(listen, "s3", *listen, `S3 API listen address; "off" disables`)
+	fs.StringVar(domain, "s3-domain", *domain, "domain for virtual-host-style S3 requests (bucket.DOMAIN); path-style always works")
+	if *maxAge == 0 {
+		*maxAge = 7 * 24 * time.Hour
+	}
+	fs.DurationVar(maxAge, "s3-upload-max-age", *maxAge, "abort multipart uploads left unfinished this long")
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"cairn/errors"
 	"cairn/pathname"
@@ -128,8 +130,11 @@ func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (in
 	return c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off, p.length, w)
 }
 
-// readNeedle reads from the volume's servers in order, refreshing the
-// volume map once if every known location fails to answer.
+// readNeedle reads from the volume's replicas, starting at one chosen by
+// the key so that reads spread over them, refreshing the volume map once
+// if every known location fails to answer. A replica that sends no byte
+// within firstByte is abandoned for the next (see readReplica); one that
+// serves a corrupt copy is asked to repair it from the others.
 func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n int64, w io.Writer) (int64, error) {
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
@@ -137,12 +142,17 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 		if err != nil {
 			return 0, err
 		}
-		for _, addr := range v.Servers {
-			m, err := c.chunkFor(addr).ReadTo(ctx, vid, key, off, n, w)
+		for i := range v.Servers {
+			addr := v.Servers[(int(key)+i)%len(v.Servers)]
+			last := i == len(v.Servers)-1 && (attempt == 1 || len(v.Servers) == 1)
+			m, err := c.readReplica(ctx, addr, vid, key, off, n, w, last)
 			if err == nil {
 				return m, nil
 			}
-			if m > 0 || !retryable(err) {
+			if errors.Is(errors.Corrupt, err) {
+				c.reportCorrupt(addr, vid, key)
+			}
+			if m > 0 || !retryable(err) || ctx.Err() != nil {
 				// Bytes already reached w: a retry would duplicate them.
 				return m, err
 			}
@@ -152,9 +162,66 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 	return 0, lastErr
 }
 
+// firstByte is how long a replica may take to start answering a read
+// before the client tries another; a dead or cut-off server then costs a
+// reader well under a second.
+const firstByte = 800 * time.Millisecond
+
+// readReplica reads from one replica. Unless it is the last one left, the
+// read is abandoned if no byte arrives within firstByte; once bytes flow it
+// may take as long as it needs.
+func (c *Client) readReplica(ctx context.Context, addr string, vid uint32, key uint64, off, n int64, w io.Writer, last bool) (int64, error) {
+	if last {
+		return c.chunkFor(addr).ReadTo(ctx, vid, key, off, n, w)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fw := &firstWrite{w: w}
+	t := time.AfterFunc(firstByte, func() {
+		if !fw.started.Load() {
+			cancel()
+		}
+	})
+	defer t.Stop()
+	m, err := c.chunkFor(addr).ReadTo(rctx, vid, key, off, n, fw)
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		err = errors.E(errors.Op("client.Read"), errors.Unavailable, errors.Path(addr), "no answer within "+firstByte.String())
+	}
+	return m, err
+}
+
+// firstWrite notes that a read has started delivering bytes.
+type firstWrite struct {
+	w       io.Writer
+	started atomic.Bool
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.started.Store(true)
+	return f.w.Write(p)
+}
+
+// reportCorrupt asks the server that served a corrupt copy to restore it
+// from another replica, in the background: the reader has moved on.
+func (c *Client) reportCorrupt(addr string, vid uint32, key uint64) {
+	r, ok := c.chunkFor(addr).(interface {
+		RepairNeedle(ctx context.Context, vid uint32, key uint64) error
+	})
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.RepairNeedle(ctx, vid, key); err != nil {
+			c.cfg.Logger.Warn("could not have a corrupt needle repaired", "server", addr, "volume", vid, "key", key, "err", err)
+		}
+	}()
+}
+
 func retryable(err error) bool {
 	switch errors.KindOf(err) {
-	case errors.Unavailable, errors.IO, errors.Stale:
+	case errors.Unavailable, errors.IO, errors.Stale, errors.Corrupt, errors.NotExist, errors.Canceled:
 		return true
 	}
 	return false

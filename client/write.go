@@ -8,7 +8,9 @@ import (
 	"hash"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"cairn/errors"
 	"cairn/proto/metapb"
@@ -140,7 +142,10 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 			// past the announced size the buffer simply grows.
 			bufSize = max(hint-size, 0) + 1
 		}
-		buf := getBuf(bufSize)
+		// bytes.Buffer.ReadFrom wants MinRead bytes free before every read,
+		// the one that finds EOF too: without the slack a full extent
+		// buffer doubled (and copied 8 MiB) on every extent.
+		buf := getBuf(bufSize + bytes.MinRead)
 		n, err := io.CopyN(buf, r, c.cfg.ExtentSize)
 		if err != nil && err != io.EOF {
 			putBuf(buf)
@@ -198,24 +203,45 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 
 // store writes one needle to the namespace's current writable volume,
 // moving to another volume when that one is full, read-only or stale.
+//
+// In a cluster the primary forwards the needle to the other replicas and
+// answers once all have it on disk. A server that fails (the primary, or a
+// replica the primary names in the error) is reported to meta as suspect
+// along with the volume, so that the retry lands on a volume without it.
 func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uint64, error) {
 	var full []uint32
+	var suspect []string
 	var lastErr error
-	for attempt := 0; attempt < 4; attempt++ {
-		v, err := c.writable(ctx, ns, full)
+	for attempt := 0; attempt < 6; attempt++ {
+		v, err := c.writable(ctx, ns, full, suspect)
 		if err != nil {
 			return 0, 0, err
 		}
 		if len(v.Servers) == 0 {
 			return 0, 0, errors.E(errors.Unavailable, "volume "+itoa(v.Id)+" has no data server")
 		}
-		key, err := c.chunkFor(v.Servers[0]).Put(ctx, v.Id, v.Generation, data)
+		// Bounded so that a primary cut off mid-request (no reset, no
+		// answer) costs a retry elsewhere, not the writer's whole deadline;
+		// longer than the primary's own wait for its replicas, so that a
+		// failing replica is reported by the primary, by name.
+		pctx, cancel := context.WithTimeout(ctx, 4*time.Second+time.Duration(len(data))*time.Second/(8<<20))
+		key, err := c.chunkFor(v.Servers[0]).Put(pctx, v.Id, v.Generation, data)
+		cancel()
 		if err == nil {
 			return v.Id, key, nil
 		}
 		lastErr = err
 		switch errors.KindOf(err) {
 		case errors.ReadOnly, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
+			full = append(full, v.Id)
+			c.dropAssign(ns, v.Id)
+			if k := errors.KindOf(err); k == errors.Unavailable || k == errors.IO {
+				suspect = append(suspect, failedServer(err, v.Servers[0]))
+			}
+			continue
+		}
+		if ctx.Err() == nil && errors.KindOf(err) == errors.Canceled {
+			// The forward to a replica timed out inside the primary.
 			full = append(full, v.Id)
 			c.dropAssign(ns, v.Id)
 			continue
@@ -225,7 +251,16 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 	return 0, 0, lastErr
 }
 
-func (c *Client) writable(ctx context.Context, ns string, full []uint32) (*metapb.Volume, error) {
+// failedServer is the server a write error blames: the replica a primary
+// names in the error's path, else the primary itself.
+func failedServer(err error, primary string) string {
+	if p := string(errors.PathOf(err)); strings.Count(p, ":") == 1 && !strings.Contains(p, "/") {
+		return p
+	}
+	return primary
+}
+
+func (c *Client) writable(ctx context.Context, ns string, full []uint32, suspect []string) (*metapb.Volume, error) {
 	if len(full) == 0 {
 		c.mu.Lock()
 		v := c.assign[ns]
@@ -234,7 +269,7 @@ func (c *Client) writable(ctx context.Context, ns string, full []uint32) (*metap
 			return v, nil
 		}
 	}
-	r, err := c.meta.Assign(ctx, &metapb.AssignRequest{Ns: ns, Full: full})
+	r, err := c.meta.Assign(ctx, &metapb.AssignRequest{Ns: ns, Full: full, Suspect: suspect})
 	if err != nil {
 		return nil, err
 	}

@@ -31,8 +31,20 @@ type needle struct {
 // current state. It is deterministic: it reads only b and cmd (the time is
 // cmd.now_ns), so replicas applying the same commands reach the same state.
 // On error the batch must be discarded; nothing was changed.
-func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command) (*result, error) {
-	t := &txn{b: b, v: &view{b: b}, now: cmd.NowNs, res: &result{}}
+//
+// rc, when not nil, serves point reads of keys the command has not written
+// (and an iterator over the store the rest): apply runs under the apply
+// mutex, so both hold the committed state and reading through them changes
+// no answer.
+func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*result, error) {
+	v := &view{b: b}
+	if rc != nil {
+		if gen, ok := rc.snapshot(); ok {
+			v.db, v.rc, v.gen = s.db, rc, gen
+		}
+	}
+	defer v.close()
+	t := &txn{b: b, v: v, now: cmd.NowNs, res: &result{}}
 	var (
 		err error
 		op  errors.Op
@@ -75,8 +87,26 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command) (*result, error) {
 	case *metapb.Command_GarbageDone:
 		op = "meta.GarbageDone"
 		err = t.garbageDone(c.GarbageDone)
+	case *metapb.Command_ServerState:
+		op = "meta.ServerState"
+		err = t.serverState(c.ServerState)
+	case *metapb.Command_MountSymlink:
+		op, p = "meta.Symlink", fullPath(c.MountSymlink.Ns, c.MountSymlink.Path)
+		err = t.mountSymlink(c.MountSymlink)
+	case *metapb.Command_MountLink:
+		op, p = "meta.Link", fullPath(c.MountLink.Ns, c.MountLink.To)
+		err = t.mountLink(c.MountLink)
+	case *metapb.Command_MountXattr:
+		op, p = "meta.SetXattr", fullPath(c.MountXattr.Ns, c.MountXattr.Path)
+		err = t.mountXattr(c.MountXattr)
+	case *metapb.Command_MountReserve:
+		op = "meta.MountReserve"
+		err = t.mountReserve(c.MountReserve)
 	default:
-		return nil, errors.E(errors.Op("meta.apply"), errors.Invalid, fmt.Sprintf("unknown command %T", cmd.Op))
+		var known bool
+		if op, p, known, err = t.applyS3(cmd); !known {
+			return nil, errors.E(errors.Op("meta.apply"), errors.Invalid, fmt.Sprintf("unknown command %T", cmd.Op))
+		}
 	}
 	if err != nil {
 		if p != "" && errors.PathOf(err) == "" {
@@ -216,6 +246,9 @@ func (t *txn) deleteNamespace(name string) error {
 		return errors.E(errors.NotEmpty, "namespace is not empty")
 	}
 	if err := t.del(inodeKey(ns.RootIno)); err != nil {
+		return err
+	}
+	if err := t.del(s3BucketKey(name)); err != nil { // S3 CORS and tags go with it
 		return err
 	}
 	t.event(name, "", true)
@@ -376,6 +409,10 @@ func (t *txn) dropExtents(ino, from uint64, keep map[needle]bool) error {
 		return err
 	}
 	defer it.Close()
+	if keep, err = t.keepBelow(ino, from, keep); err != nil {
+		return err
+	}
+	released := map[needle]bool{}
 	for it.First(); it.Valid(); it.Next() {
 		e := &metapb.Extent{}
 		if err := proto.Unmarshal(it.Value(), e); err != nil {
@@ -384,11 +421,11 @@ func (t *txn) dropExtents(ino, from uint64, keep map[needle]bool) error {
 		if err := t.del(it.Key()); err != nil {
 			return err
 		}
-		if nd := (needle{e.Volume, e.Key}); !keep[nd] {
-			if err := t.b.Set(garbageKey(nd.vol, nd.key), nil, nil); err != nil {
+		if nd := (needle{e.Volume, e.Key}); !keep[nd] && !released[nd] {
+			released[nd] = true
+			if err := t.release(nd); err != nil {
 				return err
 			}
-			t.res.garbage = true
 		}
 	}
 	return it.Error()
@@ -428,7 +465,7 @@ func (t *txn) removeTree(ino uint64) error {
 				stack = append(stack, child)
 				err = t.del(inodeKey(child))
 			} else {
-				err = t.removeFile(child)
+				_, err = t.unlinkFile(child)
 			}
 			if err != nil {
 				it.Close()
@@ -444,7 +481,13 @@ func (t *txn) removeTree(ino uint64) error {
 	return nil
 }
 
-func (t *txn) commit(r *metapb.CommitRequest) error {
+func (t *txn) commit(r *metapb.CommitRequest) error { return t.commitKeep(r, true) }
+
+// commitKeep is commit; keep says that needles the old and the new extent
+// lists share stay with the file (a rewrite by the same writer). Without
+// it the old content is released in full: the new extents' needles were
+// acquired separately (S3 copy, multipart parts).
+func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	ns, err := t.v.namespace(r.Ns)
 	if err != nil {
 		return err
@@ -490,7 +533,7 @@ func (t *txn) commit(r *metapb.CommitRequest) error {
 		// keyed by ino stay valid) and swaps the extents in this batch.
 		keep := map[needle]bool{}
 		for _, e := range exts {
-			keep[needle{e.Volume, e.Key}] = true
+			keep[needle{e.Volume, e.Key}] = keepShared
 		}
 		if err := t.dropExtents(ino, 0, keep); err != nil {
 			return err
@@ -504,7 +547,7 @@ func (t *txn) commit(r *metapb.CommitRequest) error {
 		if r.IfMatch != "" {
 			return errors.E(errors.Precondition, "file does not exist")
 		}
-		if n, err = t.newInode(metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid); err != nil {
+		if n, err = t.newFileInode(r); err != nil {
 			return err
 		}
 		if err := t.b.Set(direntKey(parent, name, false), be64(n.Ino), nil); err != nil {
@@ -515,6 +558,7 @@ func (t *txn) commit(r *metapb.CommitRequest) error {
 		}
 	}
 	n.Size, n.Etag, n.ContentType, n.UserMeta, n.MtimeNs = r.Size, r.Etag, r.ContentType, r.UserMeta, mtime
+	n.Headers, n.Tags = r.Headers, r.Tags
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
 	}
@@ -629,7 +673,7 @@ func (t *txn) delete(r *metapb.DeleteRequest) error {
 				return errors.E(errors.Precondition, "etag does not match")
 			}
 		}
-		if err := t.removeFile(ino); err != nil {
+		if _, err := t.unlinkFile(ino); err != nil {
 			return err
 		}
 	}
@@ -703,7 +747,7 @@ func (t *txn) rename(r *metapb.RenameRequest) error {
 				return err
 			}
 		default:
-			if err := t.removeFile(old); err != nil {
+			if _, err := t.unlinkFile(old); err != nil {
 				return err
 			}
 		}
@@ -794,8 +838,10 @@ func (t *txn) truncate(n *metapb.Inode, size uint64) error {
 	if size >= n.Size {
 		return nil
 	}
-	keep := map[needle]bool{}
-	// The extent that straddles the new end keeps its needle, shortened.
+	// The extent that straddles the new end is shortened. Its needle, and
+	// every needle an extent below the end still uses (a needle may back
+	// several extents: a mount overwrites in the middle), stay: dropExtents
+	// keeps what the extents below `size` use.
 	it, err := t.v.newIter(extentPrefix(n.Ino), extentKey(n.Ino, size))
 	if err != nil {
 		return err
@@ -808,7 +854,6 @@ func (t *txn) truncate(n *metapb.Inode, size uint64) error {
 		}
 		if e.Offset+e.Length > size {
 			e.Length = size - e.Offset
-			keep[needle{e.Volume, e.Key}] = true
 			if err := t.put(extentKey(n.Ino, e.Offset), e); err != nil {
 				it.Close()
 				return err
@@ -820,7 +865,7 @@ func (t *txn) truncate(n *metapb.Inode, size uint64) error {
 	if err != nil {
 		return err
 	}
-	return t.dropExtents(n.Ino, size, keep)
+	return t.dropExtents(n.Ino, size, nil)
 }
 
 func (t *txn) putVolume(v *metapb.Volume) error {

@@ -39,14 +39,17 @@ func BenchmarkResolveGRPC(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "resolves/s")
 }
 
+// BenchmarkResolveInProcess resolves through meta.Local, as the gateway
+// of `cairn server` does.
 func BenchmarkResolveInProcess(b *testing.B) {
 	ts := benchSetup(b)
+	lc := Local(ts.svc, ts.cl)
 	parallelism(b, 32)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		req := &metapb.ResolveRequest{Ns: "bench", Path: benchPath, WantExtents: true}
 		for pb.Next() {
-			if _, err := ts.svc.Resolve(bg, req); err != nil {
+			if _, err := lc.Resolve(bg, req); err != nil {
 				b.Error(err)
 				return
 			}

@@ -50,9 +50,23 @@ type Config struct {
 	// garbage. Default 30s.
 	GCInterval time.Duration
 
+	// RepairRate is the bytes per second a re-replication, drain or
+	// rebalance copy may move. Default 64 MiB/s; negative: unthrottled.
+	RepairRate int64
+
+	// RebalanceOnJoin moves volumes to a server that joins a running
+	// cluster, so that usage evens out. `cairn admin rebalance` does it on
+	// demand either way.
+	RebalanceOnJoin bool
+
 	// ReadCacheEntries bounds the in-memory cache of store reads behind
 	// Resolve (namespaces, dirents, inodes, extent lists). Default 1,000,000.
 	ReadCacheEntries int
+
+	// BlockCacheSize is the bytes of Pebble's block cache. A warm cache keeps
+	// the point reads of a mutation (does the name exist, the parent's
+	// inode) off the disk and out of the decompressor. Default 256 MiB.
+	BlockCacheSize int64
 }
 
 const (
@@ -74,8 +88,14 @@ func (c *Config) setDefaults() {
 	if c.GCInterval == 0 {
 		c.GCInterval = defaultGCInterval
 	}
+	if c.RepairRate == 0 {
+		c.RepairRate = 64 << 20
+	}
 	if c.ReadCacheEntries <= 0 {
 		c.ReadCacheEntries = 1_000_000
+	}
+	if c.BlockCacheSize <= 0 {
+		c.BlockCacheSize = 256 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -14,8 +14,13 @@
 //	g/{volume:4}{needle key:8}     garbage: a needle no file refers to any more
 //	v/{volume:4}                   metapb.Volume
 //	u/{access key}                 metapb.User (salted SHA-256 of the secret)
+//	s/{server id}                  metapb.ClusterServerState (draining)
 //	c/ino, c/vol, c/seq, c/root    counters: next inode, next volume id, last
 //	                               event sequence; the root access key
+//	r/{volume:4}{needle key:8}     owners of a shared needle beyond the first (s3objects.go)
+//	sU/, sK/, sB/, c/s3root        S3 users, access keys (sealed secrets), bucket
+//	                               config, the root's S3 key (s3keys.go)
+//	sM/, sP/                       S3 multipart uploads and their parts (multipart.go)
 //
 // Extents live apart from their inode so that a log file with a million
 // appends adds one small key per append instead of rewriting one huge value.
@@ -61,5 +66,7 @@
 // queued under g/ in the same batch as the change. A background loop deletes
 // the needles on the data servers (Config.Chunks) and then removes the queue
 // entries with a GarbageDone command; failures are retried with backoff.
-// Needles are assumed not to be shared between files.
+// A needle may be shared by several files and multipart parts (S3 copies
+// reuse data); r/ counts its extra owners and only the last owner to let
+// go queues it (s3objects.go).
 package meta

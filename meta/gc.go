@@ -90,28 +90,43 @@ func (s *Service) collect() (more bool, err error) {
 		}
 	}()
 	clients := map[string]cairn.Chunks{}
+	failed := map[string]bool{} // a server that failed once is skipped for the rest of the batch
 	done := &metapb.GarbageDone{}
 	var firstErr error
 	for _, nd := range todo {
+		// Per needle, no repair switches the volume's replica set between
+		// reading it and deleting on it (see repair).
+		s.cl.gcMu.Lock()
 		s.pmu.Lock()
 		vol := s.volumes[nd.vol]
 		s.pmu.Unlock()
 		ok := true
 		if vol != nil {
 			for _, addr := range vol.Servers {
+				if failed[addr] {
+					ok = false
+					continue
+				}
 				c := clients[addr]
 				if c == nil {
 					c = s.cfg.Chunks(addr)
 					clients[addr] = c
 				}
-				if err := c.Delete(ctx, nd.vol, vol.Generation, nd.key); err != nil && !errors.Is(errors.NotExist, err) {
+				// A server cut off would hold the collector (and repairs
+				// waiting on gcMu) for as long as the call may last.
+				dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+				err := c.Delete(dctx, nd.vol, vol.Generation, nd.key)
+				dcancel()
+				if err != nil && !errors.Is(errors.NotExist, err) {
 					ok = false
+					failed[addr] = true
 					if firstErr == nil {
 						firstErr = errors.E(errors.Op("meta.gc"), errors.Path(addr), err)
 					}
 				}
 			}
 		} // an unknown volume holds nothing to delete
+		s.cl.gcMu.Unlock()
 		if ok {
 			done.Needles = append(done.Needles, &metapb.Needle{Volume: nd.vol, Key: nd.key})
 		}

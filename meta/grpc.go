@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -127,15 +128,29 @@ func fromStatus(err error) error {
 
 func opName(fullMethod string) string { return path.Base(fullMethod) }
 
+// serve runs one call of the API (method is its bare name, "Commit") the
+// way every transport must, gRPC or in-process (Local): timed in the
+// per-operation metrics; mounts first commit what they wrote behind, so
+// the call sees it; and a mutation is answered only once every mount's
+// session dropped what it changed.
+func (s *Service) serve(ctx context.Context, method string, h func(context.Context) (any, error)) (any, error) {
+	done := s.ops.Start(method)
+	s.recallDirty(ctx, method)
+	resp, err := h(ctx)
+	if err == nil {
+		s.awaitSessions(ctx, method)
+	}
+	done(err)
+	return resp, err
+}
+
 // NewGRPCServer returns a gRPC server with svc registered. Its interceptors
 // time every call into svc.Ops() and turn *errors.Error into a status that
 // carries the Kind, Op and Path.
 func NewGRPCServer(svc *Service) *grpc.Server {
 	ops := svc.Ops()
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		done := ops.Start(opName(info.FullMethod))
-		resp, err := h(ctx, req)
-		done(err)
+		resp, err := svc.serve(ctx, opName(info.FullMethod), func(ctx context.Context) (any, error) { return h(ctx, req) })
 		return resp, toStatus(err)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -168,8 +183,9 @@ func NewGRPCServer(svc *Service) *grpc.Server {
 
 // Dial connects to a meta server. Errors from the returned client are
 // *errors.Error with the server's Kind, Op and Path, so callers test them
-// with errors.Is(errors.NotExist, err) as in-process.
-func Dial(addr string) (metapb.MetaClient, *grpc.ClientConn, error) {
+// with errors.Is(errors.NotExist, err) as in-process. extra options come
+// last (the mount adds an interceptor that counts calls per FUSE op).
+func Dial(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.ClientConn, error) {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		return fromStatus(inv(ctx, method, req, reply, cc, opts...))
 	}
@@ -180,13 +196,22 @@ func Dial(addr string) (metapb.MetaClient, *grpc.ClientConn, error) {
 		}
 		return errStream{cs}, nil
 	}
-	conn, err := grpc.NewClient(addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(unary),
-		grpc.WithStreamInterceptor(stream),
+		grpc.WithChainUnaryInterceptor(unary),
+		grpc.WithChainStreamInterceptor(stream),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-	)
+		// Reconnect within about a second of meta being reachable again,
+		// whatever the outage lasted (gRPC's default backoff grows to two
+		// minutes): a data server back from a partition must heartbeat,
+		// drop its stale copies and serve again promptly.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+	}
+	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, errors.Path(addr), err)
 	}

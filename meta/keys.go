@@ -18,6 +18,7 @@ const (
 	pGarbage   = 'g'
 	pVolume    = 'v'
 	pUser      = 'u'
+	pServer    = 's' // data-server state an operator set (membership.go)
 )
 
 var (

@@ -2,13 +2,16 @@ package meta
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"cairn"
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -19,7 +22,9 @@ type dataServer struct {
 	id, addr       string
 	labels         map[string]string
 	capacity, free uint64
+	used           uint64 // bytes in its volumes
 	lastSeen       time.Time
+	vols           map[uint32]*metapb.VolumeStat // as last reported
 }
 
 func (s *Service) alive(d *dataServer, now time.Time) bool {
@@ -50,20 +55,28 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		return nil, errors.E(op, errors.Invalid, "server_id and addr are required")
 	}
 	var changed []*metapb.Volume
+	now := time.Now()
 	s.pmu.Lock()
 	d := s.servers[req.ServerId]
+	back := d == nil || !s.alive(d, now)
 	if d == nil {
 		d = &dataServer{id: req.ServerId}
 		s.servers[req.ServerId] = d
-		s.log.Info("data server joined", "id", req.ServerId, "addr", req.Addr)
+		s.log.Info("data server joined", "id", req.ServerId, "addr", req.Addr, "labels", req.Labels)
+		s.cl.balance = s.cfg.RebalanceOnJoin && now.Sub(s.cl.started) > s.cfg.DeadAfter
+	} else if back {
+		s.log.Info("data server is back", "id", req.ServerId, "addr", req.Addr)
 	}
-	d.addr, d.labels, d.capacity, d.free, d.lastSeen = req.Addr, req.Labels, req.Capacity, req.Free, time.Now()
+	d.addr, d.labels, d.capacity, d.free, d.lastSeen = req.Addr, req.Labels, req.Capacity, req.Free, now
+	d.vols, d.used = map[uint32]*metapb.VolumeStat{}, 0
 	for _, st := range req.Volumes {
-		s.vstats[st.Id] = st
+		d.vols[st.Id] = st
+		d.used += st.Size
 		vol := s.volumes[st.Id]
-		if vol == nil {
-			continue
+		if vol == nil || !slices.Contains(vol.ServerIds, req.ServerId) {
+			continue // a copy being made, or a stale one: not the volume's figures
 		}
+		s.vstats[st.Id] = st
 		var c *metapb.Volume
 		if !vol.ReadOnly && (st.ReadOnly || st.Size >= s.cfg.MaxVolumeSize) {
 			c = proto.Clone(vol).(*metapb.Volume)
@@ -86,7 +99,17 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 			return nil, err
 		}
 	}
-	return &metapb.HeartbeatResponse{MaxVolumeSize: s.cfg.MaxVolumeSize}, nil
+	if back {
+		// Deletes that waited for it can go through now; repairs re-plan.
+		select {
+		case s.gcKick <- struct{}{}:
+		default:
+		}
+		s.kickRepair()
+	}
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.heartbeatAnswer(req.ServerId, req.Volumes), nil
 }
 
 // Volumes returns the volume -> servers map (all volumes if ids is empty),
@@ -124,23 +147,26 @@ func (s *Service) Volumes(ctx context.Context, req *metapb.VolumesRequest) (*met
 // concurrent writers do not queue on one volume file.
 func (s *Service) Assign(ctx context.Context, req *metapb.AssignRequest) (*metapb.AssignResponse, error) {
 	const op = errors.Op("meta.Assign")
-	if _, err := s.GetNamespace(ctx, &metapb.NamespaceRequest{Name: req.Ns}); err != nil {
+	ns, err := s.GetNamespace(ctx, &metapb.NamespaceRequest{Name: req.Ns})
+	if err != nil {
 		return nil, errors.E(op, err)
 	}
+	rf := max(ns.Replication, 1)
+	s.markSuspect(req.Suspect)
 	if err := s.markReadOnly(req.Full); err != nil {
 		return nil, err
 	}
-	if v := s.pickWritable(); v != nil {
+	if v := s.pickWritable(rf); v != nil {
 		return &metapb.AssignResponse{Volume: v}, nil
 	}
 	// One creation at a time: concurrent Assigns that all found nothing
 	// writable wait here and then take the volume the first one made.
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
-	if v := s.pickWritable(); v != nil {
+	if v := s.pickWritable(rf); v != nil {
 		return &metapb.AssignResponse{Volume: v}, nil
 	}
-	v, err := s.createVolume(ctx)
+	v, err := s.createVolume(ctx, rf)
 	if err != nil {
 		return nil, errors.E(op, errors.Path(req.Ns), err)
 	}
@@ -166,13 +192,15 @@ func (s *Service) markReadOnly(ids []uint32) error {
 	return nil
 }
 
-func (s *Service) pickWritable() *metapb.Volume {
+// pickWritable picks a writable volume with rf replicas, all of them on
+// servers placement may use (alive, not suspect, not draining).
+func (s *Service) pickWritable(rf uint32) *metapb.Volume {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	now := time.Now()
 	var cands []*metapb.Volume
 	for _, v := range s.volumes {
-		if v.ReadOnly || len(v.ServerIds) == 0 {
+		if v.ReadOnly || len(v.ServerIds) == 0 || max(v.Replication, 1) != rf {
 			continue
 		}
 		if st := s.vstats[v.Id]; st != nil && (st.ReadOnly || st.Size >= s.cfg.MaxVolumeSize) {
@@ -180,7 +208,8 @@ func (s *Service) pickWritable() *metapb.Volume {
 		}
 		ok := true
 		for _, id := range v.ServerIds {
-			ok = ok && s.alive(s.servers[id], now)
+			d := s.servers[id]
+			ok = ok && d != nil && s.placeable(d, now)
 		}
 		if ok {
 			cands = append(cands, v)
@@ -196,22 +225,13 @@ func (s *Service) pickWritable() *metapb.Volume {
 	return c
 }
 
-// createVolume makes a volume on the live server with the most free space
-// and records it. Called with assignMu held, so ids are not raced for.
-// Only one replica is placed for now; Volume.servers keeps the list shape.
-func (s *Service) createVolume(ctx context.Context) (*metapb.Volume, error) {
+// createVolume makes a volume with rf replicas on servers chosen by
+// choose, and records it. Called with assignMu held, so ids are not raced
+// for. A server that fails to create its copy is suspected and another is
+// chosen; the copies already made are reused on the next attempt (same id).
+func (s *Service) createVolume(ctx context.Context, rf uint32) (*metapb.Volume, error) {
 	if s.cfg.Chunks == nil {
 		return nil, errors.E(errors.Unavailable, "no data plane configured")
-	}
-	live := s.liveServers()
-	if len(live) == 0 {
-		return nil, errors.E(errors.Unavailable, "no live data servers")
-	}
-	best := live[0]
-	for _, d := range live[1:] {
-		if d.free > best.free {
-			best = d
-		}
 	}
 	v, err := s.readView()
 	if err != nil {
@@ -224,13 +244,50 @@ func (s *Service) createVolume(ctx context.Context) (*metapb.Volume, error) {
 	}
 	id := uint32(u64(val)) + 1
 	const gen = 1
-	if err := s.cfg.Chunks(best.addr).CreateVolume(ctx, id, gen); err != nil {
-		return nil, errors.E(errors.Path(best.addr), err)
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		s.pmu.Lock()
+		chosen := s.choose(int(rf), s.placementCandidates(time.Now(), nil), nil)
+		s.pmu.Unlock()
+		if len(chosen) < int(rf) {
+			return nil, errors.E(errors.Unavailable, fmt.Sprintf("%d replicas wanted, %d data servers can take them", rf, len(chosen)))
+		}
+		vol := &metapb.Volume{Id: id, Generation: gen, Replication: rf}
+		for _, d := range chosen {
+			vol.Servers = append(vol.Servers, d.addr)
+			vol.ServerIds = append(vol.ServerIds, d.id)
+		}
+		var failed []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, d := range chosen {
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				var err error
+				if r, ok := s.cfg.Chunks(d.addr).(cairn.Replicas); ok && rf > 1 {
+					err = r.SetReplicas(cctx, id, gen, vol.Servers)
+				} else {
+					err = s.cfg.Chunks(d.addr).CreateVolume(cctx, id, gen)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, d.addr)
+					lastErr = errors.E(errors.Path(d.addr), err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(failed) > 0 {
+			s.markSuspect(failed)
+			continue
+		}
+		if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: vol}}); err != nil {
+			return nil, err
+		}
+		s.log.Info("volume created", "volume", id, "servers", vol.Servers)
+		return proto.Clone(vol).(*metapb.Volume), nil
 	}
-	vol := &metapb.Volume{Id: id, Generation: gen, Servers: []string{best.addr}, ServerIds: []string{best.id}}
-	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: vol}}); err != nil {
-		return nil, err
-	}
-	s.log.Info("volume created", "volume", id, "server", best.addr)
-	return proto.Clone(vol).(*metapb.Volume), nil
+	return nil, lastErr
 }

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -90,24 +91,46 @@ func (c *readCache) put(gen uint64, k []byte, e cacheEntry) {
 // beginWrite is called, under the apply mutex, before a batch is applied.
 func (c *readCache) beginWrite() { c.gen.Add(1) }
 
-// endWrite drops every key the batch wrote, and the scan entry covering
-// it, then lets readers back in.
+// endWrite brings every key the batch wrote up to date in the cache, drops
+// the scan entry covering it, then lets readers back in. A key already
+// cached takes its new value (write-through) rather than being dropped:
+// the counters every create bumps (next inode, event sequence) and a
+// directory's entries stay warm for the next mutation instead of costing
+// it a Pebble lookup each. Keys not cached stay out, so a write never
+// fills the cache with what nobody reads.
 func (c *readCache) endWrite(b *pebble.Batch) {
 	r := b.Reader()
 	for {
-		_, k, _, ok, err := r.Next()
+		kind, k, v, ok, err := r.Next()
 		if err != nil || !ok {
 			if err != nil {
 				c.clear() // cannot tell what changed: forget everything
 			}
 			break
 		}
-		c.drop(k)
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			c.update(k, cacheEntry{val: bytes.Clone(v)})
+		case pebble.InternalKeyKindDelete:
+			c.update(k, cacheEntry{absent: true})
+		default:
+			c.drop(k)
+		}
 		if scan := scanPrefix(k); scan != nil {
 			c.drop(scan)
 		}
 	}
 	c.gen.Add(1)
+}
+
+// update replaces the entry of k, if it has one.
+func (c *readCache) update(k []byte, e cacheEntry) {
+	s := c.shard(k)
+	s.mu.Lock()
+	if _, ok := s.m[string(k)]; ok {
+		s.m[string(k)] = e
+	}
+	s.mu.Unlock()
 }
 
 func (c *readCache) drop(k []byte) {

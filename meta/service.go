@@ -2,6 +2,7 @@ package meta
 
 import (
 	"bytes"
+	"crypto/cipher"
 	"fmt"
 	"log/slog"
 	"os"
@@ -42,8 +43,12 @@ type Service struct {
 	volumes  map[uint32]*metapb.Volume
 	vstats   map[uint32]*metapb.VolumeStat
 	assignMu sync.Mutex // one volume creation at a time
+	cl       membership // drain, suspects, repairs (membership.go, repair.go)
 
 	genUser, genSecret string
+	aead               cipher.AEAD // seals S3 secrets (s3keys.go)
+
+	mountSessions sessionTable // see session.go
 
 	gcKick  chan struct{}
 	closing chan struct{}
@@ -62,9 +67,7 @@ func Open(cfg Config) (*Service, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	db, err := pebble.Open(filepath.Join(cfg.Dir, "pebble"), &pebble.Options{
-		Logger: quietLogger{cfg.Logger},
-	})
+	db, err := pebble.Open(filepath.Join(cfg.Dir, "pebble"), storeOptions(cfg))
 	if err != nil {
 		return nil, errors.E(op, errors.IO, errors.Path(cfg.Dir), err)
 	}
@@ -79,6 +82,7 @@ func Open(cfg Config) (*Service, error) {
 		gcKick:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
+	s.cl.init()
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, err
@@ -87,8 +91,13 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
+	if err := s.setupS3(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.wg.Add(2)
 	go s.gcLoop()
+	go s.repairLoop()
 	return s, nil
 }
 
@@ -117,7 +126,10 @@ func (s *Service) load() error {
 		}
 		s.volumes[vol.Id] = vol
 	}
-	return it.Error()
+	if err := it.Error(); err != nil {
+		return err
+	}
+	return s.loadCluster(v)
 }
 
 // Close stops the background work and closes the store. Calls in flight
@@ -146,6 +158,8 @@ type result struct {
 	volume  *metapb.Volume
 	events  []*metapb.Event
 	garbage bool // needles were queued: wake the collector
+	server  *metapb.ClusterServerState
+	first   uint64 // MountReserve: the first inode number reserved
 }
 
 // propose applies cmd and returns once it is durable. It is the one path
@@ -161,7 +175,7 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 	default:
 	}
 	b := s.db.NewIndexedBatch()
-	res, err := s.apply(b, cmd)
+	res, err := s.apply(b, cmd, s.rc)
 	if err != nil {
 		s.mu.Unlock()
 		b.Close()
@@ -187,6 +201,7 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 		s.volumes[res.volume.Id] = res.volume
 		s.pmu.Unlock()
 	}
+	s.clusterApplied(res)
 	s.mu.Unlock()
 	err = b.SyncWait()
 	b.Close()
@@ -279,16 +294,16 @@ func (v *view) close() {
 // get returns a copy of the value of key; found is false if it is absent.
 func (v *view) get(key []byte) (val []byte, found bool, err error) {
 	if v.b != nil {
-		val, c, err := v.b.Get(key)
-		if err == pebble.ErrNotFound {
-			return nil, false, nil
+		if v.db == nil || v.b.Count() > maxBatchScan {
+			return v.batchGet(key)
 		}
-		if err != nil {
-			return nil, false, errors.E(errors.Op("meta.read"), errors.IO, err)
+		if val, found, ok := batchRecord(v.b, key); ok {
+			return val, found, nil
 		}
-		val = bytes.Clone(val)
-		c.Close()
-		return val, true, nil
+		// Not written by this command: read the committed state like any
+		// view, through the cache and one iterator kept for the whole
+		// command (apply runs under the apply mutex: no batch lands while
+		// it reads, so both hold exactly the committed state).
 	}
 	if e, ok := v.cached(key); ok {
 		return e.val, !e.absent, nil // callers never modify values
@@ -307,6 +322,53 @@ func (v *view) get(key []byte) (val []byte, found bool, err error) {
 	val = bytes.Clone(it.Value())
 	v.remember(key, cacheEntry{val: val})
 	return val, true, nil
+}
+
+// batchGet reads key through the indexed batch: its own writes over the
+// committed state.
+func (v *view) batchGet(key []byte) ([]byte, bool, error) {
+	val, c, err := v.b.Get(key)
+	if err == pebble.ErrNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, errors.E(errors.Op("meta.read"), errors.IO, err)
+	}
+	val = bytes.Clone(val)
+	c.Close()
+	return val, true, nil
+}
+
+// maxBatchScan is the largest batch whose records batchRecord scans; a
+// larger one (a recursive delete) is read through its index instead.
+const maxBatchScan = 64
+
+// batchRecord looks key up among the records of b alone, the last one
+// winning; ok is false when b does not write key, or holds a record kind
+// other than set and delete.
+func batchRecord(b *pebble.Batch, key []byte) (val []byte, found, ok bool) {
+	r := b.Reader()
+	for {
+		kind, k, v, more, err := r.Next()
+		if err != nil {
+			return nil, false, false
+		}
+		if !more {
+			return val, found, ok
+		}
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			if bytes.Equal(k, key) {
+				val, found, ok = bytes.Clone(v), true, true
+			}
+		case pebble.InternalKeyKindDelete:
+			if bytes.Equal(k, key) {
+				val, found, ok = nil, false, true
+			}
+		default:
+			return nil, false, false
+		}
+	}
 }
 
 func (v *view) has(key []byte) (bool, error) {

@@ -32,6 +32,7 @@ func runChild(dir string) {
 	cfg := server.Defaults()
 	cfg.Data = dir
 	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "off"
+	cfg.S3 = "127.0.0.1:0"
 	cfg.RootUser, cfg.RootPassword = testUser, testSecret
 	cfg.ExtentSize = 64 << 10
 	s, err := server.Start(cfg)

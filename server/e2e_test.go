@@ -32,6 +32,7 @@ func start(t *testing.T, mod func(*server.Config)) *server.Server {
 	cfg := server.Defaults()
 	cfg.Data = t.TempDir()
 	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.S3 = "127.0.0.1:0"
 	cfg.RootUser, cfg.RootPassword = testUser, testSecret
 	cfg.ExtentSize = 256 << 10 // small, so multi-extent paths run on small files
 	if mod != nil {

@@ -3,7 +3,8 @@
 // end-to-end tests start. Each role still talks to the others the way it
 // would across machines (gRPC to meta, the data plane by address), except
 // that the gateway reads and writes the in-process data server through
-// cairn.Chunks directly, saving a loopback hop on every request.
+// cairn.Chunks directly and calls meta's methods directly (meta.Local),
+// saving a loopback hop and its marshalling on every request.
 package server
 
 import (
@@ -24,6 +25,7 @@ import (
 	"cairn/client"
 	"cairn/errors"
 	"cairn/gateway"
+	"cairn/gateway/s3"
 	"cairn/meta"
 	"cairn/metrics"
 	"cairn/proto/metapb"
@@ -36,6 +38,10 @@ type Config struct {
 	Meta  string // meta gRPC listener. Default 127.0.0.1:8090
 	Chunk string // data-plane listener. Default 127.0.0.1:8091
 	Admin string // /metrics, /debug/pprof, /debug/profile. Default 127.0.0.1:8092; "off" disables
+	S3    string // S3 API listener. Default :9000; "off" disables
+
+	S3Domain       string        // virtual-host-style requests: bucket.S3Domain
+	S3UploadMaxAge time.Duration // abandoned multipart uploads are aborted after this. Default 7 days
 
 	RootUser, RootPassword string // from CAIRN_ROOT_USER / CAIRN_ROOT_PASSWORD
 
@@ -52,7 +58,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Data: "data", HTTP: ":8080", Meta: "127.0.0.1:8090", Chunk: "127.0.0.1:8091",
-		Admin: "127.0.0.1:8092", PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20,
+		Admin: "127.0.0.1:8092", S3: ":9000", PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20,
 		HotObjectMax: 1 << 20, ExtentSize: 8 << 20, MaxVolumeSize: 8 << 30,
 	}
 }
@@ -66,6 +72,8 @@ type Server struct {
 	store     *chunk.Store
 	client    *client.Client
 	gateway   *gateway.Gateway
+	s3        *s3.Server
+	s3Srv     *http.Server
 	httpSrv   *http.Server
 	chunkSrv  *http.Server
 	adminSrv  *http.Server
@@ -87,8 +95,8 @@ func Start(cfg Config) (s *Server, err error) {
 			s.Close()
 		}
 	}()
-	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin} {
-		if name == "admin" && (addr == "off" || addr == "") {
+	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin, "s3": cfg.S3} {
+		if (name == "admin" || name == "s3") && (addr == "off" || addr == "") {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)
@@ -144,8 +152,15 @@ func Start(cfg Config) (s *Server, err error) {
 	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
 		return nil, errors.E(op, err)
 	}
+	select { // the data server serves once meta has answered it (its lease)
+	case <-s.store.Ready():
+	case <-time.After(10 * time.Second):
+		return nil, errors.E(op, errors.Unavailable, "data server got no lease from meta within 10s")
+	}
 
-	s.client, err = client.New(client.Config{Meta: mc, Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
+	// The gateway calls meta in-process; the data server keeps its gRPC
+	// client, as in a cluster.
+	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, mc), Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -158,6 +173,15 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	s.httpSrv = gateway.Server(s.gateway)
 	go s.httpSrv.Serve(s.lis["http"])
+	if l := s.lis["s3"]; l != nil {
+		s.s3, err = s3.New(s3.Config{Client: s.client, Domain: cfg.S3Domain, Small: s.gateway,
+			UploadMaxAge: cfg.S3UploadMaxAge, Logger: cfg.Logger})
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		s.s3Srv = gateway.Server(s.s3.Handler())
+		go s.s3Srv.Serve(l)
+	}
 	if l := s.lis["admin"]; l != nil {
 		s.adminSrv = &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
 		go s.adminSrv.Serve(l)
@@ -204,6 +228,14 @@ func (s *Server) Addr(role string) string {
 // DataDir is the data directory.
 func (s *Server) DataDir() string { return s.cfg.Data }
 
+// S3URL is the S3 API's endpoint ("" when it is off).
+func (s *Server) S3URL() string {
+	if a := s.Addr("s3"); a != "" {
+		return "http://" + a
+	}
+	return ""
+}
+
 // URL is the native API's base URL.
 func (s *Server) URL() string { return "http://" + s.Addr("http") }
 
@@ -216,6 +248,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	var errs []error
 	if s.httpSrv != nil {
 		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	}
+	if s.s3Srv != nil {
+		errs = append(errs, s.s3Srv.Shutdown(ctx))
 	}
 	if s.adminSrv != nil {
 		s.adminSrv.Shutdown(ctx)
@@ -233,10 +268,13 @@ func (s *Server) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	for _, srv := range []*http.Server{s.httpSrv, s.adminSrv, s.chunkSrv} {
+	for _, srv := range []*http.Server{s.httpSrv, s.s3Srv, s.adminSrv, s.chunkSrv} {
 		if srv != nil {
 			srv.Close()
 		}
+	}
+	if s.s3 != nil {
+		s.s3.Close()
 	}
 	if s.client != nil {
 		s.client.Close()

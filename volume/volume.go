@@ -465,7 +465,7 @@ func (v *Volume) Stats() Stats {
 // Append stores data as a new needle and returns its key, the next in this
 // volume's sequence. It returns once the needle is durable.
 func (v *Volume) Append(gen uint64, data []byte) (uint64, error) {
-	return v.write("volume.Append", gen, 0, flagData, data)
+	return v.write("volume.Append", gen, 0, flagData, data, writeOpts{})
 }
 
 // AppendKey stores data under a key the caller chose (a replica writes the
@@ -474,14 +474,14 @@ func (v *Volume) AppendKey(gen, key uint64, data []byte) error {
 	if key == 0 {
 		return errors.E(errors.Op("volume.AppendKey"), errors.Invalid, v.path(), "key 0 is reserved")
 	}
-	_, err := v.write("volume.AppendKey", gen, key, flagData, data)
+	_, err := v.write("volume.AppendKey", gen, key, flagData, data, writeOpts{})
 	return err
 }
 
 // Delete removes needle key by appending a tombstone; it returns once the
 // tombstone is durable. Deleting a missing needle is not an error.
 func (v *Volume) Delete(gen, key uint64) error {
-	_, err := v.write("volume.Delete", gen, key, flagTomb, nil)
+	_, err := v.write("volume.Delete", gen, key, flagTomb, nil, writeOpts{})
 	return err
 }
 
@@ -492,7 +492,17 @@ const smallRecord = 1 << 20
 
 var recPool = sync.Pool{New: func() any { b := make([]byte, smallRecord); return &b }}
 
-func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte) (uint64, error) {
+// writeOpts are the variations of write used by replication (replica.go).
+type writeOpts struct {
+	// started is called with the key once the record is written, before
+	// the fdatasync: a primary starts its replicas' writes then.
+	started func(key uint64)
+	// force writes past the read-only mark and MaxSize: a repair restores
+	// a needle the volume already held.
+	force bool
+}
+
+func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o writeOpts) (uint64, error) {
 	n := int64(len(data))
 	if n > v.opts.MaxNeedle {
 		return 0, errors.E(op, errors.TooLarge, v.keyPath(key), fmt.Sprintf("needle of %d bytes over the limit of %d", n, v.opts.MaxNeedle))
@@ -521,7 +531,7 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte) (
 	clear(tail[sumsLen:])
 
 	v.appendMu.Lock()
-	if err := v.checkWritable(op, gen, key, flags, rs); err != nil {
+	if err := v.checkWritable(op, gen, key, flags, rs, o.force); err != nil {
 		v.appendMu.Unlock()
 		if err == errNoop {
 			return key, nil
@@ -562,6 +572,9 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte) (
 	v.pending = append(v.pending, pendingRec{seq: seq, key: key, off: off, size: uint32(n), flags: flags})
 	v.pendMu.Unlock()
 	v.appendMu.Unlock()
+	if o.started != nil {
+		o.started(key)
+	}
 
 	if err := v.waitSync(seq); err != nil {
 		return 0, errors.E(op, v.keyPath(key), err)
@@ -572,7 +585,7 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte) (
 var errNoop = errors.New("nothing to do")
 
 // checkWritable is called with appendMu held.
-func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int64) error {
+func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int64, force bool) error {
 	if v.closed {
 		return errors.E(op, errors.IO, v.path(), "volume is closed")
 	}
@@ -585,7 +598,9 @@ func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int
 	if gen != v.sb.gen {
 		return errors.E(op, errors.Stale, v.path(), fmt.Sprintf("generation %d, volume is at %d", gen, v.sb.gen))
 	}
-	if v.sb.readOnly {
+	if v.sb.readOnly && !force && flags != flagTomb {
+		// Read-only means no new data; deletes still land, or a replica
+		// that turned read-only would keep deleted needles' space forever.
 		return errors.E(op, errors.ReadOnly, v.path(), "volume is marked read-only")
 	}
 	if flags == flagTomb {
@@ -599,7 +614,7 @@ func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int
 		}
 		return nil
 	}
-	if v.end+rs > v.opts.MaxSize {
+	if v.end+rs > v.opts.MaxSize && !(force && v.end+rs <= maxAddressable) {
 		return errors.E(op, errors.ReadOnly, v.path(), fmt.Sprintf("volume is full (%d bytes)", v.end))
 	}
 	return nil

@@ -122,6 +122,55 @@ func (FileType) EnumDescriptor() ([]byte, []int) {
 	return file_proto_meta_proto_rawDescGZIP(), []int{1}
 }
 
+type S3Access int32
+
+const (
+	S3Access_S3_NONE  S3Access = 0
+	S3Access_S3_READ  S3Access = 1
+	S3Access_S3_WRITE S3Access = 2 // read and write
+)
+
+// Enum value maps for S3Access.
+var (
+	S3Access_name = map[int32]string{
+		0: "S3_NONE",
+		1: "S3_READ",
+		2: "S3_WRITE",
+	}
+	S3Access_value = map[string]int32{
+		"S3_NONE":  0,
+		"S3_READ":  1,
+		"S3_WRITE": 2,
+	}
+)
+
+func (x S3Access) Enum() *S3Access {
+	p := new(S3Access)
+	*p = x
+	return p
+}
+
+func (x S3Access) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (S3Access) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_meta_proto_enumTypes[2].Descriptor()
+}
+
+func (S3Access) Type() protoreflect.EnumType {
+	return &file_proto_meta_proto_enumTypes[2]
+}
+
+func (x S3Access) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use S3Access.Descriptor instead.
+func (S3Access) EnumDescriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{2}
+}
+
 type Namespace struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -515,6 +564,12 @@ type Inode struct {
 	Nlink         uint32                 `protobuf:"varint,12,opt,name=nlink,proto3" json:"nlink,omitempty"`
 	Version       uint64                 `protobuf:"varint,13,opt,name=version,proto3" json:"version,omitempty"` // bumped on every change of the inode or its content
 	SymlinkTarget string                 `protobuf:"bytes,14,opt,name=symlink_target,json=symlinkTarget,proto3" json:"symlink_target,omitempty"`
+	// S3 (fields 40-59): standard headers kept with the object
+	// (Content-Encoding, Content-Disposition, Cache-Control, Content-Language,
+	// Expires; canonical names) and the object's tags.
+	Headers map[string]string `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tags    map[string]string `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Xattrs  map[string][]byte `protobuf:"bytes,60,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // extended attributes set through a mount ("user.x")
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
@@ -649,6 +704,27 @@ func (x *Inode) GetSymlinkTarget() string {
 		return x.SymlinkTarget
 	}
 	return ""
+}
+
+func (x *Inode) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *Inode) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *Inode) GetXattrs() map[string][]byte {
+	if x != nil {
+		return x.Xattrs
+	}
+	return nil
 }
 
 func (x *Inode) GetSeq() uint64 {
@@ -1201,10 +1277,13 @@ type CommitRequest struct {
 	Mode          uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
 	Uid           uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
 	Gid           uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
-	IfMatch       string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                // commit only if the current etag equals this
-	IfNoneMatch   bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"` // commit only if the file does not exist
-	Parents       bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                              // create missing parent directories
-	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`               // 0: now
+	IfMatch       string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
+	IfNoneMatch   bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
+	Parents       bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
+	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
+	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
+	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"` // a new file takes this inode number, reserved by MountReserve
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1333,6 +1412,27 @@ func (x *CommitRequest) GetParents() bool {
 func (x *CommitRequest) GetMtimeNs() int64 {
 	if x != nil {
 		return x.MtimeNs
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *CommitRequest) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *CommitRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
 	}
 	return 0
 }
@@ -1676,6 +1776,7 @@ type Volume struct {
 	Size          uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
 	Garbage       uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
 	ServerIds     []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
+	Replication   uint32                 `protobuf:"varint,80,opt,name=replication,proto3" json:"replication,omitempty"`            // replicas the volume should have (0: 1)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1759,10 +1860,20 @@ func (x *Volume) GetServerIds() []string {
 	return nil
 }
 
+func (x *Volume) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
 type AssignRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Full          []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"` // volumes the client found full or read-only
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ns    string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Full  []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"` // volumes the client found full or read-only
+	// Data-plane addresses that failed a write (a dead or cut-off replica):
+	// placement avoids them until they prove alive again.
+	Suspect       []string `protobuf:"bytes,80,rep,name=suspect,proto3" json:"suspect,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1807,6 +1918,13 @@ func (x *AssignRequest) GetNs() string {
 func (x *AssignRequest) GetFull() []uint32 {
 	if x != nil {
 		return x.Full
+	}
+	return nil
+}
+
+func (x *AssignRequest) GetSuspect() []string {
+	if x != nil {
+		return x.Suspect
 	}
 	return nil
 }
@@ -2116,6 +2234,16 @@ func (x *HeartbeatRequest) GetVolumes() []*VolumeStat {
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxVolumeSize uint64                 `protobuf:"varint,1,opt,name=max_volume_size,json=maxVolumeSize,proto3" json:"max_volume_size,omitempty"` // bytes; data server refuses writes past it
+	// The volumes meta places on this server, with their current replica
+	// sets and generations: the primary forwards writes to the others.
+	Volumes []*Volume `protobuf:"bytes,80,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// Volumes the server holds that are no longer its to hold (replaced
+	// while it was away, or moved): stale copies to delete.
+	Drop []uint32 `protobuf:"varint,81,rep,packed,name=drop,proto3" json:"drop,omitempty"`
+	// How long the server may serve after this heartbeat was sent without
+	// hearing from meta again; a shorter silence than meta's dead-after, so
+	// that a cut-off server stops serving before meta replaces its copies.
+	LeaseNs       int64 `protobuf:"varint,82,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2153,6 +2281,27 @@ func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
 func (x *HeartbeatResponse) GetMaxVolumeSize() uint64 {
 	if x != nil {
 		return x.MaxVolumeSize
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetVolumes() []*Volume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetDrop() []uint32 {
+	if x != nil {
+		return x.Drop
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetLeaseNs() int64 {
+	if x != nil {
+		return x.LeaseNs
 	}
 	return 0
 }
@@ -2308,12 +2457,20 @@ func (x *WatchRequest) GetAfter() uint64 {
 // Event tells a watcher that something changed. Watchers drop cached state
 // for it. A gap in seq, or reset, means: drop everything cached.
 type Event struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Ns            string                 `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`            // "" with namespace=true: the namespace record
-	Namespace     bool                   `protobuf:"varint,4,opt,name=namespace,proto3" json:"namespace,omitempty"` // the namespace itself changed (visibility, deleted)
-	Reset_        bool                   `protobuf:"varint,5,opt,name=reset,proto3" json:"reset,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Seq       uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Ns        string                 `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path      string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`            // "" with namespace=true: the namespace record
+	Namespace bool                   `protobuf:"varint,4,opt,name=namespace,proto3" json:"namespace,omitempty"` // the namespace itself changed (visibility, deleted)
+	Reset_    bool                   `protobuf:"varint,5,opt,name=reset,proto3" json:"reset,omitempty"`
+	// On a mount session only: meta asks the mount to commit everything it
+	// has written behind (another client is about to look), then to answer
+	// MountSessionMsg.clean.
+	MountFlush bool `protobuf:"varint,60,opt,name=mount_flush,json=mountFlush,proto3" json:"mount_flush,omitempty"`
+	// On a mount session only: another mount holds an uncommitted change of
+	// ns/path (written behind); drop it and acknowledge with notice_ack, so
+	// that the next look asks meta (which recalls the change first).
+	MountNotice   uint64 `protobuf:"varint,61,opt,name=mount_notice,json=mountNotice,proto3" json:"mount_notice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2381,6 +2538,20 @@ func (x *Event) GetReset_() bool {
 		return x.Reset_
 	}
 	return false
+}
+
+func (x *Event) GetMountFlush() bool {
+	if x != nil {
+		return x.MountFlush
+	}
+	return false
+}
+
+func (x *Event) GetMountNotice() uint64 {
+	if x != nil {
+		return x.MountNotice
+	}
+	return 0
 }
 
 // Error travels in gRPC status details so that Kind and Path survive the wire.
@@ -2773,6 +2944,22 @@ type Command struct {
 	//	*Command_PutVolume
 	//	*Command_PutUser
 	//	*Command_GarbageDone
+	//	*Command_ServerState
+	//	*Command_PutS3Key
+	//	*Command_DeleteS3Key
+	//	*Command_PutS3User
+	//	*Command_DeleteS3User
+	//	*Command_PutS3BucketConfig
+	//	*Command_S3Copy
+	//	*Command_PutS3Upload
+	//	*Command_PutS3Part
+	//	*Command_CompleteS3Upload
+	//	*Command_AbortS3Upload
+	//	*Command_SetS3Tags
+	//	*Command_MountSymlink
+	//	*Command_MountLink
+	//	*Command_MountXattr
+	//	*Command_MountReserve
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2930,6 +3117,150 @@ func (x *Command) GetGarbageDone() *GarbageDone {
 	return nil
 }
 
+func (x *Command) GetServerState() *ClusterServerState {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ServerState); ok {
+			return x.ServerState
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutS3Key() *S3Key {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutS3Key); ok {
+			return x.PutS3Key
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteS3Key() *S3KeyRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteS3Key); ok {
+			return x.DeleteS3Key
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutS3User() *S3User {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutS3User); ok {
+			return x.PutS3User
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetDeleteS3User() *S3UserRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_DeleteS3User); ok {
+			return x.DeleteS3User
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutS3BucketConfig() *S3BucketConfig {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutS3BucketConfig); ok {
+			return x.PutS3BucketConfig
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetS3Copy() *S3CopyRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_S3Copy); ok {
+			return x.S3Copy
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutS3Upload() *S3Upload {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutS3Upload); ok {
+			return x.PutS3Upload
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutS3Part() *S3PutPartCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutS3Part); ok {
+			return x.PutS3Part
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCompleteS3Upload() *S3CompleteRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CompleteS3Upload); ok {
+			return x.CompleteS3Upload
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAbortS3Upload() *S3UploadRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_AbortS3Upload); ok {
+			return x.AbortS3Upload
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetS3Tags() *S3TagsRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetS3Tags); ok {
+			return x.SetS3Tags
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMountSymlink() *MountSymlinkRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountSymlink); ok {
+			return x.MountSymlink
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMountLink() *MountLinkRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountLink); ok {
+			return x.MountLink
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMountXattr() *MountXattrRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountXattr); ok {
+			return x.MountXattr
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetMountReserve() *MountReserveRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountReserve); ok {
+			return x.MountReserve
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -2982,6 +3313,71 @@ type Command_GarbageDone struct {
 	GarbageDone *GarbageDone `protobuf:"bytes,13,opt,name=garbage_done,json=garbageDone,proto3,oneof"`
 }
 
+type Command_ServerState struct {
+	ServerState *ClusterServerState `protobuf:"bytes,80,opt,name=server_state,json=serverState,proto3,oneof"`
+}
+
+type Command_PutS3Key struct {
+	// ---- s3 ----
+	PutS3Key *S3Key `protobuf:"bytes,40,opt,name=put_s3_key,json=putS3Key,proto3,oneof"`
+}
+
+type Command_DeleteS3Key struct {
+	DeleteS3Key *S3KeyRequest `protobuf:"bytes,41,opt,name=delete_s3_key,json=deleteS3Key,proto3,oneof"`
+}
+
+type Command_PutS3User struct {
+	PutS3User *S3User `protobuf:"bytes,42,opt,name=put_s3_user,json=putS3User,proto3,oneof"`
+}
+
+type Command_DeleteS3User struct {
+	DeleteS3User *S3UserRequest `protobuf:"bytes,43,opt,name=delete_s3_user,json=deleteS3User,proto3,oneof"`
+}
+
+type Command_PutS3BucketConfig struct {
+	PutS3BucketConfig *S3BucketConfig `protobuf:"bytes,44,opt,name=put_s3_bucket_config,json=putS3BucketConfig,proto3,oneof"`
+}
+
+type Command_S3Copy struct {
+	S3Copy *S3CopyRequest `protobuf:"bytes,45,opt,name=s3_copy,json=s3Copy,proto3,oneof"`
+}
+
+type Command_PutS3Upload struct {
+	PutS3Upload *S3Upload `protobuf:"bytes,46,opt,name=put_s3_upload,json=putS3Upload,proto3,oneof"`
+}
+
+type Command_PutS3Part struct {
+	PutS3Part *S3PutPartCommand `protobuf:"bytes,47,opt,name=put_s3_part,json=putS3Part,proto3,oneof"`
+}
+
+type Command_CompleteS3Upload struct {
+	CompleteS3Upload *S3CompleteRequest `protobuf:"bytes,48,opt,name=complete_s3_upload,json=completeS3Upload,proto3,oneof"`
+}
+
+type Command_AbortS3Upload struct {
+	AbortS3Upload *S3UploadRequest `protobuf:"bytes,49,opt,name=abort_s3_upload,json=abortS3Upload,proto3,oneof"`
+}
+
+type Command_SetS3Tags struct {
+	SetS3Tags *S3TagsRequest `protobuf:"bytes,50,opt,name=set_s3_tags,json=setS3Tags,proto3,oneof"`
+}
+
+type Command_MountSymlink struct {
+	MountSymlink *MountSymlinkRequest `protobuf:"bytes,60,opt,name=mount_symlink,json=mountSymlink,proto3,oneof"`
+}
+
+type Command_MountLink struct {
+	MountLink *MountLinkRequest `protobuf:"bytes,61,opt,name=mount_link,json=mountLink,proto3,oneof"`
+}
+
+type Command_MountXattr struct {
+	MountXattr *MountXattrRequest `protobuf:"bytes,62,opt,name=mount_xattr,json=mountXattr,proto3,oneof"`
+}
+
+type Command_MountReserve struct {
+	MountReserve *MountReserveRequest `protobuf:"bytes,63,opt,name=mount_reserve,json=mountReserve,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3006,6 +3402,554 @@ func (*Command_PutUser) isCommand_Op() {}
 
 func (*Command_GarbageDone) isCommand_Op() {}
 
+func (*Command_ServerState) isCommand_Op() {}
+
+func (*Command_PutS3Key) isCommand_Op() {}
+
+func (*Command_DeleteS3Key) isCommand_Op() {}
+
+func (*Command_PutS3User) isCommand_Op() {}
+
+func (*Command_DeleteS3User) isCommand_Op() {}
+
+func (*Command_PutS3BucketConfig) isCommand_Op() {}
+
+func (*Command_S3Copy) isCommand_Op() {}
+
+func (*Command_PutS3Upload) isCommand_Op() {}
+
+func (*Command_PutS3Part) isCommand_Op() {}
+
+func (*Command_CompleteS3Upload) isCommand_Op() {}
+
+func (*Command_AbortS3Upload) isCommand_Op() {}
+
+func (*Command_SetS3Tags) isCommand_Op() {}
+
+func (*Command_MountSymlink) isCommand_Op() {}
+
+func (*Command_MountLink) isCommand_Op() {}
+
+func (*Command_MountXattr) isCommand_Op() {}
+
+func (*Command_MountReserve) isCommand_Op() {}
+
+// MountSessionMsg is what a mount sends on its session stream: the first
+// message names the session, every later one acknowledges that the mount
+// has applied every event up to ack (dropped its caches and the kernel's).
+type MountSessionMsg struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Ack           uint64                 `protobuf:"varint,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	Clean         uint64                 `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`                          // every change up to this dirty epoch is committed
+	NoticeAck     uint64                 `protobuf:"varint,4,opt,name=notice_ack,json=noticeAck,proto3" json:"notice_ack,omitempty"` // Event.mount_notice applied
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountSessionMsg) Reset() {
+	*x = MountSessionMsg{}
+	mi := &file_proto_meta_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountSessionMsg) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountSessionMsg) ProtoMessage() {}
+
+func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
+func (*MountSessionMsg) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *MountSessionMsg) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *MountSessionMsg) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
+}
+
+func (x *MountSessionMsg) GetClean() uint64 {
+	if x != nil {
+		return x.Clean
+	}
+	return 0
+}
+
+func (x *MountSessionMsg) GetNoticeAck() uint64 {
+	if x != nil {
+		return x.NoticeAck
+	}
+	return 0
+}
+
+// MountDirtyRequest tells meta, before a mount answers a close it has not
+// committed yet, that it holds changes behind; epoch grows with each.
+type MountDirtyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ns            string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
+	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountDirtyRequest) Reset() {
+	*x = MountDirtyRequest{}
+	mi := &file_proto_meta_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountDirtyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountDirtyRequest) ProtoMessage() {}
+
+func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
+func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *MountDirtyRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *MountDirtyRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *MountDirtyRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountDirtyRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type MountSymlinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Target        string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	Uid           uint32                 `protobuf:"varint,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,5,opt,name=gid,proto3" json:"gid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountSymlinkRequest) Reset() {
+	*x = MountSymlinkRequest{}
+	mi := &file_proto_meta_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountSymlinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountSymlinkRequest) ProtoMessage() {}
+
+func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
+func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *MountSymlinkRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountSymlinkRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MountSymlinkRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *MountSymlinkRequest) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *MountSymlinkRequest) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+// MountLinkRequest makes `to` a second name (hard link) of file `from`.
+type MountLinkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLinkRequest) Reset() {
+	*x = MountLinkRequest{}
+	mi := &file_proto_meta_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLinkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLinkRequest) ProtoMessage() {}
+
+func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
+func (*MountLinkRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *MountLinkRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountLinkRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MountLinkRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type MountXattrRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Value         []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	Remove        bool                   `protobuf:"varint,5,opt,name=remove,proto3" json:"remove,omitempty"`   // remove name (NotExist if absent)
+	Create        bool                   `protobuf:"varint,6,opt,name=create,proto3" json:"create,omitempty"`   // fail with Exist if name is set
+	Replace       bool                   `protobuf:"varint,7,opt,name=replace,proto3" json:"replace,omitempty"` // fail with NotExist if name is not set
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountXattrRequest) Reset() {
+	*x = MountXattrRequest{}
+	mi := &file_proto_meta_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountXattrRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountXattrRequest) ProtoMessage() {}
+
+func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
+func (*MountXattrRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *MountXattrRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountXattrRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MountXattrRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MountXattrRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *MountXattrRequest) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+func (x *MountXattrRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+func (x *MountXattrRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// MountDirtyResponse says whether the mount is the only one with a session:
+// then, until its next recall ends the dirty epoch, it need not announce
+// each path (no other mount can have cached one: any other session's
+// first look recalls it first).
+type MountDirtyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Alone         bool                   `protobuf:"varint,1,opt,name=alone,proto3" json:"alone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountDirtyResponse) Reset() {
+	*x = MountDirtyResponse{}
+	mi := &file_proto_meta_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountDirtyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountDirtyResponse) ProtoMessage() {}
+
+func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
+func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *MountDirtyResponse) GetAlone() bool {
+	if x != nil {
+		return x.Alone
+	}
+	return false
+}
+
+// MountReserveRequest reserves inode numbers for files a mount creates
+// locally and commits later (Commit.ino).
+type MountReserveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountReserveRequest) Reset() {
+	*x = MountReserveRequest{}
+	mi := &file_proto_meta_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountReserveRequest) ProtoMessage() {}
+
+func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
+func (*MountReserveRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *MountReserveRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type MountReserveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"` // [first, first+count) are the caller's
+	Count         uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountReserveResponse) Reset() {
+	*x = MountReserveResponse{}
+	mi := &file_proto_meta_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountReserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountReserveResponse) ProtoMessage() {}
+
+func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
+func (*MountReserveResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *MountReserveResponse) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *MountReserveResponse) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type InfoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -3016,7 +3960,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3972,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3985,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{41}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -3056,6 +4000,2028 @@ func (x *InfoResponse) GetDataServers() []string {
 		return x.DataServers
 	}
 	return nil
+}
+
+// ClusterServerState is the durable part of a data server's membership:
+// what an operator decided (drain). Liveness stays soft state.
+type ClusterServerState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Draining      bool                   `protobuf:"varint,2,opt,name=draining,proto3" json:"draining,omitempty"` // move every replica off, place nothing new
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterServerState) Reset() {
+	*x = ClusterServerState{}
+	mi := &file_proto_meta_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterServerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterServerState) ProtoMessage() {}
+
+func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
+func (*ClusterServerState) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ClusterServerState) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ClusterServerState) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+type ClusterDrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Server        string                 `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"` // server id or data-plane address
+	Undo          bool                   `protobuf:"varint,2,opt,name=undo,proto3" json:"undo,omitempty"`    // stop draining
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterDrainRequest) Reset() {
+	*x = ClusterDrainRequest{}
+	mi := &file_proto_meta_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterDrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterDrainRequest) ProtoMessage() {}
+
+func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
+func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ClusterDrainRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ClusterDrainRequest) GetUndo() bool {
+	if x != nil {
+		return x.Undo
+	}
+	return false
+}
+
+type ClusterServer struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Addr            string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	Labels          map[string]string      `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Alive           bool                   `protobuf:"varint,4,opt,name=alive,proto3" json:"alive,omitempty"`
+	LastHeartbeatNs int64                  `protobuf:"varint,5,opt,name=last_heartbeat_ns,json=lastHeartbeatNs,proto3" json:"last_heartbeat_ns,omitempty"` // unix ns; 0: not heard since meta started
+	Capacity        uint64                 `protobuf:"varint,6,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Free            uint64                 `protobuf:"varint,7,opt,name=free,proto3" json:"free,omitempty"`
+	Volumes         uint32                 `protobuf:"varint,8,opt,name=volumes,proto3" json:"volumes,omitempty"` // replicas placed on it
+	Draining        bool                   `protobuf:"varint,9,opt,name=draining,proto3" json:"draining,omitempty"`
+	Suspect         bool                   `protobuf:"varint,10,opt,name=suspect,proto3" json:"suspect,omitempty"` // a writer reported it failing
+	Used            uint64                 `protobuf:"varint,11,opt,name=used,proto3" json:"used,omitempty"`       // bytes in its volumes, last reported
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ClusterServer) Reset() {
+	*x = ClusterServer{}
+	mi := &file_proto_meta_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterServer) ProtoMessage() {}
+
+func (x *ClusterServer) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
+func (*ClusterServer) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ClusterServer) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ClusterServer) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *ClusterServer) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ClusterServer) GetAlive() bool {
+	if x != nil {
+		return x.Alive
+	}
+	return false
+}
+
+func (x *ClusterServer) GetLastHeartbeatNs() int64 {
+	if x != nil {
+		return x.LastHeartbeatNs
+	}
+	return 0
+}
+
+func (x *ClusterServer) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *ClusterServer) GetFree() uint64 {
+	if x != nil {
+		return x.Free
+	}
+	return 0
+}
+
+func (x *ClusterServer) GetVolumes() uint32 {
+	if x != nil {
+		return x.Volumes
+	}
+	return 0
+}
+
+func (x *ClusterServer) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *ClusterServer) GetSuspect() bool {
+	if x != nil {
+		return x.Suspect
+	}
+	return false
+}
+
+func (x *ClusterServer) GetUsed() uint64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+type ClusterVolume struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Live          uint32                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`    // replicas on live servers
+	Health        string                 `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"` // ok, degraded, repairing, lost
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterVolume) Reset() {
+	*x = ClusterVolume{}
+	mi := &file_proto_meta_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterVolume) ProtoMessage() {}
+
+func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
+func (*ClusterVolume) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ClusterVolume) GetVolume() *Volume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *ClusterVolume) GetLive() uint32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
+func (x *ClusterVolume) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+type ClusterRepair struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"` // re-replicate, drain, rebalance
+	From          string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	BytesDone     uint64                 `protobuf:"varint,5,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	BytesTotal    uint64                 `protobuf:"varint,6,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	StartedNs     int64                  `protobuf:"varint,7,opt,name=started_ns,json=startedNs,proto3" json:"started_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterRepair) Reset() {
+	*x = ClusterRepair{}
+	mi := &file_proto_meta_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterRepair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterRepair) ProtoMessage() {}
+
+func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
+func (*ClusterRepair) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ClusterRepair) GetVolume() uint32 {
+	if x != nil {
+		return x.Volume
+	}
+	return 0
+}
+
+func (x *ClusterRepair) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ClusterRepair) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ClusterRepair) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *ClusterRepair) GetBytesDone() uint64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *ClusterRepair) GetBytesTotal() uint64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *ClusterRepair) GetStartedNs() int64 {
+	if x != nil {
+		return x.StartedNs
+	}
+	return 0
+}
+
+type ClusterStatusResponse struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Servers           []*ClusterServer       `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	Volumes           []*ClusterVolume       `protobuf:"bytes,2,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Repairs           []*ClusterRepair       `protobuf:"bytes,3,rep,name=repairs,proto3" json:"repairs,omitempty"`
+	RepairsDone       uint64                 `protobuf:"varint,4,opt,name=repairs_done,json=repairsDone,proto3" json:"repairs_done,omitempty"`                       // since meta started
+	RepairBytesPerSec uint64                 `protobuf:"varint,5,opt,name=repair_bytes_per_sec,json=repairBytesPerSec,proto3" json:"repair_bytes_per_sec,omitempty"` // the throttle
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ClusterStatusResponse) Reset() {
+	*x = ClusterStatusResponse{}
+	mi := &file_proto_meta_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusResponse) ProtoMessage() {}
+
+func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
+func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetVolumes() []*ClusterVolume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetRepairs() []*ClusterRepair {
+	if x != nil {
+		return x.Repairs
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetRepairsDone() uint64 {
+	if x != nil {
+		return x.RepairsDone
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetRepairBytesPerSec() uint64 {
+	if x != nil {
+		return x.RepairBytesPerSec
+	}
+	return 0
+}
+
+// S3User is a named owner of access keys (key s3u/{name}).
+type S3User struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	CreatedNs     int64                  `protobuf:"varint,2,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3User) Reset() {
+	*x = S3User{}
+	mi := &file_proto_meta_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3User) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3User) ProtoMessage() {}
+
+func (x *S3User) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3User.ProtoReflect.Descriptor instead.
+func (*S3User) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *S3User) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *S3User) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+type S3UserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3UserRequest) Reset() {
+	*x = S3UserRequest{}
+	mi := &file_proto_meta_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3UserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3UserRequest) ProtoMessage() {}
+
+func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
+func (*S3UserRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *S3UserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type S3UserList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Users         []*S3User              `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3UserList) Reset() {
+	*x = S3UserList{}
+	mi := &file_proto_meta_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3UserList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3UserList) ProtoMessage() {}
+
+func (x *S3UserList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
+func (*S3UserList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *S3UserList) GetUsers() []*S3User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// S3Key is the stored record of an S3 access key (key s3k/{access_key}).
+// SigV4 needs the secret itself on the verifying side, so it is kept
+// sealed (AES-256-GCM under meta's master key), never in the clear.
+type S3Key struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	SealedSecret  []byte                 `protobuf:"bytes,3,opt,name=sealed_secret,json=sealedSecret,proto3" json:"sealed_secret,omitempty"` // nonce || ciphertext
+	Root          bool                   `protobuf:"varint,4,opt,name=root,proto3" json:"root,omitempty"`
+	CreatedNs     int64                  `protobuf:"varint,5,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	Grants        map[string]S3Access    `protobuf:"bytes,6,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=cairn.meta.S3Access"` // bucket -> access
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3Key) Reset() {
+	*x = S3Key{}
+	mi := &file_proto_meta_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Key) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Key) ProtoMessage() {}
+
+func (x *S3Key) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
+func (*S3Key) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *S3Key) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *S3Key) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *S3Key) GetSealedSecret() []byte {
+	if x != nil {
+		return x.SealedSecret
+	}
+	return nil
+}
+
+func (x *S3Key) GetRoot() bool {
+	if x != nil {
+		return x.Root
+	}
+	return false
+}
+
+func (x *S3Key) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+func (x *S3Key) GetGrants() map[string]S3Access {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type S3KeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3KeyRequest) Reset() {
+	*x = S3KeyRequest{}
+	mi := &file_proto_meta_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3KeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3KeyRequest) ProtoMessage() {}
+
+func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
+func (*S3KeyRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *S3KeyRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+type S3CreateKeyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	Grants        map[string]S3Access    `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=cairn.meta.S3Access"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3CreateKeyRequest) Reset() {
+	*x = S3CreateKeyRequest{}
+	mi := &file_proto_meta_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3CreateKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3CreateKeyRequest) ProtoMessage() {}
+
+func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
+func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *S3CreateKeyRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *S3CreateKeyRequest) GetGrants() map[string]S3Access {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type S3GrantRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Bucket        string                 `protobuf:"bytes,2,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Access        S3Access               `protobuf:"varint,3,opt,name=access,proto3,enum=cairn.meta.S3Access" json:"access,omitempty"` // S3_NONE revokes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3GrantRequest) Reset() {
+	*x = S3GrantRequest{}
+	mi := &file_proto_meta_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3GrantRequest) ProtoMessage() {}
+
+func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
+func (*S3GrantRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *S3GrantRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *S3GrantRequest) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *S3GrantRequest) GetAccess() S3Access {
+	if x != nil {
+		return x.Access
+	}
+	return S3Access_S3_NONE
+}
+
+// S3KeyInfo is a key without its secret.
+type S3KeyInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	Root          bool                   `protobuf:"varint,3,opt,name=root,proto3" json:"root,omitempty"`
+	CreatedNs     int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
+	Grants        map[string]S3Access    `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=cairn.meta.S3Access"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3KeyInfo) Reset() {
+	*x = S3KeyInfo{}
+	mi := &file_proto_meta_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3KeyInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3KeyInfo) ProtoMessage() {}
+
+func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
+func (*S3KeyInfo) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *S3KeyInfo) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *S3KeyInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *S3KeyInfo) GetRoot() bool {
+	if x != nil {
+		return x.Root
+	}
+	return false
+}
+
+func (x *S3KeyInfo) GetCreatedNs() int64 {
+	if x != nil {
+		return x.CreatedNs
+	}
+	return 0
+}
+
+func (x *S3KeyInfo) GetGrants() map[string]S3Access {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+type S3KeySecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *S3KeyInfo             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Secret        string                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3KeySecret) Reset() {
+	*x = S3KeySecret{}
+	mi := &file_proto_meta_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3KeySecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3KeySecret) ProtoMessage() {}
+
+func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
+func (*S3KeySecret) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *S3KeySecret) GetKey() *S3KeyInfo {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *S3KeySecret) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type S3KeyList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*S3KeyInfo           `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3KeyList) Reset() {
+	*x = S3KeyList{}
+	mi := &file_proto_meta_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3KeyList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3KeyList) ProtoMessage() {}
+
+func (x *S3KeyList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
+func (*S3KeyList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *S3KeyList) GetKeys() []*S3KeyInfo {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type S3CORSRule struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AllowedOrigins []string               `protobuf:"bytes,1,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
+	AllowedMethods []string               `protobuf:"bytes,2,rep,name=allowed_methods,json=allowedMethods,proto3" json:"allowed_methods,omitempty"`
+	AllowedHeaders []string               `protobuf:"bytes,3,rep,name=allowed_headers,json=allowedHeaders,proto3" json:"allowed_headers,omitempty"`
+	ExposeHeaders  []string               `protobuf:"bytes,4,rep,name=expose_headers,json=exposeHeaders,proto3" json:"expose_headers,omitempty"`
+	MaxAgeSeconds  int32                  `protobuf:"varint,5,opt,name=max_age_seconds,json=maxAgeSeconds,proto3" json:"max_age_seconds,omitempty"`
+	Id             string                 `protobuf:"bytes,6,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *S3CORSRule) Reset() {
+	*x = S3CORSRule{}
+	mi := &file_proto_meta_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3CORSRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3CORSRule) ProtoMessage() {}
+
+func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
+func (*S3CORSRule) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *S3CORSRule) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
+}
+
+func (x *S3CORSRule) GetAllowedMethods() []string {
+	if x != nil {
+		return x.AllowedMethods
+	}
+	return nil
+}
+
+func (x *S3CORSRule) GetAllowedHeaders() []string {
+	if x != nil {
+		return x.AllowedHeaders
+	}
+	return nil
+}
+
+func (x *S3CORSRule) GetExposeHeaders() []string {
+	if x != nil {
+		return x.ExposeHeaders
+	}
+	return nil
+}
+
+func (x *S3CORSRule) GetMaxAgeSeconds() int32 {
+	if x != nil {
+		return x.MaxAgeSeconds
+	}
+	return 0
+}
+
+func (x *S3CORSRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// S3BucketConfig is what S3 keeps per bucket beyond the namespace record
+// (key s3b/{bucket}); deleted with the namespace's S3 state.
+type S3BucketConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Cors          []*S3CORSRule          `protobuf:"bytes,2,rep,name=cors,proto3" json:"cors,omitempty"`
+	Tags          map[string]string      `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3BucketConfig) Reset() {
+	*x = S3BucketConfig{}
+	mi := &file_proto_meta_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3BucketConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3BucketConfig) ProtoMessage() {}
+
+func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
+func (*S3BucketConfig) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *S3BucketConfig) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *S3BucketConfig) GetCors() []*S3CORSRule {
+	if x != nil {
+		return x.Cors
+	}
+	return nil
+}
+
+func (x *S3BucketConfig) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// S3CopyRequest makes dst a new file that shares src's needles (no data
+// is copied; needles shared by several files are reference-counted).
+type S3CopyRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	SrcNs           string                 `protobuf:"bytes,1,opt,name=src_ns,json=srcNs,proto3" json:"src_ns,omitempty"`
+	SrcPath         string                 `protobuf:"bytes,2,opt,name=src_path,json=srcPath,proto3" json:"src_path,omitempty"`
+	DstNs           string                 `protobuf:"bytes,3,opt,name=dst_ns,json=dstNs,proto3" json:"dst_ns,omitempty"`
+	DstPath         string                 `protobuf:"bytes,4,opt,name=dst_path,json=dstPath,proto3" json:"dst_path,omitempty"`
+	ReplaceMetadata bool                   `protobuf:"varint,5,opt,name=replace_metadata,json=replaceMetadata,proto3" json:"replace_metadata,omitempty"` // REPLACE: use the fields below; COPY: src's
+	ContentType     string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta        map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers         map[string]string      `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ReplaceTags     bool                   `protobuf:"varint,9,opt,name=replace_tags,json=replaceTags,proto3" json:"replace_tags,omitempty"`
+	Tags            map[string]string      `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SrcIfMatch      string                 `protobuf:"bytes,11,opt,name=src_if_match,json=srcIfMatch,proto3" json:"src_if_match,omitempty"` // the copy happens only if src's etag is this
+	SrcVersion      uint64                 `protobuf:"varint,12,opt,name=src_version,json=srcVersion,proto3" json:"src_version,omitempty"`  // and, when set, src's inode version is this
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *S3CopyRequest) Reset() {
+	*x = S3CopyRequest{}
+	mi := &file_proto_meta_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3CopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3CopyRequest) ProtoMessage() {}
+
+func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
+func (*S3CopyRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *S3CopyRequest) GetSrcNs() string {
+	if x != nil {
+		return x.SrcNs
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetSrcPath() string {
+	if x != nil {
+		return x.SrcPath
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetDstNs() string {
+	if x != nil {
+		return x.DstNs
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetDstPath() string {
+	if x != nil {
+		return x.DstPath
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetReplaceMetadata() bool {
+	if x != nil {
+		return x.ReplaceMetadata
+	}
+	return false
+}
+
+func (x *S3CopyRequest) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetUserMeta() map[string]string {
+	if x != nil {
+		return x.UserMeta
+	}
+	return nil
+}
+
+func (x *S3CopyRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *S3CopyRequest) GetReplaceTags() bool {
+	if x != nil {
+		return x.ReplaceTags
+	}
+	return false
+}
+
+func (x *S3CopyRequest) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *S3CopyRequest) GetSrcIfMatch() string {
+	if x != nil {
+		return x.SrcIfMatch
+	}
+	return ""
+}
+
+func (x *S3CopyRequest) GetSrcVersion() uint64 {
+	if x != nil {
+		return x.SrcVersion
+	}
+	return 0
+}
+
+type S3TagsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Tags          map[string]string      `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3TagsRequest) Reset() {
+	*x = S3TagsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3TagsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3TagsRequest) ProtoMessage() {}
+
+func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
+func (*S3TagsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *S3TagsRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *S3TagsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *S3TagsRequest) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+// S3Upload is a multipart upload in progress
+// (key s3m/{bucket} 0 {key} 0 {upload_id}).
+type S3Upload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // chosen by the proposer (random)
+	InitiatedNs   int64                  `protobuf:"varint,4,opt,name=initiated_ns,json=initiatedNs,proto3" json:"initiated_ns,omitempty"`
+	Owner         string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers       map[string]string      `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tags          map[string]string      `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3Upload) Reset() {
+	*x = S3Upload{}
+	mi := &file_proto_meta_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Upload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Upload) ProtoMessage() {}
+
+func (x *S3Upload) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
+func (*S3Upload) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *S3Upload) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *S3Upload) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *S3Upload) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+func (x *S3Upload) GetInitiatedNs() int64 {
+	if x != nil {
+		return x.InitiatedNs
+	}
+	return 0
+}
+
+func (x *S3Upload) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *S3Upload) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *S3Upload) GetUserMeta() map[string]string {
+	if x != nil {
+		return x.UserMeta
+	}
+	return nil
+}
+
+func (x *S3Upload) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *S3Upload) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+type S3UploadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3UploadRequest) Reset() {
+	*x = S3UploadRequest{}
+	mi := &file_proto_meta_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3UploadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3UploadRequest) ProtoMessage() {}
+
+func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
+func (*S3UploadRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *S3UploadRequest) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *S3UploadRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *S3UploadRequest) GetUploadId() string {
+	if x != nil {
+		return x.UploadId
+	}
+	return ""
+}
+
+// S3Part is one uploaded part (key s3p/{upload_id}{part number}).
+type S3Part struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Size          uint64                 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Etag          string                 `protobuf:"bytes,3,opt,name=etag,proto3" json:"etag,omitempty"`       // hex MD5 of the part
+	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // offsets from 0 inside the part
+	MtimeNs       int64                  `protobuf:"varint,5,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3Part) Reset() {
+	*x = S3Part{}
+	mi := &file_proto_meta_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Part) ProtoMessage() {}
+
+func (x *S3Part) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
+func (*S3Part) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *S3Part) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *S3Part) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *S3Part) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *S3Part) GetExtents() []*Extent {
+	if x != nil {
+		return x.Extents
+	}
+	return nil
+}
+
+func (x *S3Part) GetMtimeNs() int64 {
+	if x != nil {
+		return x.MtimeNs
+	}
+	return 0
+}
+
+type S3PutPartCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upload        *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
+	Part          *S3Part                `protobuf:"bytes,2,opt,name=part,proto3" json:"part,omitempty"`
+	Shared        bool                   `protobuf:"varint,3,opt,name=shared,proto3" json:"shared,omitempty"` // the extents belong to another file too (UploadPartCopy)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3PutPartCommand) Reset() {
+	*x = S3PutPartCommand{}
+	mi := &file_proto_meta_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3PutPartCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3PutPartCommand) ProtoMessage() {}
+
+func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
+func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+func (x *S3PutPartCommand) GetPart() *S3Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *S3PutPartCommand) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+type S3CompletePart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Etag          string                 `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"` // hex, no quotes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3CompletePart) Reset() {
+	*x = S3CompletePart{}
+	mi := &file_proto_meta_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3CompletePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3CompletePart) ProtoMessage() {}
+
+func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
+func (*S3CompletePart) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *S3CompletePart) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *S3CompletePart) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+type S3CompleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upload        *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
+	Parts         []*S3CompletePart      `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	MinPartSize   uint64                 `protobuf:"varint,3,opt,name=min_part_size,json=minPartSize,proto3" json:"min_part_size,omitempty"` // every part but the last must be at least this
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3CompleteRequest) Reset() {
+	*x = S3CompleteRequest{}
+	mi := &file_proto_meta_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3CompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3CompleteRequest) ProtoMessage() {}
+
+func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
+func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+func (x *S3CompleteRequest) GetParts() []*S3CompletePart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *S3CompleteRequest) GetMinPartSize() uint64 {
+	if x != nil {
+		return x.MinPartSize
+	}
+	return 0
+}
+
+type S3ListPartsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Upload        *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
+	After         uint32                 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"` // part-number-marker
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3ListPartsRequest) Reset() {
+	*x = S3ListPartsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3ListPartsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3ListPartsRequest) ProtoMessage() {}
+
+func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
+func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+func (x *S3ListPartsRequest) GetAfter() uint32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *S3ListPartsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type S3PartList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parts         []*S3Part              `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"` // extents omitted
+	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Upload        *S3Upload              `protobuf:"bytes,3,opt,name=upload,proto3" json:"upload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3PartList) Reset() {
+	*x = S3PartList{}
+	mi := &file_proto_meta_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3PartList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3PartList) ProtoMessage() {}
+
+func (x *S3PartList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
+func (*S3PartList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *S3PartList) GetParts() []*S3Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *S3PartList) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *S3PartList) GetUpload() *S3Upload {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+type S3ListUploadsRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Bucket         string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Prefix         string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	KeyMarker      string                 `protobuf:"bytes,3,opt,name=key_marker,json=keyMarker,proto3" json:"key_marker,omitempty"`
+	UploadIdMarker string                 `protobuf:"bytes,4,opt,name=upload_id_marker,json=uploadIdMarker,proto3" json:"upload_id_marker,omitempty"`
+	Limit          uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *S3ListUploadsRequest) Reset() {
+	*x = S3ListUploadsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3ListUploadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3ListUploadsRequest) ProtoMessage() {}
+
+func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
+func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *S3ListUploadsRequest) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *S3ListUploadsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *S3ListUploadsRequest) GetKeyMarker() string {
+	if x != nil {
+		return x.KeyMarker
+	}
+	return ""
+}
+
+func (x *S3ListUploadsRequest) GetUploadIdMarker() string {
+	if x != nil {
+		return x.UploadIdMarker
+	}
+	return ""
+}
+
+func (x *S3ListUploadsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type S3UploadList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uploads       []*S3Upload            `protobuf:"bytes,1,rep,name=uploads,proto3" json:"uploads,omitempty"`
+	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3UploadList) Reset() {
+	*x = S3UploadList{}
+	mi := &file_proto_meta_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3UploadList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3UploadList) ProtoMessage() {}
+
+func (x *S3UploadList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
+func (*S3UploadList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *S3UploadList) GetUploads() []*S3Upload {
+	if x != nil {
+		return x.Uploads
+	}
+	return nil
+}
+
+func (x *S3UploadList) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 var File_proto_meta_proto protoreflect.FileDescriptor
@@ -3098,7 +6064,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xe1\x03\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xb3\x06\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -3114,11 +6080,23 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\tuser_meta\x18\v \x03(\v2\x1f.cairn.meta.Inode.UserMetaEntryR\buserMeta\x12\x14\n" +
 	"\x05nlink\x18\f \x01(\rR\x05nlink\x12\x18\n" +
 	"\aversion\x18\r \x01(\x04R\aversion\x12%\n" +
-	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x12\x11\n" +
+	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x128\n" +
+	"\aheaders\x18( \x03(\v2\x1e.cairn.meta.Inode.HeadersEntryR\aheaders\x12/\n" +
+	"\x04tags\x18) \x03(\v2\x1b.cairn.meta.Inode.TagsEntryR\x04tags\x125\n" +
+	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x11\n" +
 	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"W\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
+	"\vXattrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"W\n" +
 	"\x0eResolveRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12!\n" +
@@ -3153,7 +6131,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x10\n" +
 	"\x03uid\x18\x04 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x05 \x01(\rR\x03gid\x12\x18\n" +
-	"\aparents\x18\x06 \x01(\bR\aparents\"\xdb\x03\n" +
+	"\aparents\x18\x06 \x01(\bR\aparents\"\xdd\x05\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -3169,8 +6147,17 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bif_match\x18\v \x01(\tR\aifMatch\x12\"\n" +
 	"\rif_none_match\x18\f \x01(\bR\vifNoneMatch\x12\x18\n" +
 	"\aparents\x18\r \x01(\bR\aparents\x12\x19\n" +
-	"\bmtime_ns\x18\x0e \x01(\x03R\amtimeNs\x1a;\n" +
+	"\bmtime_ns\x18\x0e \x01(\x03R\amtimeNs\x12@\n" +
+	"\aheaders\x18( \x03(\v2&.cairn.meta.CommitRequest.HeadersEntryR\aheaders\x127\n" +
+	"\x04tags\x18) \x03(\v2#.cairn.meta.CommitRequest.TagsEntryR\x04tags\x12\x10\n" +
+	"\x03ino\x18< \x01(\x04R\x03ino\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb6\x01\n" +
 	"\rAppendRequest\x12\x0e\n" +
@@ -3206,7 +6193,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04_gidB\v\n" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
-	"\r_content_type\"\xbc\x01\n" +
+	"\r_content_type\"\xde\x01\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -3217,10 +6204,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\x05 \x01(\x04R\x04size\x12\x18\n" +
 	"\agarbage\x18\x06 \x01(\x04R\agarbage\x12\x1d\n" +
 	"\n" +
-	"server_ids\x18\a \x03(\tR\tserverIds\"3\n" +
+	"server_ids\x18\a \x03(\tR\tserverIds\x12 \n" +
+	"\vreplication\x18P \x01(\rR\vreplication\"M\n" +
 	"\rAssignRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
-	"\x04full\x18\x02 \x03(\rR\x04full\"<\n" +
+	"\x04full\x18\x02 \x03(\rR\x04full\x12\x18\n" +
+	"\asuspect\x18P \x03(\tR\asuspect\"<\n" +
 	"\x0eAssignResponse\x12*\n" +
 	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\"\"\n" +
 	"\x0eVolumesRequest\x12\x10\n" +
@@ -3246,9 +6235,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\";\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x01\n" +
 	"\x11HeartbeatResponse\x12&\n" +
-	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\"D\n" +
+	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
+	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
+	"\x04drop\x18Q \x03(\rR\x04drop\x12\x19\n" +
+	"\blease_ns\x18R \x01(\x03R\aleaseNs\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -3258,13 +6250,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
 	"\x04root\x18\x02 \x01(\bR\x04root\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\x04R\x05after\"q\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\"\xb5\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x0e\n" +
 	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\bR\tnamespace\x12\x14\n" +
-	"\x05reset\x18\x05 \x01(\bR\x05reset\"Y\n" +
+	"\x05reset\x18\x05 \x01(\bR\x05reset\x12\x1f\n" +
+	"\vmount_flush\x18< \x01(\bR\n" +
+	"mountFlush\x12!\n" +
+	"\fmount_notice\x18= \x01(\x04R\vmountNotice\"Y\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
@@ -3288,7 +6283,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xee\x05\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x84\x0e\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -3304,11 +6299,266 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"put_volume\x18\v \x01(\v2\x12.cairn.meta.VolumeH\x00R\tputVolume\x12-\n" +
 	"\bput_user\x18\f \x01(\v2\x10.cairn.meta.UserH\x00R\aputUser\x12<\n" +
-	"\fgarbage_done\x18\r \x01(\v2\x17.cairn.meta.GarbageDoneH\x00R\vgarbageDoneB\x04\n" +
-	"\x02op\"K\n" +
+	"\fgarbage_done\x18\r \x01(\v2\x17.cairn.meta.GarbageDoneH\x00R\vgarbageDone\x12C\n" +
+	"\fserver_state\x18P \x01(\v2\x1e.cairn.meta.ClusterServerStateH\x00R\vserverState\x121\n" +
+	"\n" +
+	"put_s3_key\x18( \x01(\v2\x11.cairn.meta.S3KeyH\x00R\bputS3Key\x12>\n" +
+	"\rdelete_s3_key\x18) \x01(\v2\x18.cairn.meta.S3KeyRequestH\x00R\vdeleteS3Key\x124\n" +
+	"\vput_s3_user\x18* \x01(\v2\x12.cairn.meta.S3UserH\x00R\tputS3User\x12A\n" +
+	"\x0edelete_s3_user\x18+ \x01(\v2\x19.cairn.meta.S3UserRequestH\x00R\fdeleteS3User\x12M\n" +
+	"\x14put_s3_bucket_config\x18, \x01(\v2\x1a.cairn.meta.S3BucketConfigH\x00R\x11putS3BucketConfig\x124\n" +
+	"\as3_copy\x18- \x01(\v2\x19.cairn.meta.S3CopyRequestH\x00R\x06s3Copy\x12:\n" +
+	"\rput_s3_upload\x18. \x01(\v2\x14.cairn.meta.S3UploadH\x00R\vputS3Upload\x12>\n" +
+	"\vput_s3_part\x18/ \x01(\v2\x1c.cairn.meta.S3PutPartCommandH\x00R\tputS3Part\x12M\n" +
+	"\x12complete_s3_upload\x180 \x01(\v2\x1d.cairn.meta.S3CompleteRequestH\x00R\x10completeS3Upload\x12E\n" +
+	"\x0fabort_s3_upload\x181 \x01(\v2\x1b.cairn.meta.S3UploadRequestH\x00R\rabortS3Upload\x12;\n" +
+	"\vset_s3_tags\x182 \x01(\v2\x19.cairn.meta.S3TagsRequestH\x00R\tsetS3Tags\x12F\n" +
+	"\rmount_symlink\x18< \x01(\v2\x1f.cairn.meta.MountSymlinkRequestH\x00R\fmountSymlink\x12=\n" +
+	"\n" +
+	"mount_link\x18= \x01(\v2\x1c.cairn.meta.MountLinkRequestH\x00R\tmountLink\x12@\n" +
+	"\vmount_xattr\x18> \x01(\v2\x1d.cairn.meta.MountXattrRequestH\x00R\n" +
+	"mountXattr\x12F\n" +
+	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserveB\x04\n" +
+	"\x02op\"r\n" +
+	"\x0fMountSessionMsg\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
+	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
+	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
+	"\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"g\n" +
+	"\x11MountDirtyRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
+	"\x02ns\x18\x03 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"u\n" +
+	"\x13MountSymlinkRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\x05 \x01(\rR\x03gid\"F\n" +
+	"\x10MountLinkRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"\xab\x01\n" +
+	"\x11MountXattrRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x16\n" +
+	"\x06remove\x18\x05 \x01(\bR\x06remove\x12\x16\n" +
+	"\x06create\x18\x06 \x01(\bR\x06create\x12\x18\n" +
+	"\areplace\x18\a \x01(\bR\areplace\"*\n" +
+	"\x12MountDirtyResponse\x12\x14\n" +
+	"\x05alone\x18\x01 \x01(\bR\x05alone\"+\n" +
+	"\x13MountReserveRequest\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\"B\n" +
+	"\x14MountReserveResponse\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"K\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
-	"\fdata_servers\x18\x02 \x03(\tR\vdataServers**\n" +
+	"\fdata_servers\x18\x02 \x03(\tR\vdataServers\"M\n" +
+	"\x12ClusterServerState\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
+	"\bdraining\x18\x02 \x01(\bR\bdraining\"A\n" +
+	"\x13ClusterDrainRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"\x83\x03\n" +
+	"\rClusterServer\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12=\n" +
+	"\x06labels\x18\x03 \x03(\v2%.cairn.meta.ClusterServer.LabelsEntryR\x06labels\x12\x14\n" +
+	"\x05alive\x18\x04 \x01(\bR\x05alive\x12*\n" +
+	"\x11last_heartbeat_ns\x18\x05 \x01(\x03R\x0flastHeartbeatNs\x12\x1a\n" +
+	"\bcapacity\x18\x06 \x01(\x04R\bcapacity\x12\x12\n" +
+	"\x04free\x18\a \x01(\x04R\x04free\x12\x18\n" +
+	"\avolumes\x18\b \x01(\rR\avolumes\x12\x1a\n" +
+	"\bdraining\x18\t \x01(\bR\bdraining\x12\x18\n" +
+	"\asuspect\x18\n" +
+	" \x01(\bR\asuspect\x12\x12\n" +
+	"\x04used\x18\v \x01(\x04R\x04used\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\rClusterVolume\x12*\n" +
+	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\rR\x04live\x12\x16\n" +
+	"\x06health\x18\x03 \x01(\tR\x06health\"\xbe\x01\n" +
+	"\rClusterRepair\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x05 \x01(\x04R\tbytesDone\x12\x1f\n" +
+	"\vbytes_total\x18\x06 \x01(\x04R\n" +
+	"bytesTotal\x12\x1d\n" +
+	"\n" +
+	"started_ns\x18\a \x01(\x03R\tstartedNs\"\x8a\x02\n" +
+	"\x15ClusterStatusResponse\x123\n" +
+	"\aservers\x18\x01 \x03(\v2\x19.cairn.meta.ClusterServerR\aservers\x123\n" +
+	"\avolumes\x18\x02 \x03(\v2\x19.cairn.meta.ClusterVolumeR\avolumes\x123\n" +
+	"\arepairs\x18\x03 \x03(\v2\x19.cairn.meta.ClusterRepairR\arepairs\x12!\n" +
+	"\frepairs_done\x18\x04 \x01(\x04R\vrepairsDone\x12/\n" +
+	"\x14repair_bytes_per_sec\x18\x05 \x01(\x04R\x11repairBytesPerSec\";\n" +
+	"\x06S3User\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\x02 \x01(\x03R\tcreatedNs\"#\n" +
+	"\rS3UserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"6\n" +
+	"\n" +
+	"S3UserList\x12(\n" +
+	"\x05users\x18\x01 \x03(\v2\x12.cairn.meta.S3UserR\x05users\"\x9a\x02\n" +
+	"\x05S3Key\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12#\n" +
+	"\rsealed_secret\x18\x03 \x01(\fR\fsealedSecret\x12\x12\n" +
+	"\x04root\x18\x04 \x01(\bR\x04root\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\x05 \x01(\x03R\tcreatedNs\x125\n" +
+	"\x06grants\x18\x06 \x03(\v2\x1d.cairn.meta.S3Key.GrantsEntryR\x06grants\x1aO\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"-\n" +
+	"\fS3KeyRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\"\xbd\x01\n" +
+	"\x12S3CreateKeyRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\x12B\n" +
+	"\x06grants\x18\x02 \x03(\v2*.cairn.meta.S3CreateKeyRequest.GrantsEntryR\x06grants\x1aO\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"u\n" +
+	"\x0eS3GrantRequest\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
+	"\x06bucket\x18\x02 \x01(\tR\x06bucket\x12,\n" +
+	"\x06access\x18\x03 \x01(\x0e2\x14.cairn.meta.S3AccessR\x06access\"\xfd\x01\n" +
+	"\tS3KeyInfo\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12\x12\n" +
+	"\x04root\x18\x03 \x01(\bR\x04root\x12\x1d\n" +
+	"\n" +
+	"created_ns\x18\x04 \x01(\x03R\tcreatedNs\x129\n" +
+	"\x06grants\x18\x05 \x03(\v2!.cairn.meta.S3KeyInfo.GrantsEntryR\x06grants\x1aO\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"N\n" +
+	"\vS3KeySecret\x12'\n" +
+	"\x03key\x18\x01 \x01(\v2\x15.cairn.meta.S3KeyInfoR\x03key\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"6\n" +
+	"\tS3KeyList\x12)\n" +
+	"\x04keys\x18\x01 \x03(\v2\x15.cairn.meta.S3KeyInfoR\x04keys\"\xe6\x01\n" +
+	"\n" +
+	"S3CORSRule\x12'\n" +
+	"\x0fallowed_origins\x18\x01 \x03(\tR\x0eallowedOrigins\x12'\n" +
+	"\x0fallowed_methods\x18\x02 \x03(\tR\x0eallowedMethods\x12'\n" +
+	"\x0fallowed_headers\x18\x03 \x03(\tR\x0eallowedHeaders\x12%\n" +
+	"\x0eexpose_headers\x18\x04 \x03(\tR\rexposeHeaders\x12&\n" +
+	"\x0fmax_age_seconds\x18\x05 \x01(\x05R\rmaxAgeSeconds\x12\x0e\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\"\xc7\x01\n" +
+	"\x0eS3BucketConfig\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12*\n" +
+	"\x04cors\x18\x02 \x03(\v2\x16.cairn.meta.S3CORSRuleR\x04cors\x128\n" +
+	"\x04tags\x18\x03 \x03(\v2$.cairn.meta.S3BucketConfig.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x05\n" +
+	"\rS3CopyRequest\x12\x15\n" +
+	"\x06src_ns\x18\x01 \x01(\tR\x05srcNs\x12\x19\n" +
+	"\bsrc_path\x18\x02 \x01(\tR\asrcPath\x12\x15\n" +
+	"\x06dst_ns\x18\x03 \x01(\tR\x05dstNs\x12\x19\n" +
+	"\bdst_path\x18\x04 \x01(\tR\adstPath\x12)\n" +
+	"\x10replace_metadata\x18\x05 \x01(\bR\x0freplaceMetadata\x12!\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12D\n" +
+	"\tuser_meta\x18\a \x03(\v2'.cairn.meta.S3CopyRequest.UserMetaEntryR\buserMeta\x12@\n" +
+	"\aheaders\x18\b \x03(\v2&.cairn.meta.S3CopyRequest.HeadersEntryR\aheaders\x12!\n" +
+	"\freplace_tags\x18\t \x01(\bR\vreplaceTags\x127\n" +
+	"\x04tags\x18\n" +
+	" \x03(\v2#.cairn.meta.S3CopyRequest.TagsEntryR\x04tags\x12 \n" +
+	"\fsrc_if_match\x18\v \x01(\tR\n" +
+	"srcIfMatch\x12\x1f\n" +
+	"\vsrc_version\x18\f \x01(\x04R\n" +
+	"srcVersion\x1a;\n" +
+	"\rUserMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x01\n" +
+	"\rS3TagsRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x127\n" +
+	"\x04tags\x18\x03 \x03(\v2#.cairn.meta.S3TagsRequest.TagsEntryR\x04tags\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x04\n" +
+	"\bS3Upload\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x03 \x01(\tR\buploadId\x12!\n" +
+	"\finitiated_ns\x18\x04 \x01(\x03R\vinitiatedNs\x12\x14\n" +
+	"\x05owner\x18\x05 \x01(\tR\x05owner\x12!\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12?\n" +
+	"\tuser_meta\x18\a \x03(\v2\".cairn.meta.S3Upload.UserMetaEntryR\buserMeta\x12;\n" +
+	"\aheaders\x18\b \x03(\v2!.cairn.meta.S3Upload.HeadersEntryR\aheaders\x122\n" +
+	"\x04tags\x18\t \x03(\v2\x1e.cairn.meta.S3Upload.TagsEntryR\x04tags\x1a;\n" +
+	"\rUserMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"X\n" +
+	"\x0fS3UploadRequest\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tupload_id\x18\x03 \x01(\tR\buploadId\"\x91\x01\n" +
+	"\x06S3Part\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x12\n" +
+	"\x04etag\x18\x03 \x01(\tR\x04etag\x12,\n" +
+	"\aextents\x18\x04 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x19\n" +
+	"\bmtime_ns\x18\x05 \x01(\x03R\amtimeNs\"\x87\x01\n" +
+	"\x10S3PutPartCommand\x123\n" +
+	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x12&\n" +
+	"\x04part\x18\x02 \x01(\v2\x12.cairn.meta.S3PartR\x04part\x12\x16\n" +
+	"\x06shared\x18\x03 \x01(\bR\x06shared\"<\n" +
+	"\x0eS3CompletePart\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x9e\x01\n" +
+	"\x11S3CompleteRequest\x123\n" +
+	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x120\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1a.cairn.meta.S3CompletePartR\x05parts\x12\"\n" +
+	"\rmin_part_size\x18\x03 \x01(\x04R\vminPartSize\"u\n" +
+	"\x12S3ListPartsRequest\x123\n" +
+	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\rR\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"\x82\x01\n" +
+	"\n" +
+	"S3PartList\x12(\n" +
+	"\x05parts\x18\x01 \x03(\v2\x12.cairn.meta.S3PartR\x05parts\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12,\n" +
+	"\x06upload\x18\x03 \x01(\v2\x14.cairn.meta.S3UploadR\x06upload\"\xa5\x01\n" +
+	"\x14S3ListUploadsRequest\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1d\n" +
+	"\n" +
+	"key_marker\x18\x03 \x01(\tR\tkeyMarker\x12(\n" +
+	"\x10upload_id_marker\x18\x04 \x01(\tR\x0euploadIdMarker\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\\\n" +
+	"\fS3UploadList\x12.\n" +
+	"\auploads\x18\x01 \x03(\v2\x14.cairn.meta.S3UploadR\auploads\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -3317,8 +6567,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aREGULAR\x10\x01\x12\r\n" +
 	"\tDIRECTORY\x10\x02\x12\v\n" +
-	"\aSYMLINK\x10\x032\xd5\n" +
-	"\n" +
+	"\aSYMLINK\x10\x03*2\n" +
+	"\bS3Access\x12\v\n" +
+	"\aS3_NONE\x10\x00\x12\v\n" +
+	"\aS3_READ\x10\x01\x12\f\n" +
+	"\bS3_WRITE\x10\x022\x91\x19\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -3341,7 +6594,37 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"CreateUser\x12\x1d.cairn.meta.CreateUserRequest\x1a\x1e.cairn.meta.CreateUserResponse\x126\n" +
 	"\x05Watch\x12\x18.cairn.meta.WatchRequest\x1a\x11.cairn.meta.Event0\x01\x123\n" +
-	"\x04Info\x12\x11.cairn.meta.Empty\x1a\x18.cairn.meta.InfoResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\x04Info\x12\x11.cairn.meta.Empty\x1a\x18.cairn.meta.InfoResponse\x12E\n" +
+	"\rClusterStatus\x12\x11.cairn.meta.Empty\x1a!.cairn.meta.ClusterStatusResponse\x12B\n" +
+	"\fClusterDrain\x12\x1f.cairn.meta.ClusterDrainRequest\x1a\x11.cairn.meta.Empty\x128\n" +
+	"\x10ClusterRebalance\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x126\n" +
+	"\fS3CreateUser\x12\x12.cairn.meta.S3User\x1a\x12.cairn.meta.S3User\x12<\n" +
+	"\fS3DeleteUser\x12\x19.cairn.meta.S3UserRequest\x1a\x11.cairn.meta.Empty\x128\n" +
+	"\vS3ListUsers\x12\x11.cairn.meta.Empty\x1a\x16.cairn.meta.S3UserList\x12F\n" +
+	"\vS3CreateKey\x12\x1e.cairn.meta.S3CreateKeyRequest\x1a\x17.cairn.meta.S3KeySecret\x12:\n" +
+	"\vS3DeleteKey\x12\x18.cairn.meta.S3KeyRequest\x1a\x11.cairn.meta.Empty\x12>\n" +
+	"\n" +
+	"S3ListKeys\x12\x19.cairn.meta.S3UserRequest\x1a\x15.cairn.meta.S3KeyList\x12<\n" +
+	"\aS3Grant\x12\x1a.cairn.meta.S3GrantRequest\x1a\x15.cairn.meta.S3KeyInfo\x12@\n" +
+	"\vS3GetSecret\x12\x18.cairn.meta.S3KeyRequest\x1a\x17.cairn.meta.S3KeySecret\x12M\n" +
+	"\x11S3GetBucketConfig\x12\x1c.cairn.meta.NamespaceRequest\x1a\x1a.cairn.meta.S3BucketConfig\x12K\n" +
+	"\x11S3PutBucketConfig\x12\x1a.cairn.meta.S3BucketConfig\x1a\x1a.cairn.meta.S3BucketConfig\x126\n" +
+	"\x06S3Copy\x12\x19.cairn.meta.S3CopyRequest\x1a\x11.cairn.meta.Inode\x129\n" +
+	"\tS3SetTags\x12\x19.cairn.meta.S3TagsRequest\x1a\x11.cairn.meta.Inode\x12<\n" +
+	"\x0eS3CreateUpload\x12\x14.cairn.meta.S3Upload\x1a\x14.cairn.meta.S3Upload\x12@\n" +
+	"\vS3GetUpload\x12\x1b.cairn.meta.S3UploadRequest\x1a\x14.cairn.meta.S3Upload\x12=\n" +
+	"\tS3PutPart\x12\x1c.cairn.meta.S3PutPartCommand\x1a\x12.cairn.meta.S3Part\x12D\n" +
+	"\x10S3CompleteUpload\x12\x1d.cairn.meta.S3CompleteRequest\x1a\x11.cairn.meta.Inode\x12?\n" +
+	"\rS3AbortUpload\x12\x1b.cairn.meta.S3UploadRequest\x1a\x11.cairn.meta.Empty\x12E\n" +
+	"\vS3ListParts\x12\x1e.cairn.meta.S3ListPartsRequest\x1a\x16.cairn.meta.S3PartList\x12K\n" +
+	"\rS3ListUploads\x12 .cairn.meta.S3ListUploadsRequest\x1a\x18.cairn.meta.S3UploadList\x12B\n" +
+	"\fMountSession\x12\x1b.cairn.meta.MountSessionMsg\x1a\x11.cairn.meta.Event(\x010\x01\x12=\n" +
+	"\aSymlink\x12\x1f.cairn.meta.MountSymlinkRequest\x1a\x11.cairn.meta.Inode\x127\n" +
+	"\x04Link\x12\x1c.cairn.meta.MountLinkRequest\x1a\x11.cairn.meta.Inode\x12<\n" +
+	"\bSetXattr\x12\x1d.cairn.meta.MountXattrRequest\x1a\x11.cairn.meta.Inode\x12K\n" +
+	"\n" +
+	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
+	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -3355,139 +6638,306 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 	return file_proto_meta_proto_rawDescData
 }
 
-var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
-	(*Namespace)(nil),              // 2: cairn.meta.Namespace
-	(*CreateNamespaceRequest)(nil), // 3: cairn.meta.CreateNamespaceRequest
-	(*NamespaceRequest)(nil),       // 4: cairn.meta.NamespaceRequest
-	(*SetVisibilityRequest)(nil),   // 5: cairn.meta.SetVisibilityRequest
-	(*NamespaceList)(nil),          // 6: cairn.meta.NamespaceList
-	(*Extent)(nil),                 // 7: cairn.meta.Extent
-	(*Inode)(nil),                  // 8: cairn.meta.Inode
-	(*ResolveRequest)(nil),         // 9: cairn.meta.ResolveRequest
-	(*ResolveResponse)(nil),        // 10: cairn.meta.ResolveResponse
-	(*BatchResolveRequest)(nil),    // 11: cairn.meta.BatchResolveRequest
-	(*ResolveResult)(nil),          // 12: cairn.meta.ResolveResult
-	(*BatchResolveResponse)(nil),   // 13: cairn.meta.BatchResolveResponse
-	(*ListRequest)(nil),            // 14: cairn.meta.ListRequest
-	(*ListEntry)(nil),              // 15: cairn.meta.ListEntry
-	(*ListResponse)(nil),           // 16: cairn.meta.ListResponse
-	(*MkdirRequest)(nil),           // 17: cairn.meta.MkdirRequest
-	(*CommitRequest)(nil),          // 18: cairn.meta.CommitRequest
-	(*AppendRequest)(nil),          // 19: cairn.meta.AppendRequest
-	(*DeleteRequest)(nil),          // 20: cairn.meta.DeleteRequest
-	(*RenameRequest)(nil),          // 21: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),         // 22: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                 // 23: cairn.meta.Volume
-	(*AssignRequest)(nil),          // 24: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),         // 25: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),         // 26: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),        // 27: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),             // 28: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),       // 29: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 30: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),            // 31: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),           // 32: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),           // 33: cairn.meta.WatchRequest
-	(*Event)(nil),                  // 34: cairn.meta.Event
-	(*Error)(nil),                  // 35: cairn.meta.Error
-	(*Empty)(nil),                  // 36: cairn.meta.Empty
-	(*CreateUserRequest)(nil),      // 37: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 38: cairn.meta.CreateUserResponse
-	(*User)(nil),                   // 39: cairn.meta.User
-	(*Needle)(nil),                 // 40: cairn.meta.Needle
-	(*GarbageDone)(nil),            // 41: cairn.meta.GarbageDone
-	(*Command)(nil),                // 42: cairn.meta.Command
-	(*InfoResponse)(nil),           // 43: cairn.meta.InfoResponse
-	nil,                            // 44: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 45: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 46: cairn.meta.HeartbeatRequest.LabelsEntry
+	(S3Access)(0),                  // 2: cairn.meta.S3Access
+	(*Namespace)(nil),              // 3: cairn.meta.Namespace
+	(*CreateNamespaceRequest)(nil), // 4: cairn.meta.CreateNamespaceRequest
+	(*NamespaceRequest)(nil),       // 5: cairn.meta.NamespaceRequest
+	(*SetVisibilityRequest)(nil),   // 6: cairn.meta.SetVisibilityRequest
+	(*NamespaceList)(nil),          // 7: cairn.meta.NamespaceList
+	(*Extent)(nil),                 // 8: cairn.meta.Extent
+	(*Inode)(nil),                  // 9: cairn.meta.Inode
+	(*ResolveRequest)(nil),         // 10: cairn.meta.ResolveRequest
+	(*ResolveResponse)(nil),        // 11: cairn.meta.ResolveResponse
+	(*BatchResolveRequest)(nil),    // 12: cairn.meta.BatchResolveRequest
+	(*ResolveResult)(nil),          // 13: cairn.meta.ResolveResult
+	(*BatchResolveResponse)(nil),   // 14: cairn.meta.BatchResolveResponse
+	(*ListRequest)(nil),            // 15: cairn.meta.ListRequest
+	(*ListEntry)(nil),              // 16: cairn.meta.ListEntry
+	(*ListResponse)(nil),           // 17: cairn.meta.ListResponse
+	(*MkdirRequest)(nil),           // 18: cairn.meta.MkdirRequest
+	(*CommitRequest)(nil),          // 19: cairn.meta.CommitRequest
+	(*AppendRequest)(nil),          // 20: cairn.meta.AppendRequest
+	(*DeleteRequest)(nil),          // 21: cairn.meta.DeleteRequest
+	(*RenameRequest)(nil),          // 22: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),         // 23: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                 // 24: cairn.meta.Volume
+	(*AssignRequest)(nil),          // 25: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),         // 26: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),         // 27: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),        // 28: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),             // 29: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),       // 30: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 31: cairn.meta.HeartbeatResponse
+	(*AuthRequest)(nil),            // 32: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),           // 33: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),           // 34: cairn.meta.WatchRequest
+	(*Event)(nil),                  // 35: cairn.meta.Event
+	(*Error)(nil),                  // 36: cairn.meta.Error
+	(*Empty)(nil),                  // 37: cairn.meta.Empty
+	(*CreateUserRequest)(nil),      // 38: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),     // 39: cairn.meta.CreateUserResponse
+	(*User)(nil),                   // 40: cairn.meta.User
+	(*Needle)(nil),                 // 41: cairn.meta.Needle
+	(*GarbageDone)(nil),            // 42: cairn.meta.GarbageDone
+	(*Command)(nil),                // 43: cairn.meta.Command
+	(*MountSessionMsg)(nil),        // 44: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),      // 45: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),    // 46: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),       // 47: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),      // 48: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),     // 49: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),    // 50: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),   // 51: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),           // 52: cairn.meta.InfoResponse
+	(*ClusterServerState)(nil),     // 53: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),    // 54: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),          // 55: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),          // 56: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),          // 57: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),  // 58: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                 // 59: cairn.meta.S3User
+	(*S3UserRequest)(nil),          // 60: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),             // 61: cairn.meta.S3UserList
+	(*S3Key)(nil),                  // 62: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),           // 63: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),     // 64: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),         // 65: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),              // 66: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),            // 67: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),              // 68: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),             // 69: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),         // 70: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),          // 71: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),          // 72: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),               // 73: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),        // 74: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                 // 75: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),       // 76: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),         // 77: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),      // 78: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),     // 79: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),             // 80: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),   // 81: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),           // 82: cairn.meta.S3UploadList
+	nil,                            // 83: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 84: cairn.meta.Inode.HeadersEntry
+	nil,                            // 85: cairn.meta.Inode.TagsEntry
+	nil,                            // 86: cairn.meta.Inode.XattrsEntry
+	nil,                            // 87: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 88: cairn.meta.CommitRequest.HeadersEntry
+	nil,                            // 89: cairn.meta.CommitRequest.TagsEntry
+	nil,                            // 90: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                            // 91: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 92: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 93: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 94: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 95: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 96: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 97: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 98: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 99: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 100: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 101: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 102: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
-	0,  // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
-	0,  // 1: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
-	0,  // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
-	2,  // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
-	1,  // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	44, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	8,  // 6: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
-	7,  // 7: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
-	9,  // 8: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
-	10, // 9: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
-	35, // 10: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
-	12, // 11: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
-	8,  // 12: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
-	15, // 13: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
-	7,  // 14: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	45, // 15: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	7,  // 16: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	23, // 17: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	23, // 18: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	46, // 19: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	28, // 20: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	40, // 21: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	3,  // 22: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	4,  // 23: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	5,  // 24: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	17, // 25: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	18, // 26: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	19, // 27: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	20, // 28: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	21, // 29: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	22, // 30: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	23, // 31: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	39, // 32: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	41, // 33: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	3,  // 34: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	4,  // 35: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	4,  // 36: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	36, // 37: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	5,  // 38: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	9,  // 39: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	11, // 40: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	14, // 41: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	17, // 42: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	18, // 43: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	19, // 44: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	20, // 45: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	21, // 46: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	22, // 47: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	24, // 48: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	26, // 49: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	29, // 50: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	31, // 51: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	37, // 52: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	33, // 53: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	36, // 54: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	2,  // 55: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	36, // 56: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	2,  // 57: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	6,  // 58: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	2,  // 59: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	10, // 60: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	13, // 61: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	16, // 62: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	8,  // 63: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	8,  // 64: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	8,  // 65: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	36, // 66: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
-	8,  // 67: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	8,  // 68: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	25, // 69: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	27, // 70: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	30, // 71: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	32, // 72: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	38, // 73: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	34, // 74: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	43, // 75: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	55, // [55:76] is the sub-list for method output_type
-	34, // [34:55] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
+	0,   // 1: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
+	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
+	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
+	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
+	83,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	84,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	85,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	86,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
+	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
+	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
+	11,  // 12: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
+	36,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
+	13,  // 14: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
+	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
+	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
+	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
+	87,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	88,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	89,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	8,   // 21: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
+	24,  // 22: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	24,  // 23: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	90,  // 24: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	29,  // 25: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	24,  // 26: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	41,  // 27: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 28: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 29: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 30: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 31: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 32: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	20,  // 33: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	21,  // 34: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	22,  // 35: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	23,  // 36: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	24,  // 37: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	40,  // 38: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	42,  // 39: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	53,  // 40: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	62,  // 41: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	63,  // 42: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	59,  // 43: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	60,  // 44: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	70,  // 45: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	71,  // 46: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	73,  // 47: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	76,  // 48: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	78,  // 49: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	74,  // 50: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	72,  // 51: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	46,  // 52: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	47,  // 53: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	48,  // 54: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	50,  // 55: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	91,  // 56: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	24,  // 57: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	55,  // 58: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	56,  // 59: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	57,  // 60: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	59,  // 61: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	92,  // 62: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	93,  // 63: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 64: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	94,  // 65: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	66,  // 66: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	66,  // 67: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	69,  // 68: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	95,  // 69: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	96,  // 70: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	97,  // 71: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	98,  // 72: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	99,  // 73: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	100, // 74: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	101, // 75: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	102, // 76: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 77: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	74,  // 78: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	75,  // 79: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	74,  // 80: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	77,  // 81: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	74,  // 82: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	75,  // 83: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	73,  // 84: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	73,  // 85: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	2,   // 86: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 87: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 88: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 89: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 90: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 91: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	37,  // 92: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 93: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 94: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 95: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 96: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 97: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 98: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 99: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	21,  // 100: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	22,  // 101: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	23,  // 102: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	25,  // 103: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	27,  // 104: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	30,  // 105: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	32,  // 106: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	38,  // 107: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	34,  // 108: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	37,  // 109: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	37,  // 110: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	54,  // 111: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	37,  // 112: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	59,  // 113: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	60,  // 114: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	37,  // 115: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	64,  // 116: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	63,  // 117: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	60,  // 118: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	65,  // 119: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	63,  // 120: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 121: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	70,  // 122: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	71,  // 123: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	72,  // 124: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	73,  // 125: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	74,  // 126: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	76,  // 127: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	78,  // 128: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	74,  // 129: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	79,  // 130: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	81,  // 131: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	44,  // 132: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	46,  // 133: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	47,  // 134: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	48,  // 135: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	45,  // 136: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	50,  // 137: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	3,   // 138: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	37,  // 139: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 140: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 141: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 142: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 143: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 144: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 145: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 146: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 147: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	9,   // 148: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	37,  // 149: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
+	9,   // 150: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 151: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	26,  // 152: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	28,  // 153: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	31,  // 154: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	33,  // 155: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	39,  // 156: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	35,  // 157: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	52,  // 158: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	58,  // 159: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	37,  // 160: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	37,  // 161: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	59,  // 162: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	37,  // 163: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	61,  // 164: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	67,  // 165: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	37,  // 166: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	68,  // 167: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	66,  // 168: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	67,  // 169: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	70,  // 170: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	70,  // 171: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 172: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 173: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	73,  // 174: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	73,  // 175: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	75,  // 176: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 177: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	37,  // 178: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	80,  // 179: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	82,  // 180: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	35,  // 181: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 182: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 183: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 184: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	49,  // 185: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	51,  // 186: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	138, // [138:187] is the sub-list for method output_type
+	89,  // [89:138] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -3509,14 +6959,30 @@ func file_proto_meta_proto_init() {
 		(*Command_PutVolume)(nil),
 		(*Command_PutUser)(nil),
 		(*Command_GarbageDone)(nil),
+		(*Command_ServerState)(nil),
+		(*Command_PutS3Key)(nil),
+		(*Command_DeleteS3Key)(nil),
+		(*Command_PutS3User)(nil),
+		(*Command_DeleteS3User)(nil),
+		(*Command_PutS3BucketConfig)(nil),
+		(*Command_S3Copy)(nil),
+		(*Command_PutS3Upload)(nil),
+		(*Command_PutS3Part)(nil),
+		(*Command_CompleteS3Upload)(nil),
+		(*Command_AbortS3Upload)(nil),
+		(*Command_SetS3Tags)(nil),
+		(*Command_MountSymlink)(nil),
+		(*Command_MountLink)(nil),
+		(*Command_MountXattr)(nil),
+		(*Command_MountReserve)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   45,
+			NumEnums:      3,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

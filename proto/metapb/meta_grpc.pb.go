@@ -22,27 +22,55 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Meta_CreateNamespace_FullMethodName = "/cairn.meta.Meta/CreateNamespace"
-	Meta_DeleteNamespace_FullMethodName = "/cairn.meta.Meta/DeleteNamespace"
-	Meta_GetNamespace_FullMethodName    = "/cairn.meta.Meta/GetNamespace"
-	Meta_ListNamespaces_FullMethodName  = "/cairn.meta.Meta/ListNamespaces"
-	Meta_SetVisibility_FullMethodName   = "/cairn.meta.Meta/SetVisibility"
-	Meta_Resolve_FullMethodName         = "/cairn.meta.Meta/Resolve"
-	Meta_BatchResolve_FullMethodName    = "/cairn.meta.Meta/BatchResolve"
-	Meta_List_FullMethodName            = "/cairn.meta.Meta/List"
-	Meta_Mkdir_FullMethodName           = "/cairn.meta.Meta/Mkdir"
-	Meta_Commit_FullMethodName          = "/cairn.meta.Meta/Commit"
-	Meta_Append_FullMethodName          = "/cairn.meta.Meta/Append"
-	Meta_Delete_FullMethodName          = "/cairn.meta.Meta/Delete"
-	Meta_Rename_FullMethodName          = "/cairn.meta.Meta/Rename"
-	Meta_SetAttr_FullMethodName         = "/cairn.meta.Meta/SetAttr"
-	Meta_Assign_FullMethodName          = "/cairn.meta.Meta/Assign"
-	Meta_Volumes_FullMethodName         = "/cairn.meta.Meta/Volumes"
-	Meta_Heartbeat_FullMethodName       = "/cairn.meta.Meta/Heartbeat"
-	Meta_Authenticate_FullMethodName    = "/cairn.meta.Meta/Authenticate"
-	Meta_CreateUser_FullMethodName      = "/cairn.meta.Meta/CreateUser"
-	Meta_Watch_FullMethodName           = "/cairn.meta.Meta/Watch"
-	Meta_Info_FullMethodName            = "/cairn.meta.Meta/Info"
+	Meta_CreateNamespace_FullMethodName   = "/cairn.meta.Meta/CreateNamespace"
+	Meta_DeleteNamespace_FullMethodName   = "/cairn.meta.Meta/DeleteNamespace"
+	Meta_GetNamespace_FullMethodName      = "/cairn.meta.Meta/GetNamespace"
+	Meta_ListNamespaces_FullMethodName    = "/cairn.meta.Meta/ListNamespaces"
+	Meta_SetVisibility_FullMethodName     = "/cairn.meta.Meta/SetVisibility"
+	Meta_Resolve_FullMethodName           = "/cairn.meta.Meta/Resolve"
+	Meta_BatchResolve_FullMethodName      = "/cairn.meta.Meta/BatchResolve"
+	Meta_List_FullMethodName              = "/cairn.meta.Meta/List"
+	Meta_Mkdir_FullMethodName             = "/cairn.meta.Meta/Mkdir"
+	Meta_Commit_FullMethodName            = "/cairn.meta.Meta/Commit"
+	Meta_Append_FullMethodName            = "/cairn.meta.Meta/Append"
+	Meta_Delete_FullMethodName            = "/cairn.meta.Meta/Delete"
+	Meta_Rename_FullMethodName            = "/cairn.meta.Meta/Rename"
+	Meta_SetAttr_FullMethodName           = "/cairn.meta.Meta/SetAttr"
+	Meta_Assign_FullMethodName            = "/cairn.meta.Meta/Assign"
+	Meta_Volumes_FullMethodName           = "/cairn.meta.Meta/Volumes"
+	Meta_Heartbeat_FullMethodName         = "/cairn.meta.Meta/Heartbeat"
+	Meta_Authenticate_FullMethodName      = "/cairn.meta.Meta/Authenticate"
+	Meta_CreateUser_FullMethodName        = "/cairn.meta.Meta/CreateUser"
+	Meta_Watch_FullMethodName             = "/cairn.meta.Meta/Watch"
+	Meta_Info_FullMethodName              = "/cairn.meta.Meta/Info"
+	Meta_ClusterStatus_FullMethodName     = "/cairn.meta.Meta/ClusterStatus"
+	Meta_ClusterDrain_FullMethodName      = "/cairn.meta.Meta/ClusterDrain"
+	Meta_ClusterRebalance_FullMethodName  = "/cairn.meta.Meta/ClusterRebalance"
+	Meta_S3CreateUser_FullMethodName      = "/cairn.meta.Meta/S3CreateUser"
+	Meta_S3DeleteUser_FullMethodName      = "/cairn.meta.Meta/S3DeleteUser"
+	Meta_S3ListUsers_FullMethodName       = "/cairn.meta.Meta/S3ListUsers"
+	Meta_S3CreateKey_FullMethodName       = "/cairn.meta.Meta/S3CreateKey"
+	Meta_S3DeleteKey_FullMethodName       = "/cairn.meta.Meta/S3DeleteKey"
+	Meta_S3ListKeys_FullMethodName        = "/cairn.meta.Meta/S3ListKeys"
+	Meta_S3Grant_FullMethodName           = "/cairn.meta.Meta/S3Grant"
+	Meta_S3GetSecret_FullMethodName       = "/cairn.meta.Meta/S3GetSecret"
+	Meta_S3GetBucketConfig_FullMethodName = "/cairn.meta.Meta/S3GetBucketConfig"
+	Meta_S3PutBucketConfig_FullMethodName = "/cairn.meta.Meta/S3PutBucketConfig"
+	Meta_S3Copy_FullMethodName            = "/cairn.meta.Meta/S3Copy"
+	Meta_S3SetTags_FullMethodName         = "/cairn.meta.Meta/S3SetTags"
+	Meta_S3CreateUpload_FullMethodName    = "/cairn.meta.Meta/S3CreateUpload"
+	Meta_S3GetUpload_FullMethodName       = "/cairn.meta.Meta/S3GetUpload"
+	Meta_S3PutPart_FullMethodName         = "/cairn.meta.Meta/S3PutPart"
+	Meta_S3CompleteUpload_FullMethodName  = "/cairn.meta.Meta/S3CompleteUpload"
+	Meta_S3AbortUpload_FullMethodName     = "/cairn.meta.Meta/S3AbortUpload"
+	Meta_S3ListParts_FullMethodName       = "/cairn.meta.Meta/S3ListParts"
+	Meta_S3ListUploads_FullMethodName     = "/cairn.meta.Meta/S3ListUploads"
+	Meta_MountSession_FullMethodName      = "/cairn.meta.Meta/MountSession"
+	Meta_Symlink_FullMethodName           = "/cairn.meta.Meta/Symlink"
+	Meta_Link_FullMethodName              = "/cairn.meta.Meta/Link"
+	Meta_SetXattr_FullMethodName          = "/cairn.meta.Meta/SetXattr"
+	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
+	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 )
 
 // MetaClient is the client API for Meta service.
@@ -70,6 +98,44 @@ type MetaClient interface {
 	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
 	Info(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*InfoResponse, error)
+	// ---- cluster ----
+	ClusterStatus(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ClusterStatusResponse, error)
+	ClusterDrain(ctx context.Context, in *ClusterDrainRequest, opts ...grpc.CallOption) (*Empty, error)
+	ClusterRebalance(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// ---- s3 ----
+	S3CreateUser(ctx context.Context, in *S3User, opts ...grpc.CallOption) (*S3User, error)
+	S3DeleteUser(ctx context.Context, in *S3UserRequest, opts ...grpc.CallOption) (*Empty, error)
+	S3ListUsers(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*S3UserList, error)
+	// S3CreateKey makes a key for a user; the answer carries the secret once.
+	S3CreateKey(ctx context.Context, in *S3CreateKeyRequest, opts ...grpc.CallOption) (*S3KeySecret, error)
+	S3DeleteKey(ctx context.Context, in *S3KeyRequest, opts ...grpc.CallOption) (*Empty, error)
+	S3ListKeys(ctx context.Context, in *S3UserRequest, opts ...grpc.CallOption) (*S3KeyList, error)
+	S3Grant(ctx context.Context, in *S3GrantRequest, opts ...grpc.CallOption) (*S3KeyInfo, error)
+	// S3GetSecret returns a key's secret to a gateway, which needs it to
+	// verify SigV4 signatures (see docs/architecture.md: meta's gRPC is on
+	// the trusted network).
+	S3GetSecret(ctx context.Context, in *S3KeyRequest, opts ...grpc.CallOption) (*S3KeySecret, error)
+	S3GetBucketConfig(ctx context.Context, in *NamespaceRequest, opts ...grpc.CallOption) (*S3BucketConfig, error)
+	S3PutBucketConfig(ctx context.Context, in *S3BucketConfig, opts ...grpc.CallOption) (*S3BucketConfig, error)
+	S3Copy(ctx context.Context, in *S3CopyRequest, opts ...grpc.CallOption) (*Inode, error)
+	S3SetTags(ctx context.Context, in *S3TagsRequest, opts ...grpc.CallOption) (*Inode, error)
+	S3CreateUpload(ctx context.Context, in *S3Upload, opts ...grpc.CallOption) (*S3Upload, error)
+	S3GetUpload(ctx context.Context, in *S3UploadRequest, opts ...grpc.CallOption) (*S3Upload, error)
+	S3PutPart(ctx context.Context, in *S3PutPartCommand, opts ...grpc.CallOption) (*S3Part, error)
+	S3CompleteUpload(ctx context.Context, in *S3CompleteRequest, opts ...grpc.CallOption) (*Inode, error)
+	S3AbortUpload(ctx context.Context, in *S3UploadRequest, opts ...grpc.CallOption) (*Empty, error)
+	S3ListParts(ctx context.Context, in *S3ListPartsRequest, opts ...grpc.CallOption) (*S3PartList, error)
+	S3ListUploads(ctx context.Context, in *S3ListUploadsRequest, opts ...grpc.CallOption) (*S3UploadList, error)
+	// ---- mount ----
+	// MountSession streams change events to a mount and takes its acks: a
+	// mutation is answered only once every other live session acknowledged
+	// its events (or lost its lease).
+	MountSession(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MountSessionMsg, Event], error)
+	Symlink(ctx context.Context, in *MountSymlinkRequest, opts ...grpc.CallOption) (*Inode, error)
+	Link(ctx context.Context, in *MountLinkRequest, opts ...grpc.CallOption) (*Inode, error)
+	SetXattr(ctx context.Context, in *MountXattrRequest, opts ...grpc.CallOption) (*Inode, error)
+	MountDirty(ctx context.Context, in *MountDirtyRequest, opts ...grpc.CallOption) (*MountDirtyResponse, error)
+	MountReserve(ctx context.Context, in *MountReserveRequest, opts ...grpc.CallOption) (*MountReserveResponse, error)
 }
 
 type metaClient struct {
@@ -299,6 +365,289 @@ func (c *metaClient) Info(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) ClusterStatus(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*ClusterStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterStatusResponse)
+	err := c.cc.Invoke(ctx, Meta_ClusterStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) ClusterDrain(ctx context.Context, in *ClusterDrainRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_ClusterDrain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) ClusterRebalance(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_ClusterRebalance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3CreateUser(ctx context.Context, in *S3User, opts ...grpc.CallOption) (*S3User, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3User)
+	err := c.cc.Invoke(ctx, Meta_S3CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3DeleteUser(ctx context.Context, in *S3UserRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_S3DeleteUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3ListUsers(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*S3UserList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3UserList)
+	err := c.cc.Invoke(ctx, Meta_S3ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3CreateKey(ctx context.Context, in *S3CreateKeyRequest, opts ...grpc.CallOption) (*S3KeySecret, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3KeySecret)
+	err := c.cc.Invoke(ctx, Meta_S3CreateKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3DeleteKey(ctx context.Context, in *S3KeyRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_S3DeleteKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3ListKeys(ctx context.Context, in *S3UserRequest, opts ...grpc.CallOption) (*S3KeyList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3KeyList)
+	err := c.cc.Invoke(ctx, Meta_S3ListKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3Grant(ctx context.Context, in *S3GrantRequest, opts ...grpc.CallOption) (*S3KeyInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3KeyInfo)
+	err := c.cc.Invoke(ctx, Meta_S3Grant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3GetSecret(ctx context.Context, in *S3KeyRequest, opts ...grpc.CallOption) (*S3KeySecret, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3KeySecret)
+	err := c.cc.Invoke(ctx, Meta_S3GetSecret_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3GetBucketConfig(ctx context.Context, in *NamespaceRequest, opts ...grpc.CallOption) (*S3BucketConfig, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3BucketConfig)
+	err := c.cc.Invoke(ctx, Meta_S3GetBucketConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3PutBucketConfig(ctx context.Context, in *S3BucketConfig, opts ...grpc.CallOption) (*S3BucketConfig, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3BucketConfig)
+	err := c.cc.Invoke(ctx, Meta_S3PutBucketConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3Copy(ctx context.Context, in *S3CopyRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_S3Copy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3SetTags(ctx context.Context, in *S3TagsRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_S3SetTags_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3CreateUpload(ctx context.Context, in *S3Upload, opts ...grpc.CallOption) (*S3Upload, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Upload)
+	err := c.cc.Invoke(ctx, Meta_S3CreateUpload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3GetUpload(ctx context.Context, in *S3UploadRequest, opts ...grpc.CallOption) (*S3Upload, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Upload)
+	err := c.cc.Invoke(ctx, Meta_S3GetUpload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3PutPart(ctx context.Context, in *S3PutPartCommand, opts ...grpc.CallOption) (*S3Part, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Part)
+	err := c.cc.Invoke(ctx, Meta_S3PutPart_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3CompleteUpload(ctx context.Context, in *S3CompleteRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_S3CompleteUpload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3AbortUpload(ctx context.Context, in *S3UploadRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_S3AbortUpload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3ListParts(ctx context.Context, in *S3ListPartsRequest, opts ...grpc.CallOption) (*S3PartList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3PartList)
+	err := c.cc.Invoke(ctx, Meta_S3ListParts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3ListUploads(ctx context.Context, in *S3ListUploadsRequest, opts ...grpc.CallOption) (*S3UploadList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3UploadList)
+	err := c.cc.Invoke(ctx, Meta_S3ListUploads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MountSession(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MountSessionMsg, Event], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Meta_ServiceDesc.Streams[1], Meta_MountSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[MountSessionMsg, Event]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Meta_MountSessionClient = grpc.BidiStreamingClient[MountSessionMsg, Event]
+
+func (c *metaClient) Symlink(ctx context.Context, in *MountSymlinkRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_Symlink_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) Link(ctx context.Context, in *MountLinkRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_Link_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) SetXattr(ctx context.Context, in *MountXattrRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_SetXattr_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MountDirty(ctx context.Context, in *MountDirtyRequest, opts ...grpc.CallOption) (*MountDirtyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MountDirtyResponse)
+	err := c.cc.Invoke(ctx, Meta_MountDirty_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MountReserve(ctx context.Context, in *MountReserveRequest, opts ...grpc.CallOption) (*MountReserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MountReserveResponse)
+	err := c.cc.Invoke(ctx, Meta_MountReserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -324,6 +673,44 @@ type MetaServer interface {
 	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error
 	Info(context.Context, *Empty) (*InfoResponse, error)
+	// ---- cluster ----
+	ClusterStatus(context.Context, *Empty) (*ClusterStatusResponse, error)
+	ClusterDrain(context.Context, *ClusterDrainRequest) (*Empty, error)
+	ClusterRebalance(context.Context, *Empty) (*Empty, error)
+	// ---- s3 ----
+	S3CreateUser(context.Context, *S3User) (*S3User, error)
+	S3DeleteUser(context.Context, *S3UserRequest) (*Empty, error)
+	S3ListUsers(context.Context, *Empty) (*S3UserList, error)
+	// S3CreateKey makes a key for a user; the answer carries the secret once.
+	S3CreateKey(context.Context, *S3CreateKeyRequest) (*S3KeySecret, error)
+	S3DeleteKey(context.Context, *S3KeyRequest) (*Empty, error)
+	S3ListKeys(context.Context, *S3UserRequest) (*S3KeyList, error)
+	S3Grant(context.Context, *S3GrantRequest) (*S3KeyInfo, error)
+	// S3GetSecret returns a key's secret to a gateway, which needs it to
+	// verify SigV4 signatures (see docs/architecture.md: meta's gRPC is on
+	// the trusted network).
+	S3GetSecret(context.Context, *S3KeyRequest) (*S3KeySecret, error)
+	S3GetBucketConfig(context.Context, *NamespaceRequest) (*S3BucketConfig, error)
+	S3PutBucketConfig(context.Context, *S3BucketConfig) (*S3BucketConfig, error)
+	S3Copy(context.Context, *S3CopyRequest) (*Inode, error)
+	S3SetTags(context.Context, *S3TagsRequest) (*Inode, error)
+	S3CreateUpload(context.Context, *S3Upload) (*S3Upload, error)
+	S3GetUpload(context.Context, *S3UploadRequest) (*S3Upload, error)
+	S3PutPart(context.Context, *S3PutPartCommand) (*S3Part, error)
+	S3CompleteUpload(context.Context, *S3CompleteRequest) (*Inode, error)
+	S3AbortUpload(context.Context, *S3UploadRequest) (*Empty, error)
+	S3ListParts(context.Context, *S3ListPartsRequest) (*S3PartList, error)
+	S3ListUploads(context.Context, *S3ListUploadsRequest) (*S3UploadList, error)
+	// ---- mount ----
+	// MountSession streams change events to a mount and takes its acks: a
+	// mutation is answered only once every other live session acknowledged
+	// its events (or lost its lease).
+	MountSession(grpc.BidiStreamingServer[MountSessionMsg, Event]) error
+	Symlink(context.Context, *MountSymlinkRequest) (*Inode, error)
+	Link(context.Context, *MountLinkRequest) (*Inode, error)
+	SetXattr(context.Context, *MountXattrRequest) (*Inode, error)
+	MountDirty(context.Context, *MountDirtyRequest) (*MountDirtyResponse, error)
+	MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -396,6 +783,90 @@ func (UnimplementedMetaServer) Watch(*WatchRequest, grpc.ServerStreamingServer[E
 }
 func (UnimplementedMetaServer) Info(context.Context, *Empty) (*InfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedMetaServer) ClusterStatus(context.Context, *Empty) (*ClusterStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterStatus not implemented")
+}
+func (UnimplementedMetaServer) ClusterDrain(context.Context, *ClusterDrainRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterDrain not implemented")
+}
+func (UnimplementedMetaServer) ClusterRebalance(context.Context, *Empty) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterRebalance not implemented")
+}
+func (UnimplementedMetaServer) S3CreateUser(context.Context, *S3User) (*S3User, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3CreateUser not implemented")
+}
+func (UnimplementedMetaServer) S3DeleteUser(context.Context, *S3UserRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3DeleteUser not implemented")
+}
+func (UnimplementedMetaServer) S3ListUsers(context.Context, *Empty) (*S3UserList, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3ListUsers not implemented")
+}
+func (UnimplementedMetaServer) S3CreateKey(context.Context, *S3CreateKeyRequest) (*S3KeySecret, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3CreateKey not implemented")
+}
+func (UnimplementedMetaServer) S3DeleteKey(context.Context, *S3KeyRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3DeleteKey not implemented")
+}
+func (UnimplementedMetaServer) S3ListKeys(context.Context, *S3UserRequest) (*S3KeyList, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3ListKeys not implemented")
+}
+func (UnimplementedMetaServer) S3Grant(context.Context, *S3GrantRequest) (*S3KeyInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3Grant not implemented")
+}
+func (UnimplementedMetaServer) S3GetSecret(context.Context, *S3KeyRequest) (*S3KeySecret, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3GetSecret not implemented")
+}
+func (UnimplementedMetaServer) S3GetBucketConfig(context.Context, *NamespaceRequest) (*S3BucketConfig, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3GetBucketConfig not implemented")
+}
+func (UnimplementedMetaServer) S3PutBucketConfig(context.Context, *S3BucketConfig) (*S3BucketConfig, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3PutBucketConfig not implemented")
+}
+func (UnimplementedMetaServer) S3Copy(context.Context, *S3CopyRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3Copy not implemented")
+}
+func (UnimplementedMetaServer) S3SetTags(context.Context, *S3TagsRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3SetTags not implemented")
+}
+func (UnimplementedMetaServer) S3CreateUpload(context.Context, *S3Upload) (*S3Upload, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3CreateUpload not implemented")
+}
+func (UnimplementedMetaServer) S3GetUpload(context.Context, *S3UploadRequest) (*S3Upload, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3GetUpload not implemented")
+}
+func (UnimplementedMetaServer) S3PutPart(context.Context, *S3PutPartCommand) (*S3Part, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3PutPart not implemented")
+}
+func (UnimplementedMetaServer) S3CompleteUpload(context.Context, *S3CompleteRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3CompleteUpload not implemented")
+}
+func (UnimplementedMetaServer) S3AbortUpload(context.Context, *S3UploadRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3AbortUpload not implemented")
+}
+func (UnimplementedMetaServer) S3ListParts(context.Context, *S3ListPartsRequest) (*S3PartList, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3ListParts not implemented")
+}
+func (UnimplementedMetaServer) S3ListUploads(context.Context, *S3ListUploadsRequest) (*S3UploadList, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3ListUploads not implemented")
+}
+func (UnimplementedMetaServer) MountSession(grpc.BidiStreamingServer[MountSessionMsg, Event]) error {
+	return status.Error(codes.Unimplemented, "method MountSession not implemented")
+}
+func (UnimplementedMetaServer) Symlink(context.Context, *MountSymlinkRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method Symlink not implemented")
+}
+func (UnimplementedMetaServer) Link(context.Context, *MountLinkRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method Link not implemented")
+}
+func (UnimplementedMetaServer) SetXattr(context.Context, *MountXattrRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetXattr not implemented")
+}
+func (UnimplementedMetaServer) MountDirty(context.Context, *MountDirtyRequest) (*MountDirtyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MountDirty not implemented")
+}
+func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MountReserve not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -789,6 +1260,499 @@ func _Meta_Info_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_ClusterStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).ClusterStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_ClusterStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).ClusterStatus(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_ClusterDrain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterDrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).ClusterDrain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_ClusterDrain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).ClusterDrain(ctx, req.(*ClusterDrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_ClusterRebalance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).ClusterRebalance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_ClusterRebalance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).ClusterRebalance(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3User)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3CreateUser(ctx, req.(*S3User))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3DeleteUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3UserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3DeleteUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3DeleteUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3DeleteUser(ctx, req.(*S3UserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3ListUsers(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3CreateKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3CreateKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3CreateKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3CreateKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3CreateKey(ctx, req.(*S3CreateKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3DeleteKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3KeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3DeleteKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3DeleteKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3DeleteKey(ctx, req.(*S3KeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3ListKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3UserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3ListKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3ListKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3ListKeys(ctx, req.(*S3UserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3Grant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3GrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3Grant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3Grant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3Grant(ctx, req.(*S3GrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3GetSecret_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3KeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3GetSecret(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3GetSecret_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3GetSecret(ctx, req.(*S3KeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3GetBucketConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3GetBucketConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3GetBucketConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3GetBucketConfig(ctx, req.(*NamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3PutBucketConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3BucketConfig)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3PutBucketConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3PutBucketConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3PutBucketConfig(ctx, req.(*S3BucketConfig))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3Copy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3CopyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3Copy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3Copy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3Copy(ctx, req.(*S3CopyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3SetTags_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3TagsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3SetTags(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3SetTags_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3SetTags(ctx, req.(*S3TagsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3CreateUpload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3Upload)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3CreateUpload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3CreateUpload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3CreateUpload(ctx, req.(*S3Upload))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3GetUpload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3UploadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3GetUpload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3GetUpload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3GetUpload(ctx, req.(*S3UploadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3PutPart_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3PutPartCommand)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3PutPart(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3PutPart_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3PutPart(ctx, req.(*S3PutPartCommand))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3CompleteUpload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3CompleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3CompleteUpload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3CompleteUpload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3CompleteUpload(ctx, req.(*S3CompleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3AbortUpload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3UploadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3AbortUpload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3AbortUpload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3AbortUpload(ctx, req.(*S3UploadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3ListParts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3ListPartsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3ListParts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3ListParts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3ListParts(ctx, req.(*S3ListPartsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3ListUploads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3ListUploadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3ListUploads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3ListUploads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3ListUploads(ctx, req.(*S3ListUploadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MountSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MetaServer).MountSession(&grpc.GenericServerStream[MountSessionMsg, Event]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Meta_MountSessionServer = grpc.BidiStreamingServer[MountSessionMsg, Event]
+
+func _Meta_Symlink_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountSymlinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Symlink(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Symlink_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Symlink(ctx, req.(*MountSymlinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_Link_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountLinkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Link(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Link_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Link(ctx, req.(*MountLinkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_SetXattr_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountXattrRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).SetXattr(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_SetXattr_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).SetXattr(ctx, req.(*MountXattrRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MountDirty_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountDirtyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MountDirty(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MountDirty_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MountDirty(ctx, req.(*MountDirtyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MountReserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MountReserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MountReserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MountReserve(ctx, req.(*MountReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -876,12 +1840,126 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Info",
 			Handler:    _Meta_Info_Handler,
 		},
+		{
+			MethodName: "ClusterStatus",
+			Handler:    _Meta_ClusterStatus_Handler,
+		},
+		{
+			MethodName: "ClusterDrain",
+			Handler:    _Meta_ClusterDrain_Handler,
+		},
+		{
+			MethodName: "ClusterRebalance",
+			Handler:    _Meta_ClusterRebalance_Handler,
+		},
+		{
+			MethodName: "S3CreateUser",
+			Handler:    _Meta_S3CreateUser_Handler,
+		},
+		{
+			MethodName: "S3DeleteUser",
+			Handler:    _Meta_S3DeleteUser_Handler,
+		},
+		{
+			MethodName: "S3ListUsers",
+			Handler:    _Meta_S3ListUsers_Handler,
+		},
+		{
+			MethodName: "S3CreateKey",
+			Handler:    _Meta_S3CreateKey_Handler,
+		},
+		{
+			MethodName: "S3DeleteKey",
+			Handler:    _Meta_S3DeleteKey_Handler,
+		},
+		{
+			MethodName: "S3ListKeys",
+			Handler:    _Meta_S3ListKeys_Handler,
+		},
+		{
+			MethodName: "S3Grant",
+			Handler:    _Meta_S3Grant_Handler,
+		},
+		{
+			MethodName: "S3GetSecret",
+			Handler:    _Meta_S3GetSecret_Handler,
+		},
+		{
+			MethodName: "S3GetBucketConfig",
+			Handler:    _Meta_S3GetBucketConfig_Handler,
+		},
+		{
+			MethodName: "S3PutBucketConfig",
+			Handler:    _Meta_S3PutBucketConfig_Handler,
+		},
+		{
+			MethodName: "S3Copy",
+			Handler:    _Meta_S3Copy_Handler,
+		},
+		{
+			MethodName: "S3SetTags",
+			Handler:    _Meta_S3SetTags_Handler,
+		},
+		{
+			MethodName: "S3CreateUpload",
+			Handler:    _Meta_S3CreateUpload_Handler,
+		},
+		{
+			MethodName: "S3GetUpload",
+			Handler:    _Meta_S3GetUpload_Handler,
+		},
+		{
+			MethodName: "S3PutPart",
+			Handler:    _Meta_S3PutPart_Handler,
+		},
+		{
+			MethodName: "S3CompleteUpload",
+			Handler:    _Meta_S3CompleteUpload_Handler,
+		},
+		{
+			MethodName: "S3AbortUpload",
+			Handler:    _Meta_S3AbortUpload_Handler,
+		},
+		{
+			MethodName: "S3ListParts",
+			Handler:    _Meta_S3ListParts_Handler,
+		},
+		{
+			MethodName: "S3ListUploads",
+			Handler:    _Meta_S3ListUploads_Handler,
+		},
+		{
+			MethodName: "Symlink",
+			Handler:    _Meta_Symlink_Handler,
+		},
+		{
+			MethodName: "Link",
+			Handler:    _Meta_Link_Handler,
+		},
+		{
+			MethodName: "SetXattr",
+			Handler:    _Meta_SetXattr_Handler,
+		},
+		{
+			MethodName: "MountDirty",
+			Handler:    _Meta_MountDirty_Handler,
+		},
+		{
+			MethodName: "MountReserve",
+			Handler:    _Meta_MountReserve_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Watch",
 			Handler:       _Meta_Watch_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "MountSession",
+			Handler:       _Meta_MountSession_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "proto/meta.proto",

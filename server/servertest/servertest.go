@@ -18,6 +18,7 @@ func Start(tb testing.TB, mod func(*server.Config)) *server.Server {
 	cfg := server.Defaults()
 	cfg.Data = tb.TempDir()
 	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.S3 = "127.0.0.1:0"
 	cfg.RootUser, cfg.RootPassword = Root, RootSecret
 	if mod != nil {
 		mod(&cfg)

@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cairn"
+	"cairn/api"
+	"cairn/bench"
+	"cairn/chunk"
+	"cairn/client"
+	"cairn/errors"
+	"cairn/fusefs"
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+type mountFlags struct {
+	meta       string
+	opts       []string
+	daemon     bool
+	cacheSize  string
+	blockSize  string
+	readahead  int
+	parallel   int
+	dirtyMax   string
+	timeout    time.Duration
+	syncClose  bool
+	foreground bool // set in the re-executed child of -d
+}
+
+func mountCmd(o *options) *cobra.Command {
+	f := &mountFlags{}
+	cmd := &cobra.Command{
+		Use:   "mount [NS] MOUNTPOINT",
+		Short: "mount a namespace (or every visible one, a directory each) as a POSIX file system (FUSE)",
+		Long: `mount serves a namespace over FUSE until it is unmounted (umount, fusermount3 -u,
+or Ctrl-C). Without NS every namespace the credentials can see appears as a
+directory. Meta is found at --meta (default $CAIRN_META or 127.0.0.1:8090);
+credentials come from the environment as for the other commands.
+
+Options (-o, comma separated): allow_other, ro, debug.`,
+		Args: nArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.meta, "meta", "", "meta address (default $CAIRN_META or 127.0.0.1:8090)")
+	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug")
+	fl.BoolVarP(&f.daemon, "daemon", "d", false, "run in the background once mounted")
+	fl.StringVar(&f.cacheSize, "cache-size", "512MiB", "block cache size")
+	fl.StringVar(&f.blockSize, "block-size", "1MiB", "block cache and readahead unit")
+	fl.IntVar(&f.readahead, "readahead", 8, "blocks fetched ahead of a sequential reader")
+	fl.IntVar(&f.parallel, "parallel", 8, "concurrent block fetches")
+	fl.StringVar(&f.dirtyMax, "dirty-max", "64MiB", "write-back buffer per file before it is flushed early")
+	fl.DurationVar(&f.timeout, "attr-timeout", 10*time.Minute, "kernel entry/attribute timeout while the session is live")
+	fl.BoolVar(&f.syncClose, "sync-close", false, "commit on close instead of behind it (close-to-open holds either way)")
+	fl.BoolVar(&f.foreground, "foreground-child", false, "")
+	fl.MarkHidden("foreground-child")
+	return cmd
+}
+
+func runMount(ctx context.Context, f *mountFlags, args []string) error {
+	const op = errors.Op("cli.mount")
+	ns, dir := "", args[0]
+	if len(args) == 2 {
+		ns, dir = args[0], args[1]
+	}
+	if f.daemon && !f.foreground {
+		return daemonize(dir)
+	}
+	cfg := fusefs.Config{Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose}
+	for _, s := range []struct {
+		v   string
+		dst *int64
+	}{{f.cacheSize, &cfg.CacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}} {
+		n, err := bench.ParseSize(s.v)
+		if err != nil {
+			return errors.E(op, errors.Invalid, err)
+		}
+		*s.dst = n
+	}
+	for _, o := range f.opts {
+		switch strings.TrimSpace(o) {
+		case "allow_other":
+			cfg.AllowOther = true
+		case "ro":
+			cfg.ReadOnly = true
+		case "debug":
+			cfg.Debug = true
+		case "":
+		default:
+			return errors.E(op, errors.Invalid, "unknown mount option "+o)
+		}
+	}
+	addr := f.meta
+	if addr == "" {
+		addr = os.Getenv("CAIRN_META")
+	}
+	if addr == "" {
+		addr = "127.0.0.1:8090"
+	}
+	mc, conn, err := meta.Dial(addr, fusefs.CountCalls())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	visible, err := visibility(ctx, mc)
+	if err != nil {
+		return err
+	}
+	cfg.Visible = visible
+	cl, err := client.New(client.Config{
+		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1,
+	})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	cfg.Meta, cfg.Client = mc, cl
+	m, err := fusefs.New(cfg)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done() // Ctrl-C, SIGTERM
+		m.Unmount()
+	}()
+	m.Wait()
+	return nil
+}
+
+// visibility decides which namespaces an all-namespaces mount shows: all
+// for root, else the caller's own and the public ones.
+func visibility(ctx context.Context, mc metapb.MetaClient) (func(*metapb.Namespace) bool, error) {
+	cfg, err := api.ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AccessKey == "" {
+		return func(ns *metapb.Namespace) bool { return ns.Visibility == metapb.Visibility_PUBLIC_READ }, nil
+	}
+	who, err := mc.Authenticate(ctx, &metapb.AuthRequest{AccessKey: cfg.AccessKey, Secret: cfg.SecretKey})
+	if err != nil {
+		return nil, err
+	}
+	if who.Root {
+		return nil, nil
+	}
+	return func(ns *metapb.Namespace) bool {
+		return ns.Owner == who.AccessKey || ns.Visibility == metapb.Visibility_PUBLIC_READ
+	}, nil
+}
+
+// daemonize re-executes the command in the background, detached from the
+// terminal, and returns once dir is mounted (or the child failed).
+func daemonize(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var st0 syscall.Stat_t
+	if err := syscall.Stat(dir, &st0); err != nil {
+		return errors.E(errors.Op("cli.mount"), errors.NotExist, errors.Path(dir), err)
+	}
+	args := append(os.Args[1:], "--foreground-child")
+	c := exec.Command(self, args...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) == nil && st.Dev != st0.Dev {
+			fmt.Fprintf(os.Stderr, "cairn: mounted on %s (pid %d)\n", dir, c.Process.Pid)
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return errors.E(errors.Op("cli.mount"), errors.IO, "the mount process exited", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return errors.E(errors.Op("cli.mount"), errors.Unavailable, "not mounted after 15s")
+}

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"cairn/cli"
+	"cairn/proto/metapb"
+	"cairn/server/servertest"
+)
+
+// TestMountCommand runs `cairn mount` in-process against a real store:
+// every visible namespace appears as a directory, a file written through
+// it reaches the store, and cancelling the command (Ctrl-C) unmounts.
+func TestMountCommand(t *testing.T) {
+	srv := servertest.Start(t, nil)
+	t.Setenv("CAIRN_ROOT_USER", servertest.Root)
+	t.Setenv("CAIRN_ROOT_PASSWORD", servertest.RootSecret)
+	t.Setenv("CAIRN_ACCESS_KEY", "")
+	if _, err := srv.Client().CreateNamespace(context.Background(), "docs", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		root := cli.Root()
+		root.SetArgs([]string{"mount", "--meta", srv.Addr("meta"), "--cache-size", "16MiB", dir})
+		done <- root.ExecuteContext(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+	})
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err = os.Stat(filepath.Join(dir, "docs")); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("namespace directory never appeared: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "docs", "readme.txt"), []byte("via mount"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := srv.Client().StatFresh(context.Background(), "docs", "readme.txt")
+	if err != nil || f.Size() != 9 {
+		t.Fatalf("store sees %v, %v", f, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("mount returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("mount did not return after cancel")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docs")); !os.IsNotExist(err) {
+		t.Fatalf("still mounted after cancel: %v", err)
+	}
+}

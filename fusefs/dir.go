@@ -1,0 +1,518 @@
+package fusefs
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// orphanDir holds files unlinked while open, until their last close (see
+// Unlink); it is hidden from the namespace root's listing.
+const orphanDir = ".cairn-orphans"
+
+// statsName is the read-only file at each mounted root that shows the
+// server operations per FUSE operation.
+const statsName = ".cairn-stats"
+
+// emptyETag is the MD5 of no bytes, the ETag of a freshly created file.
+const emptyETag = "d41d8cd98f00b204e9800998ecf8427e"
+
+var (
+	_ fs.NodeLookuper  = (*node)(nil)
+	_ fs.NodeReaddirer = (*node)(nil)
+	_ fs.NodeMkdirer   = (*node)(nil)
+	_ fs.NodeRmdirer   = (*node)(nil)
+	_ fs.NodeUnlinker  = (*node)(nil)
+	_ fs.NodeRenamer   = (*node)(nil)
+	_ fs.NodeCreater   = (*node)(nil)
+)
+
+func caller(ctx context.Context) (uid, gid uint32) {
+	if c, ok := fuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}
+
+// writable returns n's path for a change, or EROFS on a read-only mount.
+func (n *node) writable() (string, error) {
+	if err := n.m.readOnly(); err != nil {
+		return "", err
+	}
+	return n.path()
+}
+
+func (n *node) isRoot() bool {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	return n.m.nsRoot[n.ns] == n
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.m.begin(ctx, "lookup")
+	defer end(ctx)
+	if name == statsName && n.isRoot() {
+		return n.statsFile(ctx, out), 0
+	}
+	n.mu.Lock()
+	if n.listed() {
+		a, ok := n.kids[name]
+		n.mu.Unlock()
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return n.child(ctx, name, a, n.m.sess.epoch(), out), 0
+	}
+	n.mu.Unlock()
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok && cn.busy() {
+			// Changes of it are queued here: meta is behind.
+			cn.mu.Lock()
+			a := cn.attr
+			cn.mu.Unlock()
+			cn.fill(a, &out.Attr)
+			out.SetEntryTimeout(n.m.timeout())
+			out.SetAttrTimeout(n.m.timeout())
+			return ch, 0
+		}
+	}
+	p, err := n.path()
+	if err != nil {
+		return nil, errno(err)
+	}
+	epoch := n.m.sess.epoch()
+	var r *metapb.ResolveResponse
+	err = retry(ctx, func() (err error) {
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
+		return err
+	})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.child(ctx, name, r.Inode, epoch, out), 0
+}
+
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = n.m.begin(ctx, "readdir")
+	defer end(ctx)
+	n.mu.Lock()
+	if n.listed() {
+		ents := direntsOf(n.kids)
+		n.mu.Unlock()
+		return fs.NewListDirStream(ents), 0
+	}
+	n.mu.Unlock()
+	n.m.wb.drain() // files created here must be in meta before it lists them
+	p, err := n.path()
+	if err != nil {
+		return nil, errno(err)
+	}
+	prefix := ""
+	if p != "" {
+		prefix = p + "/"
+	}
+	epoch := n.m.sess.epoch()
+	kids := map[string]*metapb.Inode{}
+	root := p == ""
+	req := &metapb.ListRequest{Ns: n.ns, Prefix: prefix, Delimiter: "/", Limit: 10000}
+	for {
+		var r *metapb.ListResponse
+		err := retry(ctx, func() (err error) {
+			r, err = n.m.meta.List(ctx, req)
+			return err
+		})
+		if err != nil {
+			return nil, errno(err)
+		}
+		for _, e := range r.Entries {
+			name := strings.TrimSuffix(e.Name[len(prefix):], "/")
+			if e.Inode == nil || root && name == orphanDir {
+				continue
+			}
+			kids[name] = e.Inode
+		}
+		if r.NextCursor == "" {
+			break
+		}
+		req.Cursor = r.NextCursor
+	}
+	n.mu.Lock()
+	if epoch == n.m.sess.epoch() && n.m.sess.live() {
+		n.kids, n.complete, n.listGen = kids, true, n.m.sess.generation()
+	}
+	n.mu.Unlock()
+	return fs.NewListDirStream(direntsOf(kids)), 0
+}
+
+func direntsOf(kids map[string]*metapb.Inode) []fuse.DirEntry {
+	ents := make([]fuse.DirEntry, 0, len(kids))
+	for name, a := range kids {
+		ents = append(ents, fuse.DirEntry{Name: name, Ino: a.Ino, Mode: typeBits(a.Type)})
+	}
+	return ents
+}
+
+// added records a child this mount created, renamed into n or changed.
+func (n *node) added(name string, a *metapb.Inode) {
+	n.mu.Lock()
+	if n.complete {
+		n.kids[name] = a
+	}
+	n.mu.Unlock()
+}
+
+// removed records that name left n (this mount's own change).
+func (n *node) removed(name string) {
+	n.mu.Lock()
+	if n.complete {
+		delete(n.kids, name)
+	}
+	n.mu.Unlock()
+	n.dirChanged(time.Now().UnixNano())
+}
+
+// dirChanged moves the cached mtime and ctime of directory n to at, as
+// meta did when this mount's own change of an entry applied (the event
+// of an own change is not applied, and the kernel asks again at once).
+func (n *node) dirChanged(at int64) {
+	n.mu.Lock()
+	if n.attr != nil && at > n.attr.MtimeNs {
+		a := proto.Clone(n.attr).(*metapb.Inode)
+		a.MtimeNs, a.CtimeNs = at, at
+		n.attr = a
+	}
+	n.mu.Unlock()
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = n.m.begin(ctx, "mkdir")
+	defer end(ctx)
+	p, err := n.writable()
+	if err != nil {
+		return nil, errno(err)
+	}
+	uid, gid := caller(ctx)
+	epoch := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, join(p, name))
+	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, Uid: uid, Gid: gid})
+	if err != nil {
+		done(0)
+		return nil, kernelErr(err)
+	}
+	defer done(a.Seq)
+	n.added(name, a)
+	n.dirChanged(a.CtimeNs)
+	ch := n.child(ctx, name, a, epoch, out)
+	if cn, ok := ch.Operations().(*node); ok && n.m.sess.live() {
+		cn.mu.Lock()
+		if !cn.complete {
+			// A new directory is empty: its listing is known.
+			cn.kids, cn.complete, cn.listGen = map[string]*metapb.Inode{}, true, n.m.sess.generation()
+		}
+		cn.mu.Unlock()
+	}
+	return ch, 0
+}
+
+// typeOf returns the type of child name: from the kernel's tree when it
+// knows it, else with a Resolve.
+func (n *node) typeOf(ctx context.Context, p, name string) (uint32, error) {
+	if ch := n.GetChild(name); ch != nil {
+		return ch.StableAttr().Mode, nil
+	}
+	r, err := n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
+	if err != nil {
+		return 0, err
+	}
+	return typeBits(r.Inode.Type), nil
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx = n.m.begin(ctx, "rmdir")
+	defer end(ctx)
+	p, err := n.writable()
+	if err != nil {
+		return errno(err)
+	}
+	t, err := n.typeOf(ctx, p, name)
+	if err != nil {
+		return errno(err)
+	}
+	if t != syscall.S_IFDIR {
+		return syscall.ENOTDIR
+	}
+	return n.remove(ctx, p, name)
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx = n.m.begin(ctx, "unlink")
+	defer end(ctx)
+	p, err := n.writable()
+	if err != nil {
+		return errno(err)
+	}
+	t, err := n.typeOf(ctx, p, name)
+	if err != nil {
+		return errno(err)
+	}
+	if t == syscall.S_IFDIR {
+		return syscall.EISDIR
+	}
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok {
+			if err := cn.settle(ctx); err != nil {
+				n.m.log.Warn("mount: commit before unlink failed", "err", err)
+			}
+		}
+		if cn, ok := ch.Operations().(*node); ok && cn.openCount() > 0 {
+			// Open here: move it aside and delete it at the last close,
+			// so the data lives as long as a descriptor does.
+			return errno(cn.orphan(ctx, join(p, name)))
+		}
+	}
+	return n.remove(ctx, p, name)
+}
+
+// remove deletes child name of n (at p) in meta.
+func (n *node) remove(ctx context.Context, p, name string) syscall.Errno {
+	done := n.m.sess.mutating(n.ns, join(p, name))
+	_, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name)})
+	done(0)
+	if err != nil {
+		return errno(err)
+	}
+	n.removed(name)
+	return 0
+}
+
+// orphan moves an open, unlinked file to the orphan directory.
+func (n *node) orphan(ctx context.Context, from string) error {
+	to := orphanDir + "/" + strconv.FormatUint(n.StableAttr().Ino, 10)
+	done := n.m.sess.mutating(n.ns, from, to)
+	a, err := n.m.meta.Rename(ctx, &metapb.RenameRequest{Ns: n.ns, From: from, To: to, Parents: true})
+	if err != nil {
+		done(0)
+		return err
+	}
+	done(a.Seq)
+	if name, parent := n.Parent(); parent != nil {
+		if pn, ok := parent.Operations().(*node); ok {
+			pn.removed(name)
+		}
+	}
+	n.f.orphan.Store(&to)
+	return nil
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx = n.m.begin(ctx, "rename")
+	defer end(ctx)
+	if err := n.m.readOnly(); err != nil {
+		return errno(err)
+	}
+	np, ok := newParent.(*node)
+	if !ok || np.ns != n.ns {
+		return syscall.EXDEV
+	}
+	if flags&^uint32(unix.RENAME_NOREPLACE) != 0 {
+		return syscall.EINVAL // RENAME_EXCHANGE, RENAME_WHITEOUT
+	}
+	p, err := n.path()
+	if err != nil {
+		return errno(err)
+	}
+	q, err := np.path()
+	if err != nil {
+		return errno(err)
+	}
+	from, to := join(p, name), join(q, newName)
+	if ch := n.GetChild(name); ch != nil {
+		if ch.IsDir() {
+			// Queued commits below it name their paths when they run.
+			n.m.wb.drain()
+		} else if cn, ok := ch.Operations().(*node); ok {
+			// Queued and unflushed writes go out under the old name.
+			if err := cn.settle(ctx); err != nil {
+				return errno(err)
+			}
+			if err := cn.flush(ctx); err != nil {
+				return errno(err)
+			}
+		}
+	}
+	if ch := np.GetChild(newName); ch != nil && !ch.IsDir() {
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.settle(ctx) // the replaced file's queue must not run after
+		}
+	}
+	done := n.m.sess.mutating(n.ns, from, to)
+	a, err := n.m.meta.Rename(ctx, &metapb.RenameRequest{Ns: n.ns, From: from, To: to, NoReplace: flags&unix.RENAME_NOREPLACE != 0})
+	if err != nil {
+		done(0)
+		return errno(err)
+	}
+	defer done(a.Seq)
+	n.removed(name)
+	np.added(newName, a)
+	np.dirChanged(a.CtimeNs)
+	if ch := np.GetChild(newName); ch != nil && ch.StableAttr().Ino != a.Ino {
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.invalidate() // replaced
+		}
+	}
+	return 0
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.m.begin(ctx, "create")
+	defer end(ctx)
+	p, err := n.writable()
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	uid, gid := caller(ctx)
+	if n.m.wb.enabled() {
+		if ch, h, ok := n.createBehind(ctx, p, name, flags, mode, uid, gid, out); ok {
+			return ch, h, 0, 0
+		}
+	}
+	epoch := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, join(p, name))
+	a, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
+		Ns: n.ns, Path: join(p, name), Etag: emptyETag, Mode: mode & 07777, Uid: uid, Gid: gid, IfNoneMatch: true,
+	})
+	if err != nil {
+		done(0)
+		return nil, nil, 0, kernelErr(err)
+	}
+	defer done(a.Seq)
+	n.added(name, a)
+	n.dirChanged(a.CtimeNs)
+	ch := n.child(ctx, name, a, epoch, out)
+	cn := ch.Operations().(*node)
+	cn.mu.Lock()
+	cn.f.exts, cn.f.extsOK = nil, true
+	cn.mu.Unlock()
+	h := cn.open(flags)
+	return ch, h, 0, 0
+}
+
+// createBehind creates a file here and leaves its commit behind: the
+// kernel gets an inode number meta reserved for this mount, other mounts
+// drop the name (their next look reaches meta, which recalls the commit),
+// and the first commit creates the file with that number. The name was
+// free: the kernel looked it up first, and a create elsewhere since would
+// have dropped this mount's entry before it was acknowledged.
+func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, uid, gid uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, bool) {
+	ino, err := n.m.wb.allocIno(ctx)
+	if err != nil {
+		return nil, nil, false
+	}
+	now := time.Now().UnixNano()
+	a := &metapb.Inode{
+		Ino: ino, Type: metapb.FileType_REGULAR, Mode: mode & 07777, Uid: uid, Gid: gid,
+		MtimeNs: now, CtimeNs: now, Nlink: 1, Etag: emptyETag,
+	}
+	cn := n.m.newNode(n.ns, a)
+	cn.f.creating, cn.f.extsOK = true, true
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true}) {
+		return nil, nil, false
+	}
+	ch := n.NewInode(ctx, cn, stableOf(a))
+	n.added(name, a)
+	n.dirChanged(now)
+	cn.fill(a, &out.Attr)
+	t := n.m.timeout()
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return ch, cn.open(flags), true
+}
+
+// ---- all namespaces, one directory each ---------------------------------
+
+// nsList is the root when every visible namespace is mounted.
+type nsList struct {
+	fs.Inode
+	m *Mount
+}
+
+var (
+	_ fs.NodeLookuper  = (*nsList)(nil)
+	_ fs.NodeReaddirer = (*nsList)(nil)
+	_ fs.NodeGetattrer = (*nsList)(nil)
+)
+
+func (l *nsList) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o755
+	out.Nlink = 2
+	return 0
+}
+
+func (l *nsList) visible(ns *metapb.Namespace) bool {
+	return l.m.cfg.Visible == nil || l.m.cfg.Visible(ns)
+}
+
+func (l *nsList) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx = l.m.begin(ctx, "lookup")
+	defer end(ctx)
+	ns, err := l.m.meta.GetNamespace(ctx, &metapb.NamespaceRequest{Name: name})
+	if err != nil {
+		if errors.Is(errors.Invalid, err) {
+			return nil, syscall.ENOENT
+		}
+		return nil, errno(err)
+	}
+	if !l.visible(ns) {
+		return nil, syscall.ENOENT
+	}
+	epoch := l.m.sess.epoch()
+	r, err := l.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: name})
+	if err != nil {
+		return nil, errno(err)
+	}
+	// The namespace's root node stays the one paths are computed from:
+	// reuse it while the kernel knows it (go-fuse would otherwise keep
+	// the old inode and drop a new node).
+	l.m.mu.Lock()
+	n := l.m.nsRoot[name]
+	var ch *fs.Inode
+	if n != nil && n.StableAttr().Ino == r.Inode.Ino && !n.Forgotten() {
+		ch = &n.Inode
+	} else {
+		n = l.m.newNode(name, r.Inode)
+		ch = l.NewInode(ctx, n, stableOf(r.Inode))
+		l.m.nsRoot[name] = n
+	}
+	l.m.mu.Unlock()
+	n.setAttr(r.Inode, epoch)
+	n.fill(r.Inode, &out.Attr)
+	out.SetEntryTimeout(0) // namespaces come and go without events to the tree
+	out.SetAttrTimeout(l.m.timeout())
+	return ch, 0
+}
+
+func (l *nsList) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	ctx = l.m.begin(ctx, "readdir")
+	defer end(ctx)
+	r, err := l.m.meta.ListNamespaces(ctx, &metapb.Empty{})
+	if err != nil {
+		return nil, errno(err)
+	}
+	var ents []fuse.DirEntry
+	for _, ns := range r.Namespaces {
+		if l.visible(ns) {
+			ents = append(ents, fuse.DirEntry{Name: ns.Name, Ino: ns.RootIno, Mode: syscall.S_IFDIR})
+		}
+	}
+	return fs.NewListDirStream(ents), 0
+}

@@ -1,0 +1,403 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"cairn/proto/metapb"
+)
+
+// fileState is a regular file's write-back state, guarded by node.mu.
+//
+// Writes land in dirty, sorted non-overlapping spans (a sequential writer
+// grows one span in place). Flush (close, fsync, a full buffer) uploads the
+// spans as needles and commits the old extents overlaid by the new ones in
+// one meta call: readers elsewhere see the old file or the new one.
+type fileState struct {
+	exts   []*metapb.Extent // committed extents of node.attr's version
+	extsOK bool
+	dirty  []span
+	nDirty int64 // bytes in dirty
+	size   int64 // the file's size including unflushed writes (when dirty)
+	sized  bool  // size was set by a write since the last flush
+	commit uint64
+	opens  int
+	// orphan is where the file was moved when unlinked while open.
+	orphan atomic.Pointer[string]
+	// queuedAt is the path work was last queued for: the node's path when
+	// the kernel has not linked it into the tree yet (a create's commit
+	// may run before Create returns) or has already forgotten it (queued
+	// work outlives the kernel's inode). Renames wait for queued work.
+	queuedAt atomic.Pointer[string]
+	// pageVersion is the inode version the kernel's page cache holds.
+	pageVersion uint64
+	// creating: created by this mount and not yet committed (the first
+	// commit creates it with the inode number the kernel was given).
+	creating bool
+}
+
+type span struct {
+	off  int64
+	data []byte
+}
+
+func (s span) end() int64 { return s.off + int64(len(s.data)) }
+
+func (f *fileState) hasDirty() bool { return f.sized }
+
+// write records data at off, merging it with the spans it overlaps or
+// touches.
+func (f *fileState) write(off int64, data []byte, size int64) {
+	if !f.sized {
+		f.size, f.sized = size, true
+	}
+	end := off + int64(len(data))
+	i := sort.Search(len(f.dirty), func(i int) bool { return f.dirty[i].end() >= off })
+	j := sort.Search(len(f.dirty), func(i int) bool { return f.dirty[i].off > end })
+	if i == j {
+		s := span{off: off, data: append(make([]byte, 0, max(len(data), 64<<10)), data...)}
+		f.dirty = append(f.dirty, span{})
+		copy(f.dirty[i+1:], f.dirty[i:])
+		f.dirty[i] = s
+		f.nDirty += int64(len(data))
+	} else {
+		lo, hi := min(f.dirty[i].off, off), max(f.dirty[j-1].end(), end)
+		var old int64
+		for _, s := range f.dirty[i:j] {
+			old += int64(len(s.data))
+		}
+		first := f.dirty[i]
+		var buf []byte
+		if lo == first.off && int64(cap(first.data)) >= hi-lo {
+			buf = first.data[:hi-lo]
+		} else {
+			buf = make([]byte, hi-lo, max(hi-lo, 2*int64(cap(first.data))))
+			copy(buf[first.off-lo:], first.data)
+		}
+		for _, s := range f.dirty[i+1 : j] {
+			copy(buf[s.off-lo:], s.data)
+		}
+		copy(buf[off-lo:], data)
+		f.dirty[i] = span{off: lo, data: buf}
+		f.dirty = append(f.dirty[:i+1], f.dirty[j:]...)
+		f.nDirty += hi - lo - old
+	}
+	f.size = max(f.size, end)
+}
+
+// overlay copies the dirty bytes that fall in [off, off+len(buf)) into buf.
+func (f *fileState) overlay(off int64, buf []byte) {
+	end := off + int64(len(buf))
+	for _, s := range f.dirty {
+		if s.end() <= off || s.off >= end {
+			continue
+		}
+		lo, hi := max(s.off, off), min(s.end(), end)
+		copy(buf[lo-off:hi-off], s.data[lo-s.off:hi-s.off])
+	}
+}
+
+func (n *node) openCount() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.f.opens
+}
+
+// extents returns the committed extents and size of the file's current
+// version, with one Resolve when they are not known.
+func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, error) {
+	n.mu.Lock()
+	if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
+		defer n.mu.Unlock()
+		return n.f.exts, n.attr, nil
+	}
+	n.mu.Unlock()
+	if err := n.settle(ctx); err != nil {
+		return nil, nil, err
+	}
+	p, err := n.path()
+	if err != nil {
+		return nil, nil, err
+	}
+	epoch := n.m.sess.epoch()
+	var r *metapb.ResolveResponse
+	err = retry(ctx, func() (err error) {
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.setAttrLocked(r.Inode, epoch)
+	n.f.exts, n.f.extsOK = r.Extents, true
+	return r.Extents, r.Inode, nil
+}
+
+// readAt fills dest from off: committed content through the block cache,
+// then the unflushed writes on top. It returns the bytes read (short at
+// the end of the file).
+func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (int, error) {
+	for {
+		exts, a, err := n.extents(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n.mu.Lock()
+		size, commit := int64(a.Size), n.f.commit
+		if n.f.sized {
+			size = n.f.size
+		}
+		n.mu.Unlock()
+		if off >= size {
+			return 0, nil
+		}
+		buf := dest[:min(int64(len(dest)), size-off)]
+		if err := n.m.blocks.read(ctx, exts, int64(a.Size), off, buf); err != nil {
+			return 0, err
+		}
+		if h != nil {
+			h.readahead(n, exts, int64(a.Size), off, int64(len(buf)))
+		}
+		n.mu.Lock()
+		if n.f.commit != commit {
+			// A flush swapped the base under us: read again.
+			n.mu.Unlock()
+			continue
+		}
+		n.f.overlay(off, buf)
+		n.mu.Unlock()
+		return len(buf), nil
+	}
+}
+
+// readDirect serves a read from one cached block without copying it, when
+// the file has no unflushed writes and the range lies in one block.
+func (n *node) readDirect(ctx context.Context, h *handle, off, length int64) ([]byte, bool, error) {
+	exts, a, err := n.extents(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	n.mu.Lock()
+	dirty, commit := n.f.sized, n.f.commit
+	n.mu.Unlock()
+	size := int64(a.Size)
+	if dirty || off >= size {
+		return nil, false, nil
+	}
+	length = min(length, size-off)
+	b, ok, err := n.m.blocks.slice(ctx, exts, off, length)
+	if !ok || err != nil {
+		return nil, false, err
+	}
+	h.readahead(n, exts, size, off, length)
+	n.mu.Lock()
+	same := !n.f.sized && n.f.commit == commit
+	n.mu.Unlock()
+	return b, same, nil
+}
+
+// writeAt buffers a write.
+func (n *node) writeAt(ctx context.Context, data []byte, off int64) error {
+	if _, _, err := n.extents(ctx); err != nil { // the size to grow from
+		return err
+	}
+	n.mu.Lock()
+	n.f.write(off, data, int64(n.attr.Size))
+	full := n.f.nDirty >= n.m.cfg.DirtyMax
+	n.mu.Unlock()
+	if full {
+		return n.flush(ctx)
+	}
+	return nil
+}
+
+// flush commits the unflushed writes, if any. It holds node.mu across the
+// upload and the commit: reads and writes of this one file wait for it,
+// which keeps a read from ever seeing a half-swapped base.
+func (n *node) flush(ctx context.Context) error {
+	_, err := n.flushAt(ctx, 0)
+	return err
+}
+
+// flushAt is flush with the commit's mtime (0: now); committed reports
+// whether there was anything to commit.
+func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err error) {
+	if !n.isFile() {
+		return false, nil
+	}
+	p, err := n.path()
+	if err != nil {
+		return false, err
+	}
+	if _, _, err := n.extents(ctx); err != nil {
+		return false, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.f.sized {
+		return false, nil
+	}
+	size := n.f.size
+	var upd []*metapb.Extent
+	for _, s := range n.f.dirty {
+		exts, err := n.m.upload(ctx, n.ns, s.data)
+		if err != nil {
+			return false, err
+		}
+		for _, e := range exts {
+			n.m.blocks.insert(e.Volume, e.Key, s.data[e.Offset:e.Offset+e.Length])
+			e.Offset += uint64(s.off)
+		}
+		upd = append(upd, exts...)
+	}
+	merged := overlayExtents(n.f.exts, upd, size)
+	merged, err = n.m.fillGaps(ctx, n.ns, merged)
+	if err != nil {
+		return false, err
+	}
+	covered := int64(0)
+	if len(merged) > 0 {
+		last := merged[len(merged)-1]
+		covered = int64(last.Offset + last.Length)
+	}
+	a := n.attr
+	req := &metapb.CommitRequest{
+		IfNoneMatch: n.f.creating, Ino: createdIno(n),
+		Ns: n.ns, Path: p, Size: uint64(covered), Extents: merged,
+		Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
+		ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
+		MtimeNs: mtime,
+	}
+	epoch := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, p)
+	na, err := n.m.meta.Commit(ctx, req)
+	if err != nil {
+		done(0)
+		n.m.cl.Discard(upd)
+		return false, err
+	}
+	defer func() { done(na.Seq) }()
+	if covered < size {
+		// A hole at the end (truncate up, then a write before it): meta
+		// extends a file with zeros without storing them.
+		sz := uint64(size)
+		if na, err = n.m.meta.SetAttr(ctx, &metapb.SetAttrRequest{Ns: n.ns, Path: p, Size: &sz}); err != nil {
+			return false, err
+		}
+	}
+	n.wb.mu.Lock()
+	pending := n.wb.attrs != nil
+	n.wb.mu.Unlock()
+	if pending {
+		// Attribute changes made while this commit was on its way are
+		// newer than its answer: keep them (their own commit follows).
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	}
+	n.f.creating = false
+	n.setAttrLocked(na, epoch)
+	defer n.tellParent(na) // after n.mu is released
+	n.f.exts, n.f.extsOK = merged, true
+	n.f.dirty, n.f.nDirty, n.f.sized = nil, 0, false
+	n.f.commit++
+	n.f.pageVersion = na.Version
+	return true, nil
+}
+
+// createdIno is the inode number a commit creating n must use (n.mu held).
+func createdIno(n *node) uint64 {
+	if n.f.creating {
+		return n.attr.Ino
+	}
+	return 0
+}
+
+func (n *node) isFile() bool { return n.StableAttr().Mode == 0o100000 }
+
+// upload stores data as needles, charging the data-plane requests.
+func (m *Mount) upload(ctx context.Context, ns string, data []byte) ([]*metapb.Extent, error) {
+	if o := opOf(ctx); o != nil {
+		o.Data.Add(1 + int64(len(data))/(8<<20))
+	}
+	return m.cl.Upload(ctx, ns, data)
+}
+
+var zeroBlock = make([]byte, 8<<20)
+
+// fillGaps stores zeros for the holes between extents (meta's extent
+// lists have none) and returns the list with them.
+func (m *Mount) fillGaps(ctx context.Context, ns string, exts []*metapb.Extent) ([]*metapb.Extent, error) {
+	var out []*metapb.Extent
+	var at uint64
+	for _, e := range exts {
+		for at < e.Offset {
+			l := min(e.Offset-at, uint64(len(zeroBlock)))
+			z, err := m.upload(ctx, ns, zeroBlock[:l])
+			if err != nil {
+				return nil, err
+			}
+			for _, ze := range z {
+				ze.Offset += at
+			}
+			out = append(out, z...)
+			at += l
+		}
+		out = append(out, e)
+		at = e.Offset + e.Length
+	}
+	return out, nil
+}
+
+// overlayExtents returns base with the ranges of upd (sorted, disjoint)
+// replaced by upd, cut at size, sorted by offset.
+func overlayExtents(base, upd []*metapb.Extent, size int64) []*metapb.Extent {
+	var out []*metapb.Extent
+	for _, e := range base {
+		lo, hi := e.Offset, e.Offset+e.Length
+		for _, u := range upd {
+			ul, uh := u.Offset, u.Offset+u.Length
+			if uh <= lo || ul >= hi {
+				continue
+			}
+			if ul > lo {
+				out = append(out, piece(e, lo, ul))
+			}
+			lo = max(lo, uh)
+			if lo >= hi {
+				break
+			}
+		}
+		if lo < hi {
+			out = append(out, piece(e, lo, hi))
+		}
+	}
+	out = append(out, upd...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
+	end := uint64(size)
+	cut := out[:0]
+	for _, e := range out {
+		if e.Offset >= end {
+			continue
+		}
+		if e.Offset+e.Length > end {
+			e = piece(e, e.Offset, end)
+		}
+		cut = append(cut, e)
+	}
+	return cut
+}
+
+// piece is the part [lo, hi) (file offsets) of extent e.
+func piece(e *metapb.Extent, lo, hi uint64) *metapb.Extent {
+	return &metapb.Extent{
+		Offset: lo, Length: hi - lo, Volume: e.Volume, Key: e.Key,
+		NeedleOffset: e.NeedleOffset + (lo - e.Offset),
+	}
+}

@@ -1,0 +1,412 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"cairn/client"
+	"cairn/errors"
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+// Config configures a mount. Meta, Client and Mountpoint are required.
+type Config struct {
+	Meta   metapb.MetaClient // dial it with CountCalls so that server ops are counted
+	Client *client.Client    // the data plane (its own metadata cache is not used)
+	// Namespace is the namespace mounted at the mount point; "" mounts
+	// every namespace Visible allows, one directory each.
+	Namespace  string
+	Visible    func(*metapb.Namespace) bool // nil: all
+	Mountpoint string
+
+	ReadOnly   bool
+	AllowOther bool
+	Debug      bool
+
+	// BlockSize is the unit of the block cache and of readahead
+	// (default 1 MiB); CacheSize bounds the block cache (default 512 MiB).
+	BlockSize int64
+	CacheSize int64
+	// Readahead is how many blocks sequential reading fetches ahead
+	// (default 8); Parallel bounds concurrent block fetches (default 8).
+	Readahead int
+	Parallel  int
+	// DirtyMax is the write-back buffer of one file before it is flushed
+	// without waiting for close (default 64 MiB).
+	DirtyMax int64
+	// Timeout is how long the kernel keeps entries and attributes while
+	// the session is live (default 10 min). Invalidations make it safe.
+	Timeout time.Duration
+	// SyncClose makes close() and attribute changes commit before they
+	// return, instead of behind (see writeback.go).
+	SyncClose bool
+
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if c.Meta == nil || c.Client == nil || c.Mountpoint == "" {
+		return errors.E(errors.Op("fusefs.Mount"), errors.Invalid, "Config.Meta, Config.Client and Config.Mountpoint are required")
+	}
+	if c.BlockSize <= 0 {
+		c.BlockSize = 1 << 20
+	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = 512 << 20
+	}
+	if c.Readahead <= 0 {
+		c.Readahead = 8
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 8
+	}
+	if c.DirtyMax <= 0 {
+		c.DirtyMax = 64 << 20
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Mount is a mounted file system.
+type Mount struct {
+	cfg    Config
+	meta   metapb.MetaClient
+	cl     *client.Client
+	server *fuse.Server
+	log    *slog.Logger
+	stats  *Stats
+	blocks *blockCache
+	sess   *session
+	wb     *writeBehind
+	root   *fs.Inode
+
+	mu     sync.Mutex
+	nsRoot map[string]*node // namespace -> its root directory node
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// New mounts cfg.Mountpoint and serves it in the background. A stale
+// mount left there by a process that died is unmounted first.
+func New(cfg Config) (*Mount, error) {
+	const op = errors.Op("fusefs.Mount")
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	clearStale(cfg.Mountpoint)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mount{
+		cfg: cfg, meta: cfg.Meta, cl: cfg.Client, log: cfg.Logger.With("role", "mount"),
+		stats: newStats(), nsRoot: map[string]*node{}, cancel: cancel, done: make(chan struct{}),
+	}
+	m.blocks = newBlockCache(m, cfg.CacheSize)
+	m.sess = newSession(m)
+	m.wb = newWriteBehind(m)
+	var root fs.InodeEmbedder
+	if cfg.Namespace != "" {
+		ns, err := m.meta.GetNamespace(ctx, &metapb.NamespaceRequest{Name: cfg.Namespace})
+		if err != nil {
+			cancel()
+			return nil, errors.E(op, err)
+		}
+		r, err := m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: ns.Name})
+		if err != nil {
+			cancel()
+			return nil, errors.E(op, err)
+		}
+		n := m.newNode(ns.Name, r.Inode)
+		m.nsRoot[ns.Name] = n
+		root = n
+	} else {
+		root = &nsList{m: m}
+	}
+	zero := time.Duration(0)
+	opts := &fs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther:    cfg.AllowOther,
+			FsName:        "cairn",
+			Name:          "cairn",
+			MaxWrite:      1 << 20,
+			MaxReadAhead:  1 << 20,
+			MaxBackground: 64,
+			// Splicing a 1 MiB read and its header needs a pipe larger
+			// than the system's 1 MiB maximum: go-fuse tried, failed and
+			// logged on every read before falling back to a copy.
+			DisableSplice: true,
+			Debug:         cfg.Debug,
+			Options:       []string{"default_permissions"},
+			DisableXAttrs: false,
+		},
+		// Timeouts are set per reply (long while the session is live).
+		EntryTimeout: nil, AttrTimeout: nil, NegativeTimeout: &zero,
+		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+	}
+	if cfg.ReadOnly {
+		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
+	}
+	srv, err := fs.Mount(cfg.Mountpoint, root, opts)
+	if err != nil {
+		cancel()
+		return nil, errors.E(op, errors.IO, errors.Path(cfg.Mountpoint), err)
+	}
+	m.server = srv
+	SetReadahead(cfg.Mountpoint, 1<<20)
+	if ri, ok := root.(interface{ EmbeddedInode() *fs.Inode }); ok {
+		m.root = ri.EmbeddedInode()
+	}
+	go m.sess.run(ctx)
+	// Serve from caches from the start: wait (briefly) for the session.
+	for t := time.Now(); !m.sess.live() && time.Since(t) < 2*time.Second; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	go func() {
+		srv.Wait()
+		close(m.done)
+	}()
+	return m, nil
+}
+
+// clearStale lazily unmounts a mount point whose server is gone
+// ("transport endpoint is not connected"), so a remount after a crash
+// works without manual cleanup.
+func clearStale(dir string) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == syscall.ENOTCONN || err == syscall.ECONNABORTED {
+		_ = unix.Unmount(dir, unix.MNT_DETACH)
+	}
+}
+
+// SetReadahead raises the kernel's readahead for the FUSE file system
+// mounted at dir (the kernel offers FUSE 128 KiB at mount time; 1 MiB
+// READs cost an eighth of the requests). Best effort: it needs root.
+func SetReadahead(dir string, bytes int) {
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) != nil {
+		return
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	_ = os.WriteFile(p, []byte(fmt.Sprint(bytes>>10)), 0o644)
+}
+
+// Wait blocks until the file system is unmounted and every change left
+// behind is committed.
+func (m *Mount) Wait() {
+	<-m.done
+	m.wb.drain()
+}
+
+// Unmount commits what close left behind and unmounts.
+func (m *Mount) Unmount() error {
+	var err error
+	m.once.Do(func() {
+		m.wb.drain()
+		err = m.server.Unmount()
+		if err != nil {
+			// Busy: detach now, the kernel finishes when the last user goes.
+			err = unix.Unmount(m.cfg.Mountpoint, unix.MNT_DETACH)
+		}
+		m.cancel()
+	})
+	return err
+}
+
+func (m *Mount) rootOps() fs.InodeEmbedder {
+	if m.root == nil {
+		return nil
+	}
+	return m.root.Operations()
+}
+
+// Sync returns once every change left behind (close, attributes, creates)
+// is committed.
+func (m *Mount) Sync() { m.wb.drain() }
+
+// Live reports whether the session with meta is live (caches trusted).
+func (m *Mount) Live() bool { return m.sess.live() }
+
+// Stats returns the per-operation counters.
+func (m *Mount) Stats() *Stats { return m.stats }
+
+// timeout is how long the kernel may keep what a reply carries.
+func (m *Mount) timeout() time.Duration {
+	if m.sess.live() {
+		return m.cfg.Timeout
+	}
+	return 0
+}
+
+func (m *Mount) readOnly() error {
+	if m.cfg.ReadOnly {
+		return syscall.EROFS
+	}
+	return nil
+}
+
+// ---- server-op accounting ----------------------------------------------
+
+// Stats counts, per FUSE operation, calls and the server operations they
+// cost (meta RPCs and data-plane requests), so that "a warm open costs no
+// meta call" can be checked and shown (the .cairn-stats file at the root).
+type Stats struct {
+	mu  sync.Mutex
+	ops map[string]*OpStats
+}
+
+// OpStats is one FUSE operation's counters.
+type OpStats struct {
+	Calls, Meta, Data atomic.Int64
+	Nanos             atomic.Int64 // time spent serving, summed
+}
+
+func newStats() *Stats { return &Stats{ops: map[string]*OpStats{}} }
+
+// Op returns the counters of a FUSE operation ("lookup", "read", ...).
+func (s *Stats) Op(name string) *OpStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.ops[name]
+	if o == nil {
+		o = &OpStats{}
+		s.ops[name] = o
+	}
+	return o
+}
+
+// Totals sums the counters of every operation.
+func (s *Stats) Totals() (calls, meta, data int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.ops {
+		calls += o.Calls.Load()
+		meta += o.Meta.Load()
+		data += o.Data.Load()
+	}
+	return
+}
+
+// String is the table the stats file shows.
+func (s *Stats) String() string {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.ops))
+	for k := range s.ops {
+		names = append(names, k)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-12s %10s %10s %10s %10s %10s\n", "op", "calls", "meta", "data", "meta/call", "avg-us")
+	for _, k := range names {
+		o := s.Op(k)
+		c, mt, d := o.Calls.Load(), o.Meta.Load(), o.Data.Load()
+		per, avg := 0.0, 0.0
+		if c > 0 {
+			per = float64(mt) / float64(c)
+			avg = float64(o.Nanos.Load()) / float64(c) / 1e3
+		}
+		fmt.Fprintf(&b, "%-12s %10d %10d %10d %10.3f %10.1f\n", k, c, mt, d, per, avg)
+	}
+	return b.String()
+}
+
+// CallTimeout bounds one attempt of a meta call, including the wait for an
+// unreachable meta to come back; retry makes further attempts.
+const CallTimeout = 5 * time.Second
+
+type opKey struct{}
+
+// call is what a FUSE operation's context carries for the meta calls it
+// makes: the counters to charge and the mount's session (meta does not
+// wait for a mount's own acknowledgement of its own mutations).
+type call struct {
+	op      *OpStats
+	session string
+	start   time.Time
+}
+
+// begin marks ctx as serving FUSE operation name; meta calls made with the
+// returned context are charged to it, and end(ctx) charges the time.
+func (m *Mount) begin(ctx context.Context, name string) context.Context {
+	o := m.stats.Op(name)
+	o.Calls.Add(1)
+	return context.WithValue(ctx, opKey{}, call{op: o, session: m.sess.id, start: time.Now()})
+}
+
+// end charges the time since begin to the operation.
+func end(ctx context.Context) {
+	if c, ok := ctx.Value(opKey{}).(call); ok && c.op != nil {
+		c.op.Nanos.Add(int64(time.Since(c.start)))
+	}
+}
+
+func opOf(ctx context.Context) *OpStats {
+	c, _ := ctx.Value(opKey{}).(call)
+	return c.op
+}
+
+// CountCalls is a gRPC dial option that charges each meta call to the FUSE
+// operation in its context and names the mount's session to meta. Calls
+// wait up to CallTimeout for meta to be reachable instead of failing at
+// once, so a meta restart is ridden through (a call that never left
+// cannot have applied, so this is safe for mutations too).
+func CountCalls() grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, CallTimeout)
+			defer cancel()
+		}
+		opts = append(opts, grpc.WaitForReady(true))
+		if c, ok := ctx.Value(opKey{}).(call); ok {
+			if c.op != nil {
+				c.op.Meta.Add(1)
+			}
+			if c.session != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, meta.SessionHeader, c.session)
+			}
+		}
+		return inv(ctx, method, req, reply, cc, opts...)
+	})
+}
+
+// retry runs f until it succeeds, fails for a reason other than an
+// unreachable server, or about 30 s have passed: a meta or data server
+// restart is ridden through rather than turned into EIO. Only reads and
+// idempotent calls go through it.
+func retry(ctx context.Context, f func() error) error {
+	delay := 20 * time.Millisecond
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil || !errors.Is(errors.Unavailable, err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}

@@ -1,0 +1,225 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"cairn/proto/metapb"
+)
+
+// handle is an open regular file. Data and write-back state live on the
+// node (shared by every handle of the inode); the handle keeps its open
+// mode and its readahead state.
+type handle struct {
+	n      *node
+	append bool
+
+	mu     sync.Mutex
+	next   int64 // where a sequential reader reads next
+	streak int   // sequential reads in a row
+	ahead  int64 // file offset up to which readahead was started
+}
+
+var (
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
+	_ fs.NodeOpener   = (*node)(nil)
+)
+
+func (n *node) open(flags uint32) *handle {
+	n.mu.Lock()
+	n.f.opens++
+	n.mu.Unlock()
+	return &handle{n: n, append: flags&syscall.O_APPEND != 0}
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ctx = n.m.begin(ctx, "open")
+	defer end(ctx)
+	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0 {
+		if err := n.m.readOnly(); err != nil {
+			return nil, 0, errno(err)
+		}
+	}
+	if !n.isFile() {
+		return nil, 0, syscall.EISDIR
+	}
+	// Close-to-open: the attributes and extents must be current, which
+	// the session vouches for when they are cached (no meta call) and a
+	// Resolve establishes otherwise.
+	_, a, err := n.extents(ctx)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	h := n.open(flags)
+	var fuseFlags uint32
+	n.mu.Lock()
+	if n.f.pageVersion == a.Version {
+		fuseFlags |= fuse.FOPEN_KEEP_CACHE
+	}
+	n.f.pageVersion = a.Version
+	n.mu.Unlock()
+	return h, fuseFlags, 0
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	ctx = h.n.m.begin(ctx, "read")
+	defer end(ctx)
+	if b, ok, err := h.n.readDirect(ctx, h, off, int64(len(dest))); err != nil {
+		return nil, errno(err)
+	} else if ok {
+		return fuse.ReadResultData(b), 0
+	}
+	k, err := h.n.readAt(ctx, h, dest, off)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return fuse.ReadResultData(dest[:k]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	ctx = h.n.m.begin(ctx, "write")
+	defer end(ctx)
+	if h.append {
+		// O_APPEND is atomic across mounts: the data goes to meta's
+		// Append, which places it at the end as of the commit.
+		if err := h.n.appendData(ctx, data); err != nil {
+			return 0, errno(err)
+		}
+		return uint32(len(data)), 0
+	}
+	if err := h.n.writeAt(ctx, data, off); err != nil {
+		return 0, errno(err)
+	}
+	return uint32(len(data)), 0
+}
+
+func (n *node) appendData(ctx context.Context, data []byte) error {
+	if err := n.settle(ctx); err != nil {
+		return err
+	}
+	if err := n.flush(ctx); err != nil {
+		return err
+	}
+	p, err := n.path()
+	if err != nil {
+		return err
+	}
+	exts, err := n.m.upload(ctx, n.ns, data)
+	if err != nil {
+		return err
+	}
+	epoch := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, p)
+	a, err := n.m.meta.Append(ctx, &metapb.AppendRequest{Ns: n.ns, Path: p, Extents: exts})
+	if err != nil {
+		done(0)
+		n.m.cl.Discard(exts)
+		return err
+	}
+	defer done(a.Seq)
+	n.mu.Lock()
+	n.setAttrLocked(a, epoch)
+	n.f.exts, n.f.extsOK = nil, false
+	n.f.pageVersion = a.Version
+	n.mu.Unlock()
+	n.tellParent(a)
+	return nil
+}
+
+func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx = h.n.m.begin(ctx, "flush")
+	defer end(ctx)
+	return errno(h.n.flushBehind(ctx))
+}
+
+// flushBehind commits n's unflushed writes in the background when it can
+// (writeback.go), else now. An earlier background failure is reported.
+func (n *node) flushBehind(ctx context.Context) error {
+	n.wb.mu.Lock()
+	err := n.wb.err
+	n.wb.err = nil
+	n.wb.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	dirty := n.f.sized || n.f.creating // a close also starts a parked create
+	n.mu.Unlock()
+	if !dirty {
+		return nil
+	}
+	if n.m.wb.enqueue(ctx, n, work{flush: true}) {
+		return nil
+	}
+	return n.flush(ctx)
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	// Commit is durable when meta answers (data servers fsync needles,
+	// meta syncs its WAL before it acknowledges).
+	ctx = h.n.m.begin(ctx, "fsync")
+	defer end(ctx)
+	if err := h.n.settle(ctx); err != nil {
+		return errno(err)
+	}
+	return errno(h.n.flush(ctx))
+}
+
+func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx = h.n.m.begin(ctx, "release")
+	defer end(ctx)
+	n := h.n
+	err := n.flushBehind(ctx)
+	n.mu.Lock()
+	n.f.opens--
+	last := n.f.opens == 0
+	n.mu.Unlock()
+	if o := n.f.orphan.Load(); last && o != nil {
+		if err := n.settle(ctx); err != nil {
+			n.m.log.Warn("mount: commit of an unlinked file failed", "err", err)
+		}
+		if _, derr := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: *o}); derr == nil {
+			n.f.orphan.Store(nil)
+		}
+	}
+	return errno(err)
+}
+
+// readahead notices sequential (or nearly sequential) reading and starts
+// background fetches of the blocks ahead, the window doubling with the
+// streak up to Config.Readahead blocks.
+func (h *handle) readahead(n *node, exts []*metapb.Extent, committed, off, length int64) {
+	bs := n.m.cfg.BlockSize
+	h.mu.Lock()
+	d := off - h.next
+	if d >= -2*bs && d <= 2*bs {
+		h.streak++
+	} else {
+		h.streak, h.ahead = 0, 0
+	}
+	h.next = off + length
+	if h.streak < 2 {
+		h.mu.Unlock()
+		return
+	}
+	window := min(int64(1)<<min(h.streak, 20), int64(n.m.cfg.Readahead)) * bs
+	from := max(h.ahead, off+length)
+	to := min(off+length+window, committed)
+	if from >= to {
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	started := n.m.blocks.prefetch(exts, committed, from, to)
+	h.mu.Lock()
+	h.ahead = max(h.ahead, started)
+	h.mu.Unlock()
+}

@@ -1,0 +1,370 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// node is a file, directory or symlink of one namespace. Its identity is
+// the Cairn inode number; its path (which meta's API takes) is where the
+// kernel last found it.
+type node struct {
+	fs.Inode
+	m  *Mount
+	ns string
+
+	mu sync.Mutex
+	// attr is the last inode record seen; valid says the session has not
+	// invalidated it since (and gen that no session reset has).
+	attr  *metapb.Inode
+	valid bool
+	gen   uint64
+	// Directories: the children seen by a complete listing, trusted
+	// like attr (a lookup of a name not in it is answered locally).
+	kids     map[string]*metapb.Inode
+	complete bool
+	listGen  uint64
+	// Regular files: see file.go.
+	f fileState
+	// Commits left behind by close and attribute changes (writeback.go).
+	wb chain
+}
+
+var (
+	_ fs.NodeGetattrer = (*node)(nil)
+	_ fs.NodeSetattrer = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
+)
+
+func (m *Mount) newNode(ns string, ino *metapb.Inode) *node {
+	return &node{m: m, ns: ns, attr: ino}
+}
+
+func stableOf(ino *metapb.Inode) fs.StableAttr {
+	return fs.StableAttr{Mode: typeBits(ino.Type), Ino: ino.Ino}
+}
+
+func typeBits(t metapb.FileType) uint32 {
+	switch t {
+	case metapb.FileType_DIRECTORY:
+		return syscall.S_IFDIR
+	case metapb.FileType_SYMLINK:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+func (n *node) isDir() bool { return n.StableAttr().Mode == syscall.S_IFDIR }
+
+// path is n's path inside its namespace ("" for the root), from the
+// kernel's view of the tree. An inode no longer reachable (unlinked while
+// open) answers with the orphan name it was moved to.
+func (n *node) path() (string, error) {
+	if o := n.f.orphan.Load(); o != nil {
+		return *o, nil
+	}
+	n.m.mu.Lock()
+	root := n.m.nsRoot[n.ns]
+	n.m.mu.Unlock()
+	var parts []string
+	cur := &n.Inode
+	for cur != &root.Inode {
+		name, parent := cur.Parent()
+		if parent == nil {
+			if q := n.f.queuedAt.Load(); q != nil && n.busy() {
+				return *q, nil
+			}
+			return "", syscall.ESTALE
+		}
+		parts = append(parts, name)
+		cur = parent
+	}
+	p := ""
+	for i := len(parts) - 1; i >= 0; i-- {
+		if p != "" {
+			p += "/"
+		}
+		p += parts[i]
+	}
+	return p, nil
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// cached returns n's attributes if the session vouches for them.
+func (n *node) cached() *metapb.Inode {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.valid && n.gen == n.m.sess.generation() && n.attr != nil && n.m.sess.live() {
+		return n.attr
+	}
+	return nil
+}
+
+// setAttr records an inode record fetched or returned by a call that
+// started at session epoch ep: it is trusted only if no event came since.
+func (n *node) setAttr(ino *metapb.Inode, ep uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.setAttrLocked(ino, ep)
+}
+
+func (n *node) setAttrLocked(ino *metapb.Inode, ep uint64) {
+	if n.attr != nil && n.attr.Ino == ino.Ino && n.attr.Version > ino.Version {
+		return // an older answer arriving late
+	}
+	if n.attr != nil && n.attr.Version != ino.Version {
+		n.f.exts, n.f.extsOK = nil, false // extents belong to the old version
+	}
+	n.attr = ino
+	n.valid = ep == n.m.sess.epoch() && n.m.sess.live()
+	n.gen = n.m.sess.generation()
+}
+
+// tellParent updates the parent's listing with n's new record (the
+// mount's own changes: their events are not applied to it).
+func (n *node) tellParent(a *metapb.Inode) {
+	if name, parent := n.Parent(); parent != nil {
+		if pn, ok := parent.Operations().(*node); ok {
+			pn.added(name, a)
+		}
+	}
+}
+
+// listed reports whether n's complete listing may answer (n.mu held).
+func (n *node) listed() bool {
+	return n.complete && n.listGen == n.m.sess.generation() && n.m.sess.live()
+}
+
+// invalidate drops what the session vouched for.
+func (n *node) invalidate() {
+	n.mu.Lock()
+	n.valid = false
+	n.complete = false
+	n.kids = nil
+	n.mu.Unlock()
+}
+
+// stat returns n's attributes, from the cache or with one Resolve.
+func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
+	if a := n.cached(); a != nil {
+		return a, nil
+	}
+	if n.busy() {
+		// Changes of this mount are queued for meta: the local record is
+		// the newer one.
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.attr, nil
+	}
+	p, err := n.path()
+	if err != nil {
+		return nil, err
+	}
+	ep := n.m.sess.epoch()
+	var r *metapb.ResolveResponse
+	err = retry(ctx, func() (err error) {
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.setAttr(r.Inode, ep)
+	return r.Inode, nil
+}
+
+// fill writes a's attributes to out, with the size a file's unflushed
+// writes give it.
+func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
+	out.Ino = a.Ino
+	out.Mode = typeBits(a.Type) | a.Mode&07777
+	out.Nlink = max(a.Nlink, 1)
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Size = a.Size
+	if a.Type == metapb.FileType_SYMLINK {
+		out.Size = uint64(len(a.SymlinkTarget))
+	}
+	n.mu.Lock()
+	if n.f.hasDirty() {
+		out.Size = uint64(n.f.size)
+	}
+	n.mu.Unlock()
+	out.Blocks = (out.Size + 511) / 512
+	out.Blksize = 1 << 20
+	mt := time.Unix(0, a.MtimeNs)
+	ct := time.Unix(0, a.CtimeNs)
+	out.SetTimes(&mt, &mt, &ct)
+}
+
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	ctx = n.m.begin(ctx, "getattr")
+	defer end(ctx)
+	a, err := n.stat(ctx)
+	if err != nil {
+		return errno(err)
+	}
+	n.fill(a, &out.Attr)
+	out.SetTimeout(n.m.timeout())
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	ctx = n.m.begin(ctx, "setattr")
+	defer end(ctx)
+	p, err := n.writable()
+	if err != nil {
+		return errno(err)
+	}
+	req := &metapb.SetAttrRequest{Ns: n.ns, Path: p}
+	if m, ok := in.GetMode(); ok {
+		m &= 07777
+		req.Mode = &m
+	}
+	if u, ok := in.GetUID(); ok {
+		req.Uid = &u
+	}
+	if g, ok := in.GetGID(); ok {
+		req.Gid = &g
+	}
+	if t, ok := in.GetMTime(); ok {
+		ns := t.UnixNano()
+		req.MtimeNs = &ns
+	}
+	if sz, ok := in.GetSize(); ok {
+		// Unflushed writes first, so the cut applies to them too.
+		if err := n.flush(ctx); err != nil {
+			return errno(err)
+		}
+		req.Size = &sz
+	}
+	if req.Mode == nil && req.Uid == nil && req.Gid == nil && req.MtimeNs == nil && req.Size == nil {
+		// atime only: not kept.
+		return n.Getattr(ctx, fh, out)
+	}
+	if req.Size == nil && n.isFile() && n.setAttrBehind(ctx, req, out) {
+		return 0
+	}
+	if err := n.settle(ctx); err != nil {
+		return errno(err)
+	}
+	ep := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, p)
+	a, err := n.m.meta.SetAttr(ctx, req)
+	if err != nil {
+		done(0)
+		return errno(err)
+	}
+	n.mu.Lock()
+	exts, ok := n.f.exts, n.f.extsOK
+	n.setAttrLocked(a, ep)
+	if req.Size == nil {
+		n.f.exts, n.f.extsOK = exts, ok // attributes only: the content is as it was
+	}
+	n.mu.Unlock()
+	n.tellParent(a)
+	done(a.Seq)
+	n.fill(a, &out.Attr)
+	out.SetTimeout(n.m.timeout())
+	return 0
+}
+
+// setAttrBehind applies an attribute change locally and queues it for
+// meta (tar sets owner, mode and times of every file right after writing
+// it: three synchronous commits otherwise).
+func (n *node) setAttrBehind(ctx context.Context, req *metapb.SetAttrRequest, out *fuse.AttrOut) bool {
+	n.mu.Lock()
+	if n.attr == nil {
+		n.mu.Unlock()
+		return false
+	}
+	a := proto.Clone(n.attr).(*metapb.Inode)
+	if req.Mode != nil {
+		a.Mode = *req.Mode
+	}
+	if req.Uid != nil {
+		a.Uid = *req.Uid
+	}
+	if req.Gid != nil {
+		a.Gid = *req.Gid
+	}
+	if req.MtimeNs != nil {
+		a.MtimeNs = *req.MtimeNs
+	}
+	a.CtimeNs = time.Now().UnixNano()
+	old := n.attr
+	n.attr = a
+	n.mu.Unlock()
+	queued := n.m.wb.enqueue(ctx, n, work{attrs: req})
+	if !queued {
+		n.mu.Lock()
+		if n.attr == a {
+			n.attr = old
+		}
+		n.mu.Unlock()
+		return false
+	}
+	n.fill(a, &out.Attr)
+	out.SetTimeout(n.m.timeout())
+	return true
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	// Capacity is not reported by meta yet: show a large, mostly free
+	// file system so that tools that check free space proceed.
+	const bs = 1 << 20
+	out.Bsize, out.Frsize = bs, bs
+	out.Blocks = 1 << 30
+	out.Bfree, out.Bavail = 1<<30, 1<<30
+	out.Files, out.Ffree = 1<<40, 1<<40
+	out.NameLen = 255
+	return 0
+}
+
+// child returns the node for a child inode record, creating or reusing
+// the kernel-facing inode, and fills out.
+func (n *node) child(ctx context.Context, name string, a *metapb.Inode, ep uint64, out *fuse.EntryOut) *fs.Inode {
+	ch := n.GetChild(name)
+	var cn *node
+	if ch != nil && ch.StableAttr().Ino == a.Ino {
+		cn = ch.Operations().(*node)
+	} else {
+		cn = n.m.newNode(n.ns, a)
+		ch = n.NewInode(ctx, cn, stableOf(a))
+		cn = ch.Operations().(*node) // an inode already known (hard link) is reused
+	}
+	cn.mu.Lock()
+	if cn.attr != nil && cn.attr.Ino == a.Ino && (cn.attr.Version > a.Version || cn.busy()) {
+		a = cn.attr // the listing that answered is older than what the node knows
+	} else {
+		cn.setAttrLocked(proto.Clone(a).(*metapb.Inode), ep)
+	}
+	cn.mu.Unlock()
+	cn.fill(a, &out.Attr)
+	t := n.m.timeout()
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return ch
+}
+
+// kernelErr is errno for a meta error about a name in n.
+func kernelErr(err error) syscall.Errno {
+	if errors.Is(errors.Precondition, err) {
+		return syscall.EEXIST
+	}
+	return errno(err)
+}

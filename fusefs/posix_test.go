@@ -1,0 +1,395 @@
+package fusefs_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// wantErrno fails unless err carries errno want.
+func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
+	t.Helper()
+	var got syscall.Errno
+	if !errors.As(err, &got) || got != want {
+		t.Errorf("%s: got %v, want %v", what, err, want)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestPOSIX runs the behaviour suite on one mount: each subtest is an
+// operation and its error cases, as a local file system answers them.
+func TestPOSIX(t *testing.T) {
+	srv := store(t)
+	dir, _ := mount(t, srv, "data", nil)
+
+	t.Run("create-read-write", func(t *testing.T) {
+		p := filepath.Join(dir, "hello.txt")
+		must(t, os.WriteFile(p, []byte("hello, world"), 0o644))
+		if got := readFile(t, p); got != "hello, world" {
+			t.Fatalf("read %q", got)
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if f != nil {
+			f.Close()
+		}
+		wantErrno(t, "O_EXCL on existing", err, syscall.EEXIST)
+		_, err = os.ReadFile(filepath.Join(dir, "missing"))
+		wantErrno(t, "open missing", err, syscall.ENOENT)
+		_, err = os.ReadFile(filepath.Join(dir, "hello.txt", "x"))
+		wantErrno(t, "path through a file", err, syscall.ENOTDIR)
+		_, err = os.Create(filepath.Join(dir, strings.Repeat("n", 256)))
+		wantErrno(t, "long name", err, syscall.ENAMETOOLONG)
+		// Visible through the object API too.
+		st, err := os.Stat(p)
+		must(t, err)
+		if st.Size() != 12 || st.Mode().Perm() != 0o644 || !st.Mode().IsRegular() {
+			t.Fatalf("stat: size %d mode %v", st.Size(), st.Mode())
+		}
+	})
+
+	t.Run("write-at-offsets", func(t *testing.T) {
+		p := filepath.Join(dir, "offsets")
+		f, err := os.Create(p)
+		must(t, err)
+		_, err = f.WriteAt([]byte("world"), 6)
+		must(t, err)
+		_, err = f.WriteAt([]byte("hello "), 0)
+		must(t, err)
+		// Read back through the same descriptor before any close.
+		buf := make([]byte, 11)
+		_, err = f.ReadAt(buf, 0)
+		must(t, err)
+		if string(buf) != "hello world" {
+			t.Fatalf("read before close %q", buf)
+		}
+		must(t, f.Close())
+		// Overwrite in the middle after a commit, past the end with a hole.
+		f, err = os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		_, err = f.WriteAt([]byte("W"), 6)
+		must(t, err)
+		_, err = f.WriteAt([]byte("!"), 15)
+		must(t, err)
+		must(t, f.Close())
+		want := "hello World\x00\x00\x00\x00!"
+		if got := readFile(t, p); got != want {
+			t.Fatalf("got %q want %q", got, want)
+		}
+	})
+
+	t.Run("truncate", func(t *testing.T) {
+		p := filepath.Join(dir, "trunc")
+		must(t, os.WriteFile(p, []byte("0123456789"), 0o644))
+		must(t, os.Truncate(p, 4))
+		if got := readFile(t, p); got != "0123" {
+			t.Fatalf("shrunk: %q", got)
+		}
+		must(t, os.Truncate(p, 8))
+		if got := readFile(t, p); got != "0123\x00\x00\x00\x00" {
+			t.Fatalf("grown: %q", got)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+		must(t, err)
+		_, err = f.Write([]byte("ab"))
+		must(t, err)
+		must(t, f.Close())
+		if got := readFile(t, p); got != "ab" {
+			t.Fatalf("O_TRUNC: %q", got)
+		}
+		wantErrno(t, "truncate dir", os.Truncate(dir, 0), syscall.EISDIR)
+		wantErrno(t, "truncate negative", os.Truncate(p, -1), syscall.EINVAL)
+	})
+
+	t.Run("append", func(t *testing.T) {
+		p := filepath.Join(dir, "log")
+		for i := 0; i < 3; i++ {
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			must(t, err)
+			_, err = f.Write([]byte{'a' + byte(i)})
+			must(t, err)
+			_, err = f.Write([]byte{'A' + byte(i)})
+			must(t, err)
+			must(t, f.Close())
+		}
+		if got := readFile(t, p); got != "aAbBcC" {
+			t.Fatalf("append: %q", got)
+		}
+	})
+
+	t.Run("mkdir-rmdir-readdir", func(t *testing.T) {
+		d := filepath.Join(dir, "d1")
+		must(t, os.Mkdir(d, 0o750))
+		wantErrno(t, "mkdir existing", os.Mkdir(d, 0o755), syscall.EEXIST)
+		wantErrno(t, "mkdir missing parent", os.Mkdir(filepath.Join(dir, "nope", "x"), 0o755), syscall.ENOENT)
+		st, err := os.Stat(d)
+		must(t, err)
+		if !st.IsDir() || st.Mode().Perm() != 0o750 {
+			t.Fatalf("mode %v", st.Mode())
+		}
+		for _, n := range []string{"b", "a", "c"} {
+			must(t, os.WriteFile(filepath.Join(d, n), []byte(n), 0o644))
+		}
+		must(t, os.Mkdir(filepath.Join(d, "sub"), 0o755))
+		if got := names(t, d); got != "a,b,c,sub" {
+			t.Fatalf("readdir: %v", got)
+		}
+		wantErrno(t, "rmdir non-empty", os.Remove(d), syscall.ENOTEMPTY)
+		wantErrno(t, "rmdir a file", unix.Rmdir(filepath.Join(d, "a")), syscall.ENOTDIR)
+		wantErrno(t, "unlink a dir", unix.Unlink(filepath.Join(d, "sub")), syscall.EISDIR)
+		must(t, os.RemoveAll(d))
+		_, err = os.Stat(d)
+		wantErrno(t, "stat removed", err, syscall.ENOENT)
+	})
+
+	t.Run("rename", func(t *testing.T) {
+		a, b := filepath.Join(dir, "ra"), filepath.Join(dir, "rb")
+		must(t, os.WriteFile(a, []byte("A"), 0o644))
+		must(t, os.WriteFile(b, []byte("B"), 0o644))
+		// syscall.Rename: os.Rename refuses a directory target itself.
+		must(t, os.Rename(a, b)) // replaces atomically
+		if got := readFile(t, b); got != "A" {
+			t.Fatalf("after rename: %q", got)
+		}
+		_, err := os.Stat(a)
+		wantErrno(t, "old name", err, syscall.ENOENT)
+		must(t, os.Mkdir(filepath.Join(dir, "rd"), 0o755))
+		must(t, os.Mkdir(filepath.Join(dir, "rd2"), 0o755))
+		must(t, os.WriteFile(filepath.Join(dir, "rd2", "f"), nil, 0o644))
+		wantErrno(t, "file over dir", syscall.Rename(b, filepath.Join(dir, "rd")), syscall.EISDIR)
+		wantErrno(t, "dir over file", syscall.Rename(filepath.Join(dir, "rd"), b), syscall.ENOTDIR)
+		wantErrno(t, "dir over non-empty dir", syscall.Rename(filepath.Join(dir, "rd"), filepath.Join(dir, "rd2")), syscall.ENOTEMPTY)
+		wantErrno(t, "dir into itself", syscall.Rename(filepath.Join(dir, "rd"), filepath.Join(dir, "rd", "x")), syscall.EINVAL)
+		wantErrno(t, "missing source", syscall.Rename(filepath.Join(dir, "nope"), b), syscall.ENOENT)
+		wantErrno(t, "noreplace", unix.Renameat2(unix.AT_FDCWD, b, unix.AT_FDCWD, filepath.Join(dir, "rd2", "f"), unix.RENAME_NOREPLACE), syscall.EEXIST)
+		must(t, os.Rename(b, filepath.Join(dir, "rd", "moved")))
+		if got := readFile(t, filepath.Join(dir, "rd", "moved")); got != "A" {
+			t.Fatalf("moved: %q", got)
+		}
+		must(t, os.Rename(filepath.Join(dir, "rd"), filepath.Join(dir, "rd3")))
+		if got := readFile(t, filepath.Join(dir, "rd3", "moved")); got != "A" {
+			t.Fatalf("dir moved: %q", got)
+		}
+	})
+
+	t.Run("unlink-open-file", func(t *testing.T) {
+		p := filepath.Join(dir, "open-unlinked")
+		data := bytes.Repeat([]byte("x"), 3<<20)
+		must(t, os.WriteFile(p, data, 0o644))
+		f, err := os.Open(p)
+		must(t, err)
+		must(t, os.Remove(p))
+		_, err = os.Stat(p)
+		wantErrno(t, "stat unlinked", err, syscall.ENOENT)
+		got, err := io.ReadAll(f)
+		must(t, err)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("read of unlinked open file: %d bytes", len(got))
+		}
+		must(t, f.Close())
+		ents, err := os.ReadDir(dir)
+		must(t, err)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".cairn") {
+				t.Errorf("internal name listed: %s", e.Name())
+			}
+		}
+		wantErrno(t, "unlink missing", os.Remove(p), syscall.ENOENT)
+	})
+
+	t.Run("chmod-chown-utimens", func(t *testing.T) {
+		p := filepath.Join(dir, "attrs")
+		must(t, os.WriteFile(p, []byte("x"), 0o644))
+		must(t, os.Chmod(p, 0o600))
+		must(t, os.Chown(p, 1234, 5678))
+		mt := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+		must(t, os.Chtimes(p, mt, mt))
+		st, err := os.Stat(p)
+		must(t, err)
+		sys := st.Sys().(*syscall.Stat_t)
+		if st.Mode().Perm() != 0o600 || sys.Uid != 1234 || sys.Gid != 5678 || !st.ModTime().Equal(mt) {
+			t.Fatalf("mode %v uid %d gid %d mtime %v", st.Mode(), sys.Uid, sys.Gid, st.ModTime())
+		}
+	})
+
+	t.Run("permissions", func(t *testing.T) {
+		p := filepath.Join(dir, "private")
+		must(t, os.WriteFile(p, []byte("secret"), 0o600))
+		must(t, os.Mkdir(filepath.Join(dir, "locked"), 0o700))
+		// As another user, through the kernel's permission checks.
+		err := asUser(t, 4321, func() error {
+			_, err := os.ReadFile(p)
+			return err
+		})
+		wantErrno(t, "read 0600 as other", err, syscall.EACCES)
+		err = asUser(t, 4321, func() error { return os.WriteFile(filepath.Join(dir, "locked", "f"), nil, 0o644) })
+		wantErrno(t, "create in 0700 dir as other", err, syscall.EACCES)
+		err = asUser(t, 4321, func() error { return os.Chmod(p, 0o777) })
+		wantErrno(t, "chmod of another's file", err, syscall.EPERM)
+		err = asUser(t, 4321, func() error { return os.Chown(p, 4321, 4321) })
+		wantErrno(t, "chown as non-root", err, syscall.EPERM)
+		must(t, os.Mkdir(filepath.Join(dir, "shared"), 0o777))
+		must(t, os.Chmod(filepath.Join(dir, "shared"), 0o777))
+		err = asUser(t, 4321, func() error { return os.WriteFile(filepath.Join(dir, "shared", "mine"), []byte("x"), 0o644) })
+		if err != nil {
+			st, _ := os.Stat(filepath.Join(dir, "shared"))
+			t.Logf("shared: %v %+v", st.Mode(), st.Sys())
+		}
+		must(t, err)
+		st, err := os.Stat(filepath.Join(dir, "shared", "mine"))
+		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 4321 {
+			t.Fatalf("created as 4321: %v %+v", err, st)
+		}
+	})
+
+	t.Run("symlink", func(t *testing.T) {
+		l := filepath.Join(dir, "link")
+		must(t, os.WriteFile(filepath.Join(dir, "target"), []byte("T"), 0o644))
+		must(t, os.Symlink("target", l))
+		got, err := os.Readlink(l)
+		must(t, err)
+		if got != "target" {
+			t.Fatalf("readlink %q", got)
+		}
+		if s := readFile(t, l); s != "T" {
+			t.Fatalf("through link %q", s)
+		}
+		st, err := os.Lstat(l)
+		must(t, err)
+		if st.Mode()&os.ModeSymlink == 0 || st.Size() != 6 {
+			t.Fatalf("lstat %v size %d", st.Mode(), st.Size())
+		}
+		wantErrno(t, "symlink over existing", os.Symlink("x", l), syscall.EEXIST)
+		_, err = os.Readlink(filepath.Join(dir, "target"))
+		wantErrno(t, "readlink of a file", err, syscall.EINVAL)
+	})
+
+	t.Run("hardlink", func(t *testing.T) {
+		a, b := filepath.Join(dir, "h1"), filepath.Join(dir, "h2")
+		must(t, os.WriteFile(a, []byte("shared"), 0o644))
+		must(t, os.Link(a, b))
+		sa, _ := os.Stat(a)
+		sb, _ := os.Stat(b)
+		if sa.Sys().(*syscall.Stat_t).Ino != sb.Sys().(*syscall.Stat_t).Ino || sb.Sys().(*syscall.Stat_t).Nlink != 2 {
+			t.Fatalf("not one inode with two links: %+v %+v", sa.Sys(), sb.Sys())
+		}
+		must(t, os.Remove(a))
+		if got := readFile(t, b); got != "shared" {
+			t.Fatalf("after unlinking one name: %q", got)
+		}
+		st, _ := os.Stat(b)
+		if n := st.Sys().(*syscall.Stat_t).Nlink; n != 1 {
+			t.Fatalf("nlink %d", n)
+		}
+		wantErrno(t, "link to dir", os.Link(dir+"/rd3", dir+"/rdlink"), syscall.EPERM)
+		wantErrno(t, "link over existing", os.Link(b, filepath.Join(dir, "target")), syscall.EEXIST)
+	})
+
+	t.Run("xattr", func(t *testing.T) {
+		p := filepath.Join(dir, "xa")
+		must(t, os.WriteFile(p, nil, 0o644))
+		must(t, unix.Setxattr(p, "user.color", []byte("blue"), 0))
+		buf := make([]byte, 64)
+		n, err := unix.Getxattr(p, "user.color", buf)
+		must(t, err)
+		if string(buf[:n]) != "blue" {
+			t.Fatalf("getxattr %q", buf[:n])
+		}
+		wantErrno(t, "XATTR_CREATE on existing", unix.Setxattr(p, "user.color", []byte("x"), unix.XATTR_CREATE), syscall.EEXIST)
+		wantErrno(t, "XATTR_REPLACE on missing", unix.Setxattr(p, "user.size", []byte("x"), unix.XATTR_REPLACE), syscall.ENODATA)
+		n, err = unix.Listxattr(p, buf)
+		must(t, err)
+		if string(buf[:n]) != "user.color\x00" {
+			t.Fatalf("listxattr %q", buf[:n])
+		}
+		must(t, unix.Removexattr(p, "user.color"))
+		_, err = unix.Getxattr(p, "user.color", buf)
+		wantErrno(t, "removed", err, syscall.ENODATA)
+		wantErrno(t, "trusted namespace", unix.Setxattr(p, "trusted.x", []byte("x"), 0), syscall.ENOTSUP)
+	})
+
+	t.Run("fsync-statfs", func(t *testing.T) {
+		p := filepath.Join(dir, "synced")
+		f, err := os.Create(p)
+		must(t, err)
+		_, err = f.Write([]byte("durable"))
+		must(t, err)
+		must(t, f.Sync())
+		// Committed before close: the object API sees it.
+		got, err := srv.Client().StatFresh(t.Context(), "data", "synced")
+		must(t, err)
+		if got.Size() != 7 {
+			t.Fatalf("after fsync, meta has size %d", got.Size())
+		}
+		must(t, f.Close())
+		var st unix.Statfs_t
+		must(t, unix.Statfs(dir, &st))
+		if st.Bavail == 0 || st.Namelen != 255 {
+			t.Fatalf("statfs %+v", st)
+		}
+	})
+
+	t.Run("locks", func(t *testing.T) {
+		p := filepath.Join(dir, "lockfile")
+		must(t, os.WriteFile(p, nil, 0o644))
+		f1, err := os.Open(p)
+		must(t, err)
+		defer f1.Close()
+		f2, err := os.Open(p)
+		must(t, err)
+		defer f2.Close()
+		must(t, unix.Flock(int(f1.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+		wantErrno(t, "second flock", unix.Flock(int(f2.Fd()), unix.LOCK_EX|unix.LOCK_NB), syscall.EWOULDBLOCK)
+		must(t, unix.Flock(int(f1.Fd()), unix.LOCK_UN))
+		must(t, unix.Flock(int(f2.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+	})
+
+	t.Run("large-file", func(t *testing.T) {
+		p := filepath.Join(dir, "large")
+		data := make([]byte, 20<<20+12345)
+		for i := range data {
+			data[i] = byte(i * 7 / 3)
+		}
+		must(t, os.WriteFile(p, data, 0o644))
+		got, err := os.ReadFile(p)
+		must(t, err)
+		if !bytes.Equal(got, data) {
+			t.Fatal("large file differs")
+		}
+		f, err := os.Open(p)
+		must(t, err)
+		defer f.Close()
+		buf := make([]byte, 4096)
+		for _, off := range []int64{15 << 20, 1, 8<<20 - 100, int64(len(data)) - 10} {
+			n, err := f.ReadAt(buf, off)
+			if err != nil && err != io.EOF {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(buf[:n], data[off:off+int64(n)]) {
+				t.Fatalf("ReadAt %d differs", off)
+			}
+		}
+	})
+}

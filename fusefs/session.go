@@ -1,0 +1,338 @@
+package fusefs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"google.golang.org/grpc/metadata"
+
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+// session follows meta's MountSession stream. Every event drops the
+// entries it names, here and in the kernel, before it is acknowledged;
+// meta answers the writer only after that acknowledgement. Caches are
+// trusted only while the session is live: established, proven by its
+// first event, and heard from within half a lease. A lost stream, a gap in
+// the sequence or silence drops everything (generation moves on).
+type session struct {
+	m  *Mount
+	id string
+
+	gen   atomic.Uint64 // moves at every reset: cached state of older generations is dead
+	ep    atomic.Uint64 // moves at every event: answers fetched across one are not cached
+	heard atomic.Int64  // unix nanoseconds of meta's last message
+	up    atomic.Bool
+
+	last   atomic.Uint64 // sequence of the last event received
+	sendMu sync.Mutex    // one sender at a time on the stream
+
+	mu  sync.Mutex
+	own map[string]*ownOp // ns\x00path -> this mount's mutations in flight
+	// expect holds, per path, the sequence of this mount's own change
+	// whose event has not arrived yet (the reply often outruns the
+	// stream): events up to it are this mount's own.
+	expect map[string]uint64
+}
+
+// ownOp holds the events for a path this mount is changing itself: they
+// are its own, and the kernel already knows (it asked for the change);
+// applying them would only throw away what the reply is about to cache.
+// Events numbered past the reply's are someone else's and are applied
+// when the reply arrives.
+type ownOp struct {
+	n    int
+	held []*metapb.Event
+}
+
+func newSession(m *Mount) *session {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return &session{m: m, id: hex.EncodeToString(b), own: map[string]*ownOp{}, expect: map[string]uint64{}}
+}
+
+func (s *session) live() bool {
+	return s.up.Load() && time.Since(time.Unix(0, s.heard.Load())) < meta.SessionLease/2
+}
+
+func (s *session) generation() uint64 { return s.gen.Load() }
+func (s *session) epoch() uint64      { return s.ep.Load() }
+
+func ownKey(ns, p string) string { return ns + "\x00" + p }
+
+// mutating registers this mount's change of paths in ns; done(seq), with
+// the reply's sequence (0: unknown), releases them.
+func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
+	s.mu.Lock()
+	for _, p := range paths {
+		o := s.own[ownKey(ns, p)]
+		if o == nil {
+			o = &ownOp{}
+			s.own[ownKey(ns, p)] = o
+		}
+		o.n++
+	}
+	s.mu.Unlock()
+	return func(seq uint64) {
+		var later []*metapb.Event
+		s.mu.Lock()
+		for _, p := range paths {
+			k := ownKey(ns, p)
+			o := s.own[k]
+			if o == nil {
+				continue
+			}
+			for _, e := range o.held {
+				if seq == 0 || e.Seq > seq {
+					later = append(later, e)
+				}
+			}
+			o.held = nil
+			if o.n--; o.n == 0 {
+				delete(s.own, k)
+			}
+			if seq > s.last.Load() {
+				s.expect[k] = max(s.expect[k], seq)
+			}
+		}
+		s.mu.Unlock()
+		for _, e := range later {
+			// From inside a FUSE operation: the kernel may hold the very
+			// locks a notification takes, so it goes out asynchronously.
+			s.apply(e, false)
+		}
+	}
+}
+
+func (s *session) run(ctx context.Context) {
+	backoff := 50 * time.Millisecond
+	var last uint64
+	for ctx.Err() == nil {
+		err := s.follow(ctx, &last)
+		s.reset()
+		if ctx.Err() != nil {
+			return
+		}
+		s.m.log.Debug("mount: session lost", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (s *session) follow(ctx context.Context, last *uint64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, meta.SessionHeader, s.id)
+	stream, err := s.m.meta.MountSession(ctx)
+	if err != nil {
+		return err
+	}
+	s.sendMu.Lock()
+	err = stream.Send(&metapb.MountSessionMsg{Session: s.id})
+	s.sendMu.Unlock()
+	if err != nil {
+		return err
+	}
+	go func() {
+		// Silence for half a lease ends the session: meta may already
+		// be answering writers without this mount's acknowledgement.
+		t := time.NewTicker(meta.LeaseBeat / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if s.up.Load() && !s.live() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	first := true
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		s.heard.Store(time.Now().UnixNano())
+		if ev.MountFlush {
+			// Another client is about to look: commit everything left
+			// behind, then say so (not on this goroutine, which must keep
+			// acknowledging the events those commits cause elsewhere).
+			go func() {
+				e := s.m.wb.drain()
+				s.sendMu.Lock()
+				stream.Send(&metapb.MountSessionMsg{Clean: e})
+				s.sendMu.Unlock()
+			}()
+			continue
+		}
+		if ev.MountNotice != 0 {
+			// Another mount changed ns/path behind: drop it like a
+			// change, so that the next look asks meta.
+			s.apply(ev, true)
+			s.sendMu.Lock()
+			err := stream.Send(&metapb.MountSessionMsg{NoticeAck: ev.MountNotice})
+			s.sendMu.Unlock()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if ev.Seq == 0 && !ev.Reset_ {
+			continue // heartbeat
+		}
+		gap := *last != 0 && ev.Seq != *last+1 && !ev.Reset_
+		if first || ev.Reset_ || gap {
+			s.reset()
+			first = false
+			s.up.Store(true)
+		}
+		*last = ev.Seq
+		s.last.Store(ev.Seq)
+		if !ev.Reset_ {
+			s.apply(ev, true)
+		}
+		s.sendMu.Lock()
+		err = stream.Send(&metapb.MountSessionMsg{Ack: ev.Seq})
+		s.sendMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// reset drops everything cached, here and (asynchronously) in the kernel.
+func (s *session) reset() {
+	s.m.stats.Op("session-reset").Calls.Add(1) // shown in .cairn-stats: each drops every cache
+	s.up.Store(false)
+	s.gen.Add(1)
+	s.ep.Add(1)
+	if s.m.root == nil {
+		return
+	}
+	go forgetTree(s.m.root)
+}
+
+// forgetTree tells the kernel to drop every entry below dir.
+func forgetTree(dir *fs.Inode) {
+	for name, ch := range dir.Children() {
+		if ch.IsDir() {
+			forgetTree(ch)
+		}
+		dir.NotifyEntry(name)
+	}
+}
+
+// apply drops what ev names. With wait, the kernel's notifications are
+// waited for (briefly: a kernel lock held by a request this mount is
+// serving could delay them indefinitely, and the request may itself be
+// waiting for meta, which waits for this acknowledgement).
+func (s *session) apply(ev *metapb.Event, wait bool) {
+	if wait && ev.MountNotice == 0 {
+		k := ownKey(ev.Ns, ev.Path)
+		s.mu.Lock()
+		o := s.own[k]
+		if o != nil {
+			o.held = append(o.held, ev)
+		}
+		x, mine := s.expect[k]
+		mine = mine && ev.Seq <= x
+		if mine && ev.Seq == x {
+			delete(s.expect, k)
+		}
+		if len(s.expect) > 4096 {
+			for k, x := range s.expect {
+				if x <= ev.Seq {
+					delete(s.expect, k)
+				}
+			}
+		}
+		s.mu.Unlock()
+		if o != nil || mine {
+			return // the operation keeps this mount's caches current itself
+		}
+	}
+	s.ep.Add(1)
+	var kernel []func()
+	if ev.Namespace {
+		if l, ok := s.m.rootOps().(*nsList); ok {
+			kernel = append(kernel, func() { l.NotifyEntry(ev.Ns) })
+		}
+	} else {
+		if n := s.find(ev.Ns, ev.Path); n != nil {
+			n.invalidate()
+			kernel = append(kernel, func() { n.NotifyContent(0, 0) })
+		}
+		if ev.Path != "" {
+			if parent := s.find(ev.Ns, parentOf(ev.Path)); parent != nil {
+				parent.invalidate()
+				name := ev.Path[strings.LastIndexByte(ev.Path, '/')+1:]
+				kernel = append(kernel, func() {
+					parent.NotifyEntry(name)
+					parent.NotifyContent(-1, 0)
+				})
+			}
+		}
+	}
+	if len(kernel) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, f := range kernel {
+			f()
+		}
+		close(done)
+	}()
+	if wait {
+		select {
+		case <-done:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// find returns the node at ns/p if the kernel's tree holds it.
+func (s *session) find(ns, p string) *node {
+	s.m.mu.Lock()
+	root := s.m.nsRoot[ns]
+	s.m.mu.Unlock()
+	if root == nil {
+		return nil
+	}
+	cur := &root.Inode
+	for p != "" {
+		var name string
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			name, p = p[:i], p[i+1:]
+		} else {
+			name, p = p, ""
+		}
+		if cur = cur.GetChild(name); cur == nil {
+			return nil
+		}
+	}
+	n, _ := cur.Operations().(*node)
+	return n
+}

@@ -1,0 +1,363 @@
+package fusefs
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+// writeBehind runs the commits that close() and attribute changes leave
+// behind: per inode in order, across inodes in parallel (meta's group
+// commit then shares fsyncs). Before the first of them is queued the mount
+// tells meta it is dirty; meta recalls (session Event.mount_flush) before
+// any other client reads or changes namespace data, and the mount answers
+// once everything queued so far is committed. So close() costs no round
+// trip to meta or the data servers, and close-to-open still holds for
+// every other client. Durability is fsync's (as on a local disk): a mount
+// that dies loses what it had not committed, never more, and meta never
+// holds a half-applied change.
+type writeBehind struct {
+	m   *Mount
+	sem chan struct{}
+
+	mu      sync.Mutex
+	idle    *sync.Cond      // on mu: pending dropped to 0
+	epoch   uint64          // last dirty epoch announced to meta
+	dirty   bool            // announced and not committed since
+	alone   bool            // no other session when this epoch began: paths need no notice
+	noticed map[string]bool // paths other mounts were told of in this epoch
+	pending int             // queued or running, all inodes
+
+	inoMu        sync.Mutex
+	inoNext, end uint64 // inode numbers reserved for local creates
+
+	// parked chains hold only a create: they start with the file's first
+	// flush (one commit creates it with its content) or a drain.
+	parked map[*node]bool
+}
+
+// allocIno returns an inode number reserved in meta for a local create
+// (one MountReserve per 1,024 creates).
+func (w *writeBehind) allocIno(ctx context.Context) (uint64, error) {
+	w.inoMu.Lock()
+	defer w.inoMu.Unlock()
+	if w.inoNext == w.end {
+		r, err := w.m.meta.MountReserve(ctx, &metapb.MountReserveRequest{Count: 1024})
+		if err != nil {
+			return 0, err
+		}
+		w.inoNext, w.end = r.First, r.First+uint64(r.Count)
+	}
+	w.inoNext++
+	return w.inoNext - 1, nil
+}
+
+// chain is one inode's work left behind (node.wb, guarded by its own
+// mutex so that a long flush holding node.mu does not block queueing).
+// Work coalesces: a close and the chown, chmod and utimens after it
+// become one Commit carrying the attributes.
+type chain struct {
+	mu     sync.Mutex
+	create bool                   // created here, not yet in meta (Commit.ino)
+	flush  bool                   // unflushed writes to commit
+	attrs  *metapb.SetAttrRequest // attribute changes to commit (merged)
+	done   chan struct{}          // non-nil while running; closed when idle
+	err    error                  // the first failure, reported by the next fsync/close
+}
+
+// work is what enqueue adds to a chain.
+type work struct {
+	create bool
+	flush  bool
+	attrs  *metapb.SetAttrRequest
+}
+
+func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
+	if old == nil {
+		return proto.Clone(nw).(*metapb.SetAttrRequest)
+	}
+	if nw.Mode != nil {
+		old.Mode = nw.Mode
+	}
+	if nw.Uid != nil {
+		old.Uid = nw.Uid
+	}
+	if nw.Gid != nil {
+		old.Gid = nw.Gid
+	}
+	if nw.MtimeNs != nil {
+		old.MtimeNs = nw.MtimeNs
+	}
+	return old
+}
+
+func newWriteBehind(m *Mount) *writeBehind {
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}}
+	w.idle = sync.NewCond(&w.mu)
+	return w
+}
+
+// enqueue queues f for n. It returns false when write-behind is off or meta
+// could not be told (then the caller does the work itself).
+func (w *writeBehind) enqueue(ctx context.Context, n *node, wk work) bool {
+	p, err := n.path()
+	if err != nil {
+		return false
+	}
+	return w.enqueueAt(ctx, n, p, wk)
+}
+
+// enabled reports whether work may be left behind now.
+func (w *writeBehind) enabled() bool { return !w.m.cfg.SyncClose && w.m.sess.live() }
+
+// enqueueAt is enqueue for a node at path p (a node being created is not
+// in the tree yet).
+func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work) bool {
+	if !w.enabled() {
+		return false
+	}
+	n.f.queuedAt.Store(&p)
+	k := ownKey(n.ns, p)
+	w.mu.Lock()
+	if !w.dirty || !w.alone && !w.noticed[k] {
+		// Meta learns this mount is dirty, and every other mount drops
+		// the path, before the close (or chmod...) is answered.
+		epoch := w.epoch
+		if !w.dirty {
+			epoch++
+		}
+		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p})
+		if err != nil {
+			w.mu.Unlock()
+			return false
+		}
+		if !w.dirty {
+			// Alone for the whole epoch: another session's first look
+			// recalls this mount, which ends the epoch.
+			w.alone = r.Alone
+		}
+		w.epoch, w.dirty = epoch, true
+		w.noticed[k] = true
+	}
+	// Still under w.mu: a drain (meta's recall) must either see this
+	// work pending or come before it was announced.
+	c := &n.wb
+	c.mu.Lock()
+	c.create = c.create || wk.create
+	c.flush = c.flush || wk.flush
+	if wk.attrs != nil {
+		c.attrs = mergeAttrs(c.attrs, wk.attrs)
+	}
+	switch {
+	case c.done == nil && !c.flush && c.attrs == nil:
+		c.done = make(chan struct{})
+		w.pending++
+		w.parked[n] = true
+	case c.done == nil:
+		c.done = make(chan struct{})
+		w.pending++
+		go w.run(n)
+	case w.parked[n] && (c.flush || c.attrs != nil):
+		delete(w.parked, n)
+		go w.run(n)
+	}
+	c.mu.Unlock()
+	w.mu.Unlock()
+	return true
+}
+
+// unpark starts n's chain if it is parked.
+func (w *writeBehind) unpark(n *node) {
+	w.mu.Lock()
+	if w.parked[n] {
+		delete(w.parked, n)
+		go w.run(n)
+	}
+	w.mu.Unlock()
+}
+
+func (w *writeBehind) run(n *node) {
+	c := &n.wb
+	w.sem <- struct{}{}
+	ctx := w.m.begin(context.Background(), "writebehind")
+	ctx = metadata.AppendToOutgoingContext(ctx, meta.DrainHeader, "1")
+	ctx = context.WithValue(ctx, inChainKey{}, true)
+	for {
+		c.mu.Lock()
+		create, flush, attrs := c.create, c.flush, c.attrs
+		if create {
+			flush = true // the create is the first flush's commit
+		}
+		c.create, c.flush, c.attrs = false, false, nil
+		if !flush && attrs == nil {
+			close(c.done)
+			c.done = nil
+			c.mu.Unlock()
+			break
+		}
+		c.mu.Unlock()
+		// Retried while meta is unreachable: the close was answered, so
+		// giving up would lose it. Committing the same extents or
+		// attributes twice leaves the same file.
+		n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
+	}
+	end(ctx)
+	<-w.sem
+	w.mu.Lock()
+	if w.pending--; w.pending == 0 {
+		w.idle.Broadcast()
+	}
+	w.mu.Unlock()
+}
+
+// commitBehind commits what a chain gathered: the writes with the
+// attributes in one Commit (which also creates a file created here), or
+// the attributes alone.
+func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAttrRequest) error {
+	n.mu.Lock()
+	creating := n.f.creating
+	n.mu.Unlock()
+	if creating {
+		var mtime int64
+		if attrs != nil && attrs.MtimeNs != nil {
+			mtime = *attrs.MtimeNs
+		}
+		committed, err := n.flushAt(ctx, mtime)
+		if err != nil || committed {
+			return err
+		}
+		return n.commitCreate(ctx, mtime)
+	}
+	if flush {
+		var mtime int64
+		if attrs != nil && attrs.MtimeNs != nil {
+			mtime = *attrs.MtimeNs
+		}
+		committed, err := n.flushAt(ctx, mtime)
+		if err != nil || committed {
+			return err // the commit carried the node's attributes
+		}
+	}
+	if attrs == nil {
+		return nil
+	}
+	p, err := n.path()
+	if err != nil {
+		return err
+	}
+	r := proto.Clone(attrs).(*metapb.SetAttrRequest)
+	r.Ns, r.Path = n.ns, p
+	done := n.m.sess.mutating(n.ns, p)
+	na, err := n.m.meta.SetAttr(ctx, r)
+	if err != nil {
+		done(0)
+		return err
+	}
+	n.mu.Lock()
+	n.wb.mu.Lock()
+	if n.wb.attrs != nil {
+		// Newer changes are queued: keep them (see flushAt).
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	}
+	n.wb.mu.Unlock()
+	n.attr = na // the content is as it was: extents stay
+	n.mu.Unlock()
+	n.tellParent(na)
+	done(na.Seq)
+	return nil
+}
+
+// fail records an error of a queued commit for the next fsync or close.
+func (n *node) fail(err error) {
+	if err == nil {
+		return
+	}
+	n.m.log.Warn("mount: write-behind commit failed", "ns", n.ns, "ino", n.StableAttr().Ino, "err", err)
+	n.wb.mu.Lock()
+	if n.wb.err == nil {
+		n.wb.err = err
+	}
+	n.wb.mu.Unlock()
+}
+
+type inChainKey struct{}
+
+// settle waits until n's queue is empty and returns (and clears) the first
+// error a queued commit met. Work running in the queue itself does not
+// wait (it would wait for itself).
+func (n *node) settle(ctx context.Context) error {
+	if ctx.Value(inChainKey{}) != nil {
+		return nil
+	}
+	n.m.wb.unpark(n)
+	n.wb.mu.Lock()
+	ch := n.wb.done
+	n.wb.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+	n.wb.mu.Lock()
+	err := n.wb.err
+	n.wb.err = nil
+	n.wb.mu.Unlock()
+	return err
+}
+
+// busy reports whether n has queued work (its local state is ahead of meta).
+func (n *node) busy() bool {
+	n.wb.mu.Lock()
+	defer n.wb.mu.Unlock()
+	return n.wb.done != nil
+}
+
+// drain waits until everything queued is committed and returns the dirty
+// epoch that covers; meta's recall is answered with it.
+func (w *writeBehind) drain() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for n := range w.parked {
+		delete(w.parked, n)
+		go w.run(n)
+	}
+	for w.pending > 0 {
+		w.idle.Wait()
+	}
+	w.dirty = false
+	clear(w.noticed)
+	return w.epoch
+}
+
+// commitCreate commits an empty file created here (no write came).
+func (n *node) commitCreate(ctx context.Context, mtime int64) error {
+	p, err := n.path()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.f.creating {
+		return nil
+	}
+	a := n.attr
+	done := n.m.sess.mutating(n.ns, p)
+	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
+		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
+		IfNoneMatch: true, Ino: a.Ino, MtimeNs: mtime,
+	})
+	if err != nil {
+		done(0)
+		return err
+	}
+	n.f.creating = false
+	n.setAttrLocked(na, n.m.sess.epoch())
+	n.f.pageVersion = na.Version
+	defer n.tellParent(na)
+	done(na.Seq)
+	return nil
+}

@@ -1,0 +1,114 @@
+package s3
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"cairn/client"
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// CopyObject shares the source's needles: no byte is copied (see
+// meta/s3objects.go for how shared needles are counted).
+
+// copySource parses x-amz-copy-source: "[/]bucket/key[?versionId=v]",
+// URL-encoded.
+func copySource(h http.Header) (bucket, key string, err error) {
+	src := h.Get("X-Amz-Copy-Source")
+	if i := strings.Index(src, "?"); i >= 0 {
+		if v, _ := url.ParseQuery(src[i+1:]); v.Get("versionId") != "" && v.Get("versionId") != "null" {
+			return "", "", apiErr(http.StatusNotFound, "NoSuchVersion", "versioning is not enabled")
+		}
+		src = src[:i]
+	}
+	dec, err := url.PathUnescape(src)
+	if err != nil {
+		return "", "", errInvalidRequest("bad x-amz-copy-source")
+	}
+	bucket, key, ok := strings.Cut(strings.TrimPrefix(dec, "/"), "/")
+	if !ok || bucket == "" || key == "" {
+		return "", "", errInvalidRequest("x-amz-copy-source must be bucket/key")
+	}
+	return bucket, key, nil
+}
+
+// copyFrom resolves and authorizes a copy source and checks the
+// x-amz-copy-source-if-* conditions.
+func (s *Server) copyFrom(q *request) (*client.File, string, string, error) {
+	sb, sk, err := copySource(q.r.Header)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if _, err := s.authorize(q.ctx(), q.p, sb, read); err != nil {
+		return nil, "", "", err
+	}
+	f, err := s.statKey(q, sb, sk)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if f.IsDir() {
+		return nil, "", "", errInvalidRequest("the copy source is a directory")
+	}
+	mtime := time.Unix(0, f.Inode.MtimeNs).UTC()
+	if condition(q.r.Header, etagOf(f.Inode), mtime, "X-Amz-Copy-Source-") != 0 {
+		return nil, "", "", apiErr(http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	}
+	return f, sb, sk, nil
+}
+
+func (s *Server) copyObject(q *request) error {
+	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+		return err
+	}
+	dst, dir, err := cleanKey(q.key)
+	if err != nil {
+		return err
+	}
+	if dir {
+		return errInvalidRequest("cannot copy onto a directory key")
+	}
+	f, sb, _, err := s.copyFrom(q)
+	if err != nil {
+		return err
+	}
+	h := q.r.Header
+	req := &metapb.S3CopyRequest{
+		SrcNs: sb, SrcPath: f.Path, DstNs: q.bucket, DstPath: dst,
+		SrcIfMatch: f.Inode.Etag, SrcVersion: f.Inode.Version,
+	}
+	switch h.Get("X-Amz-Metadata-Directive") {
+	case "", "COPY":
+		if sb == q.bucket && f.Path == dst && h.Get("X-Amz-Tagging-Directive") != "REPLACE" {
+			return errInvalidRequest("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
+		}
+	case "REPLACE":
+		req.ReplaceMetadata = true
+		if req.ContentType, req.UserMeta, req.Headers, err = objectMeta(h); err != nil {
+			return err
+		}
+	default:
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "Unknown metadata directive.")
+	}
+	switch h.Get("X-Amz-Tagging-Directive") {
+	case "", "COPY":
+	case "REPLACE":
+		req.ReplaceTags = true
+		if req.Tags, err = parseTagging(h.Get("X-Amz-Tagging")); err != nil {
+			return err
+		}
+	default:
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "Unknown tagging directive.")
+	}
+	ino, err := s.client.Copy(q.ctx(), req)
+	if errors.Is(errors.Precondition, err) {
+		return apiErr(http.StatusPreconditionFailed, "PreconditionFailed", "the source changed during the copy; retry")
+	}
+	if err != nil {
+		return s.keyError(err)
+	}
+	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, ETag: etagOf(ino), LastModified: isoTime(ino.MtimeNs)})
+	return nil
+}

@@ -1,0 +1,162 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+func FuzzParseAuthorization(f *testing.F) {
+	f.Add("AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=" + strings.Repeat("ab", 32))
+	f.Add("AWS4-HMAC-SHA256 Credential=/20260101/us-east-1/s3/aws4_request,SignedHeaders=,Signature=zz")
+	f.Add("AWS4-HMAC-SHA256 ")
+	f.Add("Basic dXNlcjpwYXNz")
+	f.Add("AWS4-HMAC-SHA256 Credential=a/b/c/d/e/f, SignedHeaders=Host, Signature=00")
+	f.Fuzz(func(t *testing.T, h string) {
+		c, err := parseAuthorization(h)
+		if err != nil {
+			return
+		}
+		if c.access == "" || len(c.signature) != 32 || len(c.signedHeaders) == 0 || c.service != "s3" {
+			t.Fatalf("accepted incomplete claims %+v from %q", c, h)
+		}
+		for _, sh := range c.signedHeaders {
+			if sh == "" || sh != strings.ToLower(sh) {
+				t.Fatalf("accepted signed header %q", sh)
+			}
+		}
+	})
+}
+
+func FuzzParsePresigned(f *testing.F) {
+	f.Add("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKID%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260101T000000Z&X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=" + strings.Repeat("0", 64))
+	f.Add("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=-1")
+	f.Add("X-Amz-Expires=99999999999999999999")
+	f.Add("%zz")
+	f.Fuzz(func(t *testing.T, q string) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		c, err := parsePresigned(v)
+		if err != nil {
+			return
+		}
+		if c.expires < 0 || c.expires > maxPresignExpiry || len(c.signature) != 32 || !c.presigned {
+			t.Fatalf("accepted %+v from %q", c, q)
+		}
+	})
+}
+
+// signedChunks builds an aws-chunked body as a client would, with the
+// SDK's stream signer, seeded by seed.
+func signedChunks(t testing.TB, seed []byte, when time.Time, chunks ...[]byte) []byte {
+	creds := aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "secret"}
+	s := v4.NewStreamSigner(creds, "s3", "us-east-1", seed)
+	var b bytes.Buffer
+	for _, c := range append(chunks, nil) {
+		sig, err := s.GetSignature(context.Background(), nil, c, when)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%x;chunk-signature=%s\r\n", len(c), hex.EncodeToString(sig))
+		b.Write(c)
+		b.WriteString("\r\n")
+	}
+	return b.Bytes()
+}
+
+func testSigner(seed []byte, when time.Time) *chunkSigner {
+	c := &sigClaims{scope: scope{access: "AKID", region: "us-east-1", service: "s3"}, signature: seed, when: when}
+	return newChunkSigner(c, "secret")
+}
+
+func TestChunkedSigned(t *testing.T) {
+	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	seed := bytes.Repeat([]byte{7}, 32)
+	body := signedChunks(t, seed, when, []byte("hello "), bytes.Repeat([]byte("x"), 70000), []byte("world"))
+	got, err := io.ReadAll(newChunkedReader(bytes.NewReader(body), testSigner(seed, when)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "hello " + strings.Repeat("x", 70000) + "world"; string(got) != want {
+		t.Fatalf("decoded %d bytes, want %d", len(got), len(want))
+	}
+	cases := map[string][]byte{
+		"tampered data":    bytes.Replace(body, []byte("world"), []byte("w0rld"), 1),
+		"wrong seed":       signedChunks(t, bytes.Repeat([]byte{8}, 32), when, []byte("hello")),
+		"truncated":        body[:len(body)-40],
+		"no final chunk":   signedChunks(t, seed, when, []byte("hello"))[:60],
+		"reordered chunks": append(signedChunks(t, seed, when, []byte("b"))[:0:0], signedChunks(t, seed, when, []byte("a"), []byte("b"))...),
+	}
+	// Swap the two data chunks of the last case, keeping their signatures.
+	ab := cases["reordered chunks"]
+	cases["reordered chunks"] = bytes.Replace(bytes.Replace(ab, []byte("\r\na\r\n"), []byte("\r\nX\r\n"), 1), []byte("\r\nb\r\n"), []byte("\r\na\r\n"), 1)
+	for name, b := range cases {
+		if _, err := io.ReadAll(newChunkedReader(bytes.NewReader(b), testSigner(seed, when))); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestChunkedUnsignedTrailer(t *testing.T) {
+	body := "5\r\nhello\r\n6\r\n world\r\n0\r\nx-amz-checksum-crc32:NhCmhg==\r\n\r\n"
+	cr := newChunkedReader(strings.NewReader(body), nil)
+	got, err := io.ReadAll(cr)
+	if err != nil || string(got) != "hello world" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if cr.trailers.Get("X-Amz-Checksum-Crc32") != "NhCmhg==" {
+		t.Fatalf("trailers %v", cr.trailers)
+	}
+}
+
+func FuzzChunked(f *testing.F) {
+	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	seed := bytes.Repeat([]byte{7}, 32)
+	f.Add(signedChunks(f, seed, when, []byte("hello"), []byte("world")), true)
+	f.Add([]byte("5\r\nhello\r\n0\r\n\r\n"), false)
+	f.Add([]byte("5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n"), false)
+	f.Add([]byte("ffffffffffffffff\r\n"), false)
+	f.Add([]byte("5;chunk-signature=zz\r\nhello\r\n"), true)
+	f.Add([]byte("\r\n\r\n"), false)
+	f.Fuzz(func(t *testing.T, body []byte, signed bool) {
+		var s *chunkSigner
+		if signed {
+			s = testSigner(seed, when)
+		}
+		out, err := io.ReadAll(io.LimitReader(newChunkedReader(bytes.NewReader(body), s), 64<<20))
+		if err == nil && len(out) > len(body) {
+			t.Fatalf("decoded %d bytes from a %d-byte body", len(out), len(body))
+		}
+	})
+}
+
+func FuzzXMLBodies(f *testing.F) {
+	f.Add([]byte(`<Delete><Quiet>true</Quiet><Object><Key>a</Key></Object></Delete>`))
+	f.Add([]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"x"</ETag></Part></CompleteMultipartUpload>`))
+	f.Add([]byte(`<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`))
+	f.Add([]byte(`<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`))
+	f.Add([]byte(`<AccessControlPolicy><AccessControlList><Grant><Grantee><URI>x</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`))
+	f.Add([]byte(`<Delete><Object><Key>`))
+	f.Add([]byte(`<!DOCTYPE x [<!ENTITY a "aaaa">]><Delete>&a;</Delete>`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, v := range []any{&deleteRequest{}, &completeMultipartUpload{}, &corsConfiguration{}, &tagging{}, &aclIn{}, &createBucketConfiguration{}} {
+			err := readXML(&body{r: bytes.NewReader(data)}, v)
+			if err != nil {
+				if ae, ok := err.(*apiError); !ok || ae.status != 400 {
+					t.Fatalf("a bad body gave %v, want a 400 S3 error", err)
+				}
+			}
+		}
+	})
+}

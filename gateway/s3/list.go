@@ -1,0 +1,203 @@
+package s3
+
+import (
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"cairn/errors"
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+// Listing walks meta's List pages (seek-based, constant memory) and
+// groups keys into common prefixes. With delimiter "/" meta lists one
+// directory and its sub-directories are the common prefixes; with any
+// other delimiter the listing is recursive and grouped here. Continuation
+// tokens are meta's cursor after the last key consumed, plus the last
+// common prefix returned so that the next page does not repeat it.
+
+const maxKeysLimit = 1000
+
+func encodeToken(cursor, lastCP string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursor + "\x00" + lastCP))
+}
+
+func decodeToken(t string) (cursor, lastCP string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	if err != nil {
+		return "", "", apiErr(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
+	}
+	cursor, lastCP, ok := strings.Cut(string(b), "\x00")
+	if !ok {
+		return "", "", apiErr(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
+	}
+	return cursor, lastCP, nil
+}
+
+// lister produces one page of a listing.
+type lister struct {
+	s                 *Server
+	q                 *request
+	prefix, delimiter string
+	maxKeys           int
+	cursor, lastCP    string
+	contents          []*metapb.ListEntry
+	prefixes          []string
+	truncated         bool
+	nextCursor        string
+	last              string // last key or common prefix returned
+}
+
+func (l *lister) run() error {
+	if l.maxKeys == 0 {
+		return nil
+	}
+	delimited := l.delimiter == "/"
+	metaDelim := ""
+	if delimited {
+		metaDelim = "/"
+	}
+	cursor := l.cursor
+	for {
+		resp, err := l.s.client.List(l.q.ctx(), &metapb.ListRequest{
+			Ns: l.q.bucket, Prefix: l.prefix, Delimiter: metaDelim, Cursor: cursor,
+			Limit: uint32(min(l.maxKeys+1, maxKeysLimit)),
+		})
+		if errors.Is(errors.Invalid, err) && l.cursor != "" {
+			return apiErr(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
+		}
+		if errors.Is(errors.Invalid, err) {
+			return nil // a prefix no key can have: nothing to list
+		}
+		if err != nil {
+			return notExistAs(err, errNoSuchBucket())
+		}
+		for _, e := range resp.Entries {
+			key, cp := e.Name, ""
+			switch {
+			case delimited:
+				if e.Dir {
+					cp = key
+				}
+			case l.delimiter != "":
+				if i := strings.Index(key[len(l.prefix):], l.delimiter); i >= 0 {
+					cp = key[:len(l.prefix)+i+len(l.delimiter)]
+				}
+			}
+			if cp != "" && cp == l.lastCP {
+				continue // rest of a group already returned
+			}
+			if len(l.contents)+len(l.prefixes) == l.maxKeys {
+				l.truncated = true
+				return nil
+			}
+			if cp != "" {
+				l.prefixes = append(l.prefixes, cp)
+				l.lastCP, l.last = cp, cp
+			} else {
+				l.contents = append(l.contents, e)
+				l.last = key
+			}
+			l.nextCursor, _ = meta.ListCursorAfter(delimited, l.prefix, key)
+		}
+		if resp.NextCursor == "" {
+			return nil
+		}
+		cursor = resp.NextCursor
+	}
+}
+
+func (s *Server) listObjects(q *request, v2 bool) error {
+	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	if err != nil {
+		return err
+	}
+	v := q.query
+	l := &lister{s: s, q: q, prefix: v.Get("prefix"), delimiter: v.Get("delimiter"), maxKeys: maxKeysLimit}
+	if mk := v.Get("max-keys"); mk != "" {
+		k, err := strconv.Atoi(mk)
+		if err != nil || k < 0 {
+			return apiErr(http.StatusBadRequest, "InvalidArgument", "max-keys must be a non-negative integer")
+		}
+		l.maxKeys = min(k, maxKeysLimit)
+	}
+	enc := v.Get("encoding-type")
+	if enc != "" && enc != "url" {
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
+	}
+	delimited := l.delimiter == "/"
+	after := v.Get("marker")
+	if v2 {
+		after = v.Get("start-after")
+	}
+	empty := false
+	if t := v.Get("continuation-token"); v2 && t != "" {
+		if l.cursor, l.lastCP, err = decodeToken(t); err != nil {
+			return err
+		}
+	} else if after != "" {
+		var ok bool
+		l.cursor, ok = meta.ListCursorAfter(delimited, l.prefix, after)
+		empty = !ok
+		if l.delimiter != "" && strings.HasSuffix(after, l.delimiter) {
+			l.lastCP = after // a marker that is a common prefix: skip its group
+		}
+	}
+	if !empty {
+		if err := l.run(); err != nil {
+			return err
+		}
+	}
+	esc := func(s string) string {
+		if enc == "url" {
+			return url.QueryEscape(s)
+		}
+		return s
+	}
+	out := listBucketResult{
+		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), MaxKeys: l.maxKeys,
+		Delimiter: esc(l.delimiter), EncodingType: enc, IsTruncated: l.truncated,
+	}
+	var own *owner
+	if !v2 || v.Get("fetch-owner") == "true" {
+		o := ownerOf(n.Owner)
+		own = &o
+	}
+	for _, e := range l.contents {
+		o := objectXML{Key: esc(e.Name), StorageClass: "STANDARD", Owner: own}
+		if e.Inode != nil {
+			o.LastModified = isoTime(e.Inode.MtimeNs)
+			o.ETag = etagOf(e.Inode)
+			if !e.Dir {
+				o.Size = e.Inode.Size
+			}
+		} else {
+			o.LastModified = time.Unix(0, 0).UTC().Format("2006-01-02T15:04:05.000Z")
+		}
+		out.Contents = append(out.Contents, o)
+	}
+	for _, p := range l.prefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(p)})
+	}
+	if v2 {
+		kc := len(l.contents) + len(l.prefixes)
+		out.KeyCount = &kc
+		out.StartAfter = esc(v.Get("start-after"))
+		out.ContinuationToken = v.Get("continuation-token")
+		if l.truncated {
+			out.NextContinuationToken = encodeToken(l.nextCursor, l.lastCP)
+		}
+	} else {
+		m := esc(v.Get("marker"))
+		out.Marker = &m
+		if l.truncated {
+			out.NextMarker = esc(l.last)
+		}
+	}
+	writeXML(q.w, http.StatusOK, out)
+	return nil
+}

@@ -1,0 +1,330 @@
+package s3
+
+import (
+	"io"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"time"
+
+	"cairn/byterange"
+	"cairn/client"
+	"cairn/errors"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// Objects are files: key "a/b/c" is the file c in directory a/b of the
+// bucket's namespace, so it is the same file over every API. A key ending
+// in '/' is a directory (an S3 "folder marker"). Keys that a file system
+// cannot name ("a//b", "./a", a leading '/') are refused, not rewritten.
+
+// emptyMD5 is the ETag of an empty object (and of a folder marker).
+const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
+
+// storedHeaders are the standard headers kept with an object and sent
+// back on GET.
+var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires"}
+
+// maxUserMeta is S3's limit on the size of x-amz-meta-* headers.
+const maxUserMeta = 2 << 10
+
+func cleanKey(key string) (p string, dir bool, err error) {
+	if strings.HasPrefix(key, "/") {
+		return "", false, apiErr(http.StatusBadRequest, "InvalidArgument", "object keys starting with '/' are not supported")
+	}
+	p, dir, err = pathname.Clean(key)
+	if err != nil {
+		if errors.KindOf(err) == errors.NameTooLong {
+			return "", false, apiErr(http.StatusBadRequest, "KeyTooLongError", "Your key is too long")
+		}
+		return "", false, apiErr(http.StatusBadRequest, "InvalidArgument", "object key not supported: "+err.Error())
+	}
+	return p, dir, nil
+}
+
+func etagOf(ino *metapb.Inode) string {
+	if ino.Type == metapb.FileType_DIRECTORY {
+		return `"` + emptyMD5 + `"`
+	}
+	if ino.Etag != "" {
+		return `"` + ino.Etag + `"`
+	}
+	return `"` + strconv.FormatUint(ino.Ino, 16) + "-" + strconv.FormatUint(ino.Version, 10) + `"`
+}
+
+// objectMeta reads what a PUT (or CreateMultipartUpload) stores with the
+// object from its headers.
+func objectMeta(h http.Header) (ct string, user, std map[string]string, err error) {
+	ct = h.Get("Content-Type")
+	size := 0
+	for k, v := range h {
+		if name, ok := strings.CutPrefix(k, "X-Amz-Meta-"); ok && len(v) > 0 {
+			if user == nil {
+				user = map[string]string{}
+			}
+			name = strings.ToLower(name)
+			user[name] = strings.Join(v, ",")
+			size += len(name) + len(user[name])
+		}
+	}
+	if size > maxUserMeta {
+		return "", nil, nil, apiErr(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size (2 KB).")
+	}
+	for _, k := range storedHeaders {
+		v := h.Get(k)
+		if k == "Content-Encoding" {
+			v = storedContentEncoding(h)
+		}
+		if v != "" {
+			if std == nil {
+				std = map[string]string{}
+			}
+			std[k] = v
+		}
+	}
+	return ct, user, std, nil
+}
+
+func (s *Server) putObject(q *request) error {
+	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+		return err
+	}
+	p, dir, err := cleanKey(q.key)
+	if err != nil {
+		return err
+	}
+	if dir {
+		return s.putFolder(q, p)
+	}
+	ct, user, std, err := objectMeta(q.r.Header)
+	if err != nil {
+		return err
+	}
+	tags, err := parseTagging(q.r.Header.Get("X-Amz-Tagging"))
+	if err != nil {
+		return err
+	}
+	st, err := s.store(q, q.bucket)
+	if err != nil {
+		return err
+	}
+	ino, err := s.client.CommitStored(q.ctx(), q.bucket, p, st, client.CommitOptions{
+		PutOptions: client.PutOptions{
+			ContentType: ct, UserMeta: user,
+			IfMatch:     strings.Trim(q.r.Header.Get("If-Match"), `" `),
+			IfNoneMatch: strings.TrimSpace(q.r.Header.Get("If-None-Match")) == "*",
+		},
+		Headers: std, Tags: tags,
+	})
+	if err != nil {
+		return s.keyError(err)
+	}
+	q.w.Header().Set("ETag", etagOf(ino))
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// putFolder stores a folder marker ("key/"): a directory.
+func (s *Server) putFolder(q *request, p string) error {
+	n, err := io.Copy(io.Discard, io.LimitReader(q.body.r, 1))
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "an object whose key ends in '/' is a directory and must be empty")
+	}
+	if p != "" {
+		if _, err := s.client.Mkdir(q.ctx(), q.bucket, p, 0o755); err != nil {
+			return s.keyError(err)
+		}
+	}
+	q.w.Header().Set("ETag", `"`+emptyMD5+`"`)
+	q.w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// keyError translates errors about a key: a file where a directory is
+// needed or the reverse cannot be an S3 object.
+func (s *Server) keyError(err error) error {
+	switch errors.KindOf(err) {
+	case errors.IsDir, errors.NotDir, errors.Exist:
+		return apiErr(http.StatusConflict, "InvalidRequest", "the key conflicts with a directory or file of the same name ("+err.Error()+")")
+	}
+	return notExistAs(err, errNoSuchBucket())
+}
+
+// stat resolves the request's key to a file, or a directory when the key
+// ends in '/'. Anything else is NoSuchKey.
+func (s *Server) stat(q *request) (*client.File, error) {
+	return s.statKey(q, q.bucket, q.key)
+}
+
+func (s *Server) statKey(q *request, bucket, key string) (*client.File, error) {
+	p, dir, err := cleanKey(key)
+	if err != nil {
+		return nil, err
+	}
+	noSuchKey := apiErr(http.StatusNotFound, "NoSuchKey", "The specified key does not exist.")
+	f, err := s.client.Stat(q.ctx(), bucket, p)
+	switch {
+	case errors.Is(errors.NotExist, err) || errors.Is(errors.NotDir, err):
+		if _, nerr := s.client.Namespace(q.ctx(), bucket); errors.Is(errors.NotExist, nerr) {
+			return nil, errNoSuchBucket()
+		}
+		return nil, noSuchKey
+	case err != nil:
+		return nil, err
+	case f.IsDir() != dir || p == "":
+		return nil, noSuchKey
+	}
+	return f, nil
+}
+
+// condition evaluates If-Match, If-Unmodified-Since, If-None-Match and
+// If-Modified-Since as S3 does and returns 0, 304 or 412.
+func condition(h http.Header, etag string, mtime time.Time, prefix string) int {
+	mtime = mtime.Truncate(time.Second)
+	im, ius := h.Get(prefix+"If-Match"), h.Get(prefix+"If-Unmodified-Since")
+	inm, ims := h.Get(prefix+"If-None-Match"), h.Get(prefix+"If-Modified-Since")
+	if im != "" {
+		if !etagMatch(im, etag) {
+			return http.StatusPreconditionFailed
+		}
+	} else if ius != "" {
+		if t, err := http.ParseTime(ius); err == nil && mtime.After(t) {
+			return http.StatusPreconditionFailed
+		}
+	}
+	if inm != "" {
+		if etagMatch(inm, etag) {
+			return http.StatusNotModified
+		}
+	} else if ims != "" {
+		if t, err := http.ParseTime(ims); err == nil && !mtime.After(t) {
+			return http.StatusNotModified
+		}
+	}
+	return 0
+}
+
+func etagMatch(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t), "W/"))
+		if t == "*" || t == etag || `"`+t+`"` == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// responseOverrides are the response-* query parameters of GetObject.
+var responseOverrides = map[string]string{
+	"response-content-type":        "Content-Type",
+	"response-content-language":    "Content-Language",
+	"response-expires":             "Expires",
+	"response-cache-control":       "Cache-Control",
+	"response-content-disposition": "Content-Disposition",
+	"response-content-encoding":    "Content-Encoding",
+}
+
+func (s *Server) getObject(q *request) error {
+	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+		return err
+	}
+	f, err := s.stat(q)
+	if err != nil {
+		return err
+	}
+	ino := f.Inode
+	h := q.w.Header()
+	etag := etagOf(ino)
+	mtime := time.Unix(0, ino.MtimeNs).UTC()
+	h["ETag"] = []string{etag}
+	h["Last-Modified"] = []string{mtime.Format(http.TimeFormat)}
+	h["Accept-Ranges"] = []string{"bytes"}
+	ct := ino.ContentType
+	if ct == "" {
+		ct = "binary/octet-stream"
+	}
+	h["Content-Type"] = []string{ct}
+	for k, v := range ino.Headers {
+		h[k] = []string{v}
+	}
+	for k, v := range ino.UserMeta {
+		h["X-Amz-Meta-"+textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+	}
+	if len(ino.Tags) > 0 {
+		h["X-Amz-Tagging-Count"] = []string{strconv.Itoa(len(ino.Tags))}
+	}
+	if code := condition(q.r.Header, etag, mtime, ""); code != 0 {
+		if code == http.StatusNotModified {
+			h.Del("Content-Type")
+			q.w.WriteHeader(code)
+			return nil
+		}
+		return apiErr(code, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	}
+	v := q.query
+	for param, header := range responseOverrides {
+		if val := v.Get(param); val != "" {
+			h[header] = []string{val}
+		}
+	}
+	size := int64(ino.Size)
+	if f.IsDir() {
+		size = 0
+	}
+	start, length, code := int64(0), size, http.StatusOK
+	if rg, ok, err := byterange.Parse(q.r.Header.Get("Range"), size); err != nil {
+		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
+		return apiErr(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable")
+	} else if ok {
+		start, length, code = rg.Start, rg.Length, http.StatusPartialContent
+		h["Content-Range"] = []string{rg.ContentRange(size)}
+	}
+	h["Content-Length"] = []string{strconv.FormatInt(length, 10)}
+	if q.r.Method == http.MethodHead || length == 0 {
+		q.w.WriteHeader(code)
+		return nil
+	}
+	if s.cfg.Small != nil {
+		data, ok, err := s.cfg.Small.ReadSmall(q.ctx(), f)
+		if err != nil {
+			return err
+		}
+		if ok {
+			q.w.WriteHeader(code)
+			q.w.Write(data[start : start+length])
+			return nil
+		}
+	}
+	lw := &lazyHeader{w: q.w, code: code}
+	if _, err := s.client.ReadTo(q.ctx(), f, start, length, lw); err != nil {
+		if !lw.sent {
+			return err
+		}
+		// The status is gone: cutting the connection is the only way to
+		// tell the client that the body is short.
+		s.cfg.Logger.Warn("s3: read failed mid-body", "bucket", q.bucket, "key", q.key, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// lazyHeader sends the status with the first byte of the body, so a read
+// that fails before any byte still gets a proper error response.
+type lazyHeader struct {
+	w    http.ResponseWriter
+	code int
+	sent bool
+}
+
+func (l *lazyHeader) Write(p []byte) (int, error) {
+	if !l.sent {
+		l.sent = true
+		l.w.WriteHeader(l.code)
+	}
+	return l.w.Write(p)
+}

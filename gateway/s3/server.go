@@ -1,0 +1,435 @@
+package s3
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	md5simd "github.com/minio/md5-simd"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"cairn/client"
+	"cairn/errors"
+	"cairn/metrics"
+	"cairn/proto/metapb"
+)
+
+// SmallReader serves whole small objects from memory: the native
+// gateway's hot-object cache, shared so both APIs warm one cache.
+type SmallReader interface {
+	// ReadSmall returns f's content, or ok=false when f is too large to
+	// be cached.
+	ReadSmall(ctx context.Context, f *client.File) (data []byte, ok bool, err error)
+}
+
+// Config configures a Server. Client is required.
+type Config struct {
+	Client *client.Client
+	// Domain enables virtual-host-style requests: a Host of
+	// bucket.Domain names the bucket. Path-style always works.
+	Domain string
+	// Region is what GetBucketLocation reports. Default us-east-1.
+	// Signatures are accepted for any region the client signs for.
+	Region string
+	// Small, when set, serves small GETs from memory.
+	Small SmallReader
+	// MinPartSize is the smallest part but the last of a multipart
+	// upload. Default 5 MiB, as S3.
+	MinPartSize int64
+	// UploadMaxAge is the age after which an unfinished multipart upload
+	// is aborted and its parts deleted. Default 7 days; negative: never.
+	UploadMaxAge time.Duration
+	// UploadSweep is how often abandoned uploads are looked for. Default 1h.
+	UploadSweep time.Duration
+	// MaxObjectSize refuses larger single PUTs. Default 5 GiB, as S3.
+	MaxObjectSize int64
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+}
+
+func (c *Config) setDefaults() error {
+	if c.Client == nil {
+		return errors.E(errors.Op("s3.New"), errors.Invalid, "Config.Client is required")
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.MinPartSize <= 0 {
+		c.MinPartSize = 5 << 20
+	}
+	if c.UploadMaxAge == 0 {
+		c.UploadMaxAge = 7 * 24 * time.Hour
+	}
+	if c.UploadSweep <= 0 {
+		c.UploadSweep = time.Hour
+	}
+	if c.MaxObjectSize <= 0 {
+		c.MaxObjectSize = 5 << 30
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Domain = strings.TrimPrefix(strings.ToLower(c.Domain), ".")
+	return nil
+}
+
+// Server is the S3 API handler.
+type Server struct {
+	cfg    Config
+	client *client.Client
+	meta   metapb.MetaClient
+	keys   keyCache
+	cors   corsCache
+	ops    *metrics.Ops
+	stop   context.CancelFunc
+	done   chan struct{}
+	// md5s hashes big bodies several at a time with SIMD: MD5 (which S3
+	// ETags are) was half the CPU of a parallel multipart upload.
+	md5s md5simd.Server
+
+	reqBase uint64 // random, so ids differ across restarts and gateways
+	reqSeq  atomic.Uint64
+}
+
+// New returns a Server and starts its clean-up of abandoned uploads;
+// Close stops it.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, client: cfg.Client, meta: cfg.Client.Meta(),
+		keys: keyCache{entries: map[string]keyEntry{}},
+		cors: corsCache{m: map[string]corsEntry{}},
+		ops:  metrics.NewOps(cfg.Registerer, "s3"),
+		stop: cancel, done: make(chan struct{}), md5s: md5simd.NewServer(),
+	}
+	var seed [8]byte
+	rand.Read(seed[:])
+	s.reqBase = binary.BigEndian.Uint64(seed[:])
+	go s.sweepLoop(ctx)
+	return s, nil
+}
+
+// Close stops background work.
+func (s *Server) Close() error {
+	s.stop()
+	<-s.done
+	s.md5s.Close()
+	return nil
+}
+
+// Ops returns the per-operation metrics (role "s3").
+func (s *Server) Ops() *metrics.Ops { return s.ops }
+
+// request is one S3 call being served.
+type request struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	query  url.Values // parsed once
+	p      principal
+	body   *body
+	bucket string
+	key    string // "" for bucket-level calls
+}
+
+func (q *request) ctx() context.Context { return q.r.Context() }
+
+// newRequestID is unique per process and request: a random prefix
+// chosen at start and a counter, as 16 hex digits (no crypto per request).
+func (s *Server) newRequestID() string {
+	n := s.reqSeq.Add(1) ^ s.reqBase
+	var b [16]byte
+	const digits = "0123456789ABCDEF"
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[n&15]
+		n >>= 4
+	}
+	return string(b[:])
+}
+
+// ServeHTTP serves one S3 request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h := w.Header()
+	id := s.newRequestID()
+	h["X-Amz-Request-Id"] = []string{id}
+	h["X-Amz-Id-2"] = []string{id}
+	h["Server"] = []string{"Cairn"}
+	op, code := s.serve(w, r)
+	var err error
+	if code >= 400 {
+		err = errors.New(strconv.Itoa(code))
+	}
+	s.ops.Observe(op, time.Since(start), err)
+}
+
+// target splits the request into bucket and key, path-style or
+// virtual-host-style.
+func (s *Server) target(r *http.Request) (bucket, key string) {
+	p := strings.TrimPrefix(r.URL.Path, "/")
+	if s.cfg.Domain != "" {
+		host := strings.ToLower(r.Host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if b, ok := strings.CutSuffix(host, "."+s.cfg.Domain); ok && b != "" {
+			return b, p
+		}
+	}
+	bucket, key, _ = strings.Cut(p, "/")
+	return bucket, key
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
+	bucket, key := s.target(r)
+	if r.Method == http.MethodOptions {
+		return "cors-preflight", s.preflight(w, r, bucket)
+	}
+	query := r.URL.Query()
+	p, b, err := s.authenticate(r, query)
+	if err != nil {
+		return "auth", writeError(w, r, err)
+	}
+	if bucket != "" && r.Header.Get("Origin") != "" {
+		s.corsHeaders(w, r, bucket)
+	}
+	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key}
+	op, err := s.dispatch(q)
+	if err != nil {
+		return op, writeError(w, r, err)
+	}
+	return op, statusOf(w)
+}
+
+// dispatch routes by method, bucket/key and sub-resource. It returns the
+// operation's name (for metrics) and an error to send; handlers that
+// succeed have written their response.
+func (s *Server) dispatch(q *request) (string, error) {
+	r := q.r
+	v := q.query
+	m := r.Method
+	if q.bucket == "" {
+		if m == http.MethodGet {
+			return "ListBuckets", s.listBuckets(q)
+		}
+		return "Root", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+	}
+	if q.key == "" {
+		switch {
+		case m == http.MethodPut && v.Has("cors"):
+			return "PutBucketCors", s.putBucketCors(q)
+		case m == http.MethodGet && v.Has("cors"):
+			return "GetBucketCors", s.getBucketCors(q)
+		case m == http.MethodDelete && v.Has("cors"):
+			return "DeleteBucketCors", s.deleteBucketCors(q)
+		case m == http.MethodPut && v.Has("acl"):
+			return "PutBucketAcl", s.putBucketACL(q)
+		case m == http.MethodGet && v.Has("acl"):
+			return "GetBucketAcl", s.getBucketACL(q)
+		case m == http.MethodGet && v.Has("location"):
+			return "GetBucketLocation", s.getBucketLocation(q)
+		case m == http.MethodGet && v.Has("versioning"):
+			return "GetBucketVersioning", s.getBucketVersioning(q)
+		case m == http.MethodGet && v.Has("uploads"):
+			return "ListMultipartUploads", s.listUploads(q)
+		case m == http.MethodPost && v.Has("delete"):
+			return "DeleteObjects", s.deleteObjects(q)
+		case m == http.MethodPut && len(v) == 0:
+			return "CreateBucket", s.createBucket(q)
+		case m == http.MethodHead:
+			return "HeadBucket", s.headBucket(q)
+		case m == http.MethodDelete && len(v) == 0:
+			return "DeleteBucket", s.deleteBucket(q)
+		case m == http.MethodGet && v.Get("list-type") == "2":
+			return "ListObjectsV2", s.listObjects(q, true)
+		case m == http.MethodGet && unsupportedBucketQuery(v) == "":
+			return "ListObjects", s.listObjects(q, false)
+		case m == http.MethodGet && v.Has("tagging"):
+			return "GetBucketTagging", s.getBucketTagging(q)
+		case m == http.MethodPut && v.Has("tagging"):
+			return "PutBucketTagging", s.putBucketTagging(q)
+		case m == http.MethodDelete && v.Has("tagging"):
+			return "DeleteBucketTagging", s.deleteBucketTagging(q)
+		case m == http.MethodGet && notConfigured[unsupportedBucketQuery(v)] != "":
+			return "GetBucketConfig", s.notConfigured(q, unsupportedBucketQuery(v))
+		case m == http.MethodGet || m == http.MethodPut || m == http.MethodDelete:
+			return "Bucket", errNotImplemented("this bucket sub-resource (" + unsupportedBucketQuery(v) + ") is not implemented")
+		}
+		return "Bucket", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+	}
+	switch {
+	case v.Has("uploadId"):
+		switch m {
+		case http.MethodPut:
+			if r.Header.Get("X-Amz-Copy-Source") != "" {
+				return "UploadPartCopy", s.uploadPartCopy(q)
+			}
+			return "UploadPart", s.uploadPart(q)
+		case http.MethodPost:
+			return "CompleteMultipartUpload", s.completeUpload(q)
+		case http.MethodDelete:
+			return "AbortMultipartUpload", s.abortUpload(q)
+		case http.MethodGet:
+			return "ListParts", s.listParts(q)
+		}
+	case m == http.MethodPost && v.Has("uploads"):
+		return "CreateMultipartUpload", s.createUpload(q)
+	case v.Has("tagging"):
+		switch m {
+		case http.MethodGet:
+			return "GetObjectTagging", s.getObjectTagging(q)
+		case http.MethodPut:
+			return "PutObjectTagging", s.putObjectTagging(q)
+		case http.MethodDelete:
+			return "DeleteObjectTagging", s.deleteObjectTagging(q)
+		}
+	case v.Has("acl"):
+		if m == http.MethodGet {
+			return "GetObjectAcl", s.getObjectACL(q)
+		}
+		return "PutObjectAcl", errNotImplemented("object ACLs follow the bucket's; set the bucket ACL")
+	case m == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
+		return "CopyObject", s.copyObject(q)
+	case m == http.MethodPut:
+		return "PutObject", s.putObject(q)
+	case m == http.MethodGet:
+		return "GetObject", s.getObject(q)
+	case m == http.MethodHead:
+		return "HeadObject", s.getObject(q)
+	case m == http.MethodDelete:
+		return "DeleteObject", s.deleteObject(q)
+	}
+	return "Object", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+}
+
+// notConfigured are bucket configurations Cairn does not have, with the
+// error S3 gives for a bucket without one: tools probe them and expect
+// "none", not "not implemented".
+var notConfigured = map[string]string{
+	"policy":            "NoSuchBucketPolicy",
+	"lifecycle":         "NoSuchLifecycleConfiguration",
+	"encryption":        "ServerSideEncryptionConfigurationNotFoundError",
+	"object-lock":       "ObjectLockConfigurationNotFoundError",
+	"website":           "NoSuchWebsiteConfiguration",
+	"replication":       "ReplicationConfigurationNotFoundError",
+	"publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
+	"ownershipControls": "OwnershipControlsNotFoundError",
+}
+
+func (s *Server) notConfigured(q *request, sub string) error {
+	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+		return err
+	}
+	return apiErr(http.StatusNotFound, notConfigured[sub], "The bucket has no "+sub+" configuration")
+}
+
+// unsupportedBucketQuery names a bucket sub-resource this server does
+// not implement, or "" when the query is a plain listing.
+func unsupportedBucketQuery(v map[string][]string) string {
+	for k := range v {
+		switch k {
+		case "prefix", "delimiter", "marker", "max-keys", "encoding-type", "continuation-token",
+			"start-after", "fetch-owner", "list-type", "allow-unordered", "optional-object-attributes":
+			continue
+		}
+		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
+			continue
+		}
+		return k
+	}
+	return ""
+}
+
+// statusWriter remembers the status a handler sent, for metrics.
+func statusOf(w http.ResponseWriter) int {
+	if sw, ok := w.(*statusWriter); ok {
+		return sw.code
+	}
+	return http.StatusOK
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Handler wraps the server so that metrics see the status of every
+// response; use it as the http.Server's handler.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(&statusWriter{ResponseWriter: w}, r)
+	})
+}
+
+// sweepLoop aborts uploads older than UploadMaxAge.
+func (s *Server) sweepLoop(ctx context.Context) {
+	defer close(s.done)
+	if s.cfg.UploadMaxAge < 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.UploadSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.SweepUploads(ctx, time.Now().Add(-s.cfg.UploadMaxAge)); err != nil {
+			s.cfg.Logger.Warn("s3: sweeping abandoned uploads", "err", err)
+		} else if n > 0 {
+			s.cfg.Logger.Info("s3: aborted abandoned uploads", "count", n)
+		}
+	}
+}
+
+// SweepUploads aborts every multipart upload initiated before cutoff and
+// returns how many it aborted.
+func (s *Server) SweepUploads(ctx context.Context, cutoff time.Time) (int, error) {
+	n := 0
+	req := &metapb.S3ListUploadsRequest{Limit: 1000}
+	for {
+		l, err := s.meta.S3ListUploads(ctx, req)
+		if err != nil {
+			return n, err
+		}
+		for _, u := range l.Uploads {
+			if u.InitiatedNs < cutoff.UnixNano() {
+				_, err := s.meta.S3AbortUpload(ctx, &metapb.S3UploadRequest{Bucket: u.Bucket, Key: u.Key, UploadId: u.UploadId})
+				if err != nil && !errors.Is(errors.NotExist, err) {
+					return n, err
+				}
+				n++
+			}
+		}
+		if !l.Truncated || len(l.Uploads) == 0 {
+			return n, nil
+		}
+		last := l.Uploads[len(l.Uploads)-1]
+		req = &metapb.S3ListUploadsRequest{Limit: 1000, Bucket: "", KeyMarker: last.Bucket + "\x00" + last.Key + "\x00" + last.UploadId}
+	}
+}

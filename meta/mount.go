@@ -1,0 +1,234 @@
+package meta
+
+import (
+	"context"
+
+	"cairn/errors"
+	"cairn/pathname"
+	"cairn/proto/metapb"
+)
+
+// What the FUSE mount needs beyond the object API: symlinks, hard links
+// and extended attributes. Each is a Command applied like every other
+// mutation (see apply); sessions and their acknowledgements are in
+// session.go.
+
+func (s *Service) Symlink(ctx context.Context, req *metapb.MountSymlinkRequest) (*metapb.Inode, error) {
+	const op = errors.Op("meta.Symlink")
+	if _, err := checkPath(op, req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	if req.Target == "" || len(req.Target) > 4096 {
+		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "symlink target empty or over 4096 bytes")
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountSymlink{MountSymlink: req}})
+}
+
+func (s *Service) Link(ctx context.Context, req *metapb.MountLinkRequest) (*metapb.Inode, error) {
+	const op = errors.Op("meta.Link")
+	if _, err := checkPath(op, req.Ns, req.From); err != nil {
+		return nil, err
+	}
+	if _, err := checkPath(op, req.Ns, req.To); err != nil {
+		return nil, err
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountLink{MountLink: req}})
+}
+
+func (s *Service) SetXattr(ctx context.Context, req *metapb.MountXattrRequest) (*metapb.Inode, error) {
+	const op = errors.Op("meta.SetXattr")
+	if _, err := checkPath(op, req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	if req.Name == "" || len(req.Name) > 255 || len(req.Value) > 64<<10 {
+		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "xattr name empty or over 255 bytes, or value over 64 KiB")
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountXattr{MountXattr: req}})
+}
+
+// MountReserve reserves inode numbers for a mount's local creates.
+func (s *Service) MountReserve(ctx context.Context, req *metapb.MountReserveRequest) (*metapb.MountReserveResponse, error) {
+	if req.Count == 0 || req.Count > 1<<20 {
+		return nil, errors.E(errors.Op("meta.MountReserve"), errors.Invalid, "count must be 1 to 2^20")
+	}
+	res, err := s.propose(&metapb.Command{Op: &metapb.Command_MountReserve{MountReserve: req}})
+	if err != nil {
+		return nil, err
+	}
+	return &metapb.MountReserveResponse{First: res.first, Count: req.Count}, nil
+}
+
+func (t *txn) mountReserve(r *metapb.MountReserveRequest) error {
+	val, _, err := t.v.get(keyInoCounter)
+	if err != nil {
+		return err
+	}
+	t.res.first = u64(val) + 1
+	return t.b.Set(keyInoCounter, be64(u64(val)+uint64(r.Count)), nil)
+}
+
+// newFileInode is the inode of a file a commit creates: a new number, or
+// the one a mount reserved and chose (it answered the create already).
+func (t *txn) newFileInode(r *metapb.CommitRequest) (*metapb.Inode, error) {
+	if r.Ino == 0 {
+		return t.newInode(metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid)
+	}
+	val, _, err := t.v.get(keyInoCounter)
+	if err != nil {
+		return nil, err
+	}
+	if r.Ino > u64(val) {
+		return nil, errors.E(errors.Invalid, "inode number not reserved")
+	}
+	if used, err := t.v.has(inodeKey(r.Ino)); err != nil {
+		return nil, err
+	} else if used {
+		return nil, errors.E(errors.Exist, "inode number in use")
+	}
+	mode := r.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	return &metapb.Inode{
+		Ino: r.Ino, Type: metapb.FileType_REGULAR, Mode: mode, Uid: r.Uid, Gid: r.Gid,
+		MtimeNs: t.now, CtimeNs: t.now, Nlink: 1, Version: 1,
+	}, nil
+}
+
+// newName finds the parent of a path that must not exist yet.
+func (t *txn) newName(nsName, raw string) (ns *metapb.Namespace, p string, parent uint64, name string, err error) {
+	if ns, err = t.v.namespace(nsName); err != nil {
+		return
+	}
+	if p, _, err = pathname.Clean(raw); err != nil {
+		return
+	}
+	if p == "" {
+		err = errors.E(errors.Exist, "the root directory exists")
+		return
+	}
+	if parent, name, err = t.parentDir(ns, p, false, 0, 0); err != nil {
+		return
+	}
+	_, _, found, lerr := t.v.lookup(parent, name)
+	if lerr != nil {
+		err = lerr
+	} else if found {
+		err = errors.E(errors.Exist, "file exists")
+	}
+	return
+}
+
+func (t *txn) mountSymlink(r *metapb.MountSymlinkRequest) error {
+	_, p, parent, _, err := t.newName(r.Ns, r.Path)
+	if err != nil {
+		return err
+	}
+	n, err := t.newInode(metapb.FileType_SYMLINK, 0o777, r.Uid, r.Gid)
+	if err != nil {
+		return err
+	}
+	n.SymlinkTarget = r.Target
+	if err := t.link(parent, pathBase(p), false, n); err != nil {
+		return err
+	}
+	t.res.inode = n
+	t.event(r.Ns, p, false)
+	return nil
+}
+
+func (t *txn) mountLink(r *metapb.MountLinkRequest) error {
+	ns, err := t.v.namespace(r.Ns)
+	if err != nil {
+		return err
+	}
+	from, _, err := pathname.Clean(r.From)
+	if err != nil {
+		return err
+	}
+	ino, isDir, err := t.v.walk(ns.RootIno, from)
+	if err != nil {
+		return err
+	}
+	if isDir {
+		return errors.E(errors.Permission, "hard link to a directory")
+	}
+	_, to, parent, name, err := t.newName(r.Ns, r.To)
+	if err != nil {
+		return err
+	}
+	n, err := t.v.inode(ino)
+	if err != nil {
+		return err
+	}
+	n.Nlink = max(n.Nlink, 1) + 1
+	t.touch(n, false)
+	if err := t.put(inodeKey(ino), n); err != nil {
+		return err
+	}
+	if err := t.b.Set(direntKey(parent, name, false), be64(ino), nil); err != nil {
+		return err
+	}
+	if err := t.touchDir(parent); err != nil {
+		return err
+	}
+	t.res.inode = n
+	t.event(r.Ns, from, false)
+	t.event(r.Ns, to, false)
+	return nil
+}
+
+func (t *txn) mountXattr(r *metapb.MountXattrRequest) error {
+	ns, err := t.v.namespace(r.Ns)
+	if err != nil {
+		return err
+	}
+	p, _, err := pathname.Clean(r.Path)
+	if err != nil {
+		return err
+	}
+	ino, _, err := t.v.walk(ns.RootIno, p)
+	if err != nil {
+		return err
+	}
+	n, err := t.v.inode(ino)
+	if err != nil {
+		return err
+	}
+	_, set := n.Xattrs[r.Name]
+	switch {
+	case (r.Remove || r.Replace) && !set:
+		return errors.E(errors.NotExist, "no such attribute")
+	case r.Create && set:
+		return errors.E(errors.Exist, "attribute exists")
+	}
+	if r.Remove {
+		delete(n.Xattrs, r.Name)
+	} else {
+		if n.Xattrs == nil {
+			n.Xattrs = map[string][]byte{}
+		}
+		n.Xattrs[r.Name] = r.Value
+	}
+	t.touch(n, false)
+	t.res.inode = n
+	t.event(r.Ns, p, false)
+	return t.put(inodeKey(ino), n)
+}
+
+// unlinkFile drops one name of file ino: the file itself goes with its
+// last name.
+func (t *txn) unlinkFile(ino uint64) (gone bool, err error) {
+	n, err := t.v.inode(ino)
+	if err != nil || n.Nlink <= 1 {
+		return true, t.removeFile(ino)
+	}
+	n.Nlink--
+	t.touch(n, false)
+	return false, t.put(inodeKey(ino), n)
+}
+
+func pathBase(p string) string {
+	_, name := pathname.Parent(p)
+	return name
+}

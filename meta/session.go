@@ -1,0 +1,227 @@
+package meta
+
+import (
+	"context"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// Mount sessions. A mount caches entries, attributes and listings and
+// lets the kernel keep them for minutes; that is safe because a mutation
+// is not answered until every other mount's session has acknowledged the
+// mutation's events (the mount drops the affected entries, in its cache and
+// the kernel's, before it acknowledges). A session that does not answer
+// within its lease is cut off: the mount, which stops trusting its cache
+// when it has not heard from meta for half a lease, resets when it
+// reconnects. Waiting covers every session, not only those that cached the
+// path: a superset that costs one loopback round trip per mutation and
+// needs no per-entry lease table.
+
+// SessionLease is how long meta waits for a session's acknowledgement
+// before it cuts the session off; mounts distrust their caches after half
+// of it without word from meta (meta sends a heartbeat every LeaseBeat).
+const (
+	SessionLease = 4 * time.Second
+	LeaseBeat    = 500 * time.Millisecond
+)
+
+// SessionHeader is the gRPC metadata key naming the caller's session, so
+// that a mount's own mutations do not wait for its own acknowledgement.
+const SessionHeader = "cairn-session"
+
+type sessionTable struct {
+	mu      sync.Mutex
+	m       map[*mountSession]struct{}
+	dirty   atomic.Int64 // nonzero: some session may be dirty (writebehind.go)
+	notices uint64       // last write-behind notice id
+}
+
+type mountSession struct {
+	id     string
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	acked   uint64
+	dirty   uint64        // last write-behind epoch announced (writebehind.go)
+	cleaned uint64        // last write-behind epoch committed
+	noticed uint64        // last write-behind notice acknowledged
+	wake    chan struct{} // closed and replaced on every acknowledgement
+	dead    chan struct{}
+	out     *sessionStream
+}
+
+func (s *Service) sessions() *sessionTable {
+	t := &s.mountSessions
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[*mountSession]struct{}{}
+	}
+	t.mu.Unlock()
+	return t
+}
+
+func (h *hub) lastSeq() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+// MountSession streams events to a mount (like Watch, with a heartbeat)
+// and records its acknowledgements.
+func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
+	const op = errors.Op("meta.MountSession")
+	hello, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if hello.Session == "" {
+		return errors.E(op, errors.Invalid, "the first message must name the session")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	ms := &mountSession{id: hello.Session, cancel: cancel, wake: make(chan struct{}), dead: make(chan struct{})}
+	t := s.sessions()
+	t.mu.Lock()
+	t.m[ms] = struct{}{}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.m, ms)
+		t.mu.Unlock()
+		close(ms.dead)
+	}()
+	go func() {
+		defer cancel()
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if m.Clean != 0 {
+				ms.clean(m.Clean)
+			}
+			if m.NoticeAck != 0 {
+				ms.mu.Lock()
+				if m.NoticeAck > ms.noticed {
+					ms.noticed = m.NoticeAck
+					close(ms.wake)
+					ms.wake = make(chan struct{})
+				}
+				ms.mu.Unlock()
+			}
+			ms.mu.Lock()
+			if m.Ack > ms.acked {
+				ms.acked = m.Ack
+				close(ms.wake)
+				ms.wake = make(chan struct{})
+			}
+			ms.mu.Unlock()
+		}
+	}()
+	w := &sessionStream{Meta_MountSessionServer: stream, ctx: ctx}
+	ms.mu.Lock()
+	ms.out = w
+	ms.mu.Unlock()
+	go func() {
+		// The heartbeat proves meta alive to the mount while nothing
+		// changes; it carries no sequence.
+		tick := time.NewTicker(LeaseBeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if w.send(&metapb.Event{}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	err = s.Watch(&metapb.WatchRequest{}, w)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// sessionStream serializes sends (events and heartbeats) and ends when
+// the session does.
+type sessionStream struct {
+	metapb.Meta_MountSessionServer
+	ctx context.Context
+	mu  sync.Mutex
+}
+
+func (w *sessionStream) Context() context.Context   { return w.ctx }
+func (w *sessionStream) Send(e *metapb.Event) error { return w.send(e) }
+func (w *sessionStream) send(e *metapb.Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.Meta_MountSessionServer.Send(e)
+}
+
+// mutations are the calls whose answer waits for the sessions.
+var mutations = map[string]bool{
+	"Mkdir": true, "Commit": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
+	"Symlink": true, "Link": true, "SetXattr": true,
+	"CreateNamespace": true, "DeleteNamespace": true, "SetVisibility": true,
+}
+
+// awaitSessions returns once every session but the caller's has
+// acknowledged every event published so far (which includes the events of
+// the call just made), cutting off sessions that stay silent for a lease.
+func (s *Service) awaitSessions(ctx context.Context, fullMethod string) {
+	if !mutations[path.Base(fullMethod)] {
+		return
+	}
+	target := s.hub.lastSeq()
+	var self string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(SessionHeader); len(v) > 0 {
+			self = v[0]
+		}
+	}
+	t := s.sessions()
+	t.mu.Lock()
+	var wait []*mountSession
+	for ms := range t.m {
+		if ms.id != self {
+			wait = append(wait, ms)
+		}
+	}
+	t.mu.Unlock()
+	if len(wait) == 0 {
+		return
+	}
+	deadline, cancel := context.WithTimeout(context.Background(), SessionLease)
+	defer cancel()
+	for _, ms := range wait {
+		for {
+			ms.mu.Lock()
+			acked, wake := ms.acked, ms.wake
+			ms.mu.Unlock()
+			if acked >= target {
+				break
+			}
+			select {
+			case <-wake:
+				continue
+			case <-ms.dead:
+			case <-deadline.Done():
+				s.log.Warn("mount session silent for a lease: cut off", "session", ms.id)
+				ms.cancel()
+				<-ms.dead
+			}
+			break
+		}
+	}
+}

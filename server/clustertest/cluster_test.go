@@ -1,0 +1,520 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"cairn/chunk"
+	"cairn/chunk/chunktest"
+	"cairn/client"
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cairn-clustertest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin, err = Build(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var bg = context.Background()
+
+// content is the reproducible body of file i of writer w.
+func content(w, i int) []byte {
+	size := 1<<10 + (w*7919+i*104729)%(200<<10)
+	if i%10 == 3 {
+		size = 2<<20 + 12345 // several extents (the test client cuts at 1 MiB)
+	}
+	return chunktest.Data(uint64(w)<<32|uint64(i), size)
+}
+
+// load runs writers that each put files in a loop until stop closes. It
+// returns the files acknowledged, the errors seen, and the longest single
+// Put that was running at or started after the moment mark() was called.
+type load struct {
+	mu      sync.Mutex
+	acked   map[string][]byte
+	errs    []error
+	markAt  time.Time
+	longest time.Duration
+	wg      sync.WaitGroup
+	stop    chan struct{}
+}
+
+func startLoad(c *Cluster, ns string, writers int) *load {
+	l := &load{acked: map[string][]byte{}, stop: make(chan struct{})}
+	for w := range writers {
+		l.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				p := fmt.Sprintf("w%d/f%05d", w, i)
+				data := content(w, i)
+				start := time.Now()
+				_, err := c.Client.Put(bg, ns, p, bytes.NewReader(data), client.PutOptions{SizeHint: int64(len(data))})
+				end := time.Now()
+				l.mu.Lock()
+				if !l.markAt.IsZero() && end.After(l.markAt) {
+					l.longest = max(l.longest, end.Sub(start))
+				}
+				if err != nil {
+					l.errs = append(l.errs, fmt.Errorf("%s: %w", p, err))
+				} else {
+					l.acked[p] = data
+				}
+				l.mu.Unlock()
+			}
+		})
+	}
+	return l
+}
+
+func (l *load) mark() {
+	l.mu.Lock()
+	l.markAt = time.Now()
+	l.mu.Unlock()
+}
+
+func (l *load) finish() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// checkAll reads back every acknowledged file.
+func checkAll(t *testing.T, c *Cluster, ns string, files map[string][]byte) {
+	t.Helper()
+	bad := 0
+	for p, data := range files {
+		if err := c.Check(bg, ns, p, data); err != nil {
+			bad++
+			if bad <= 5 {
+				t.Error(err)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d acknowledged files do not read back", bad, len(files))
+	}
+}
+
+// primaryOfWritable returns the data server that is the primary of a
+// writable volume: killing it hits writers in the middle of their work.
+func primaryOfWritable(t *testing.T, c *Cluster) *Proc {
+	for _, v := range c.Status(t).Volumes {
+		if !v.Volume.ReadOnly && len(v.Volume.Servers) > 0 {
+			if p := c.Find(v.Volume.Servers[0]); p != nil {
+				return p
+			}
+		}
+	}
+	t.Fatal("no writable volume")
+	return nil
+}
+
+// TestKillDuringWrites: kill -9 a data server under a write load. No
+// acknowledged write is lost, writers go on within 2 s, every file reads
+// back, and the replication factor comes back without anyone acting.
+func TestKillDuringWrites(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 4})
+	c.CreateNS(t, "kill", 3)
+	l := startLoad(c, "kill", 4)
+	time.Sleep(1500 * time.Millisecond)
+	victim := primaryOfWritable(t, c)
+	victimID := victim.ID(t)
+	l.mark()
+	victim.Kill(t)
+	killed := time.Now()
+	time.Sleep(4 * time.Second)
+	l.finish()
+	t.Logf("%d files acknowledged, longest put across the kill %v, %d errors", len(l.acked), l.longest, len(l.errs))
+	for i, err := range l.errs {
+		if i < 5 {
+			t.Errorf("writer error: %v", err)
+		}
+	}
+	if l.longest > 2*time.Second {
+		t.Errorf("a writer waited %v across the kill (want at most 2s)", l.longest)
+	}
+	checkAll(t, c, "kill", l.acked)
+	st := c.WaitReplicated(t, 90*time.Second, victimID)
+	t.Logf("replication factor restored %v after the kill (%d volumes, %d repairs)", time.Since(killed).Round(time.Millisecond), len(st.Volumes), st.RepairsDone)
+	checkAll(t, c, "kill", l.acked)
+}
+
+// TestDeleteWhileReplicaDown: a file deleted while one of its replicas is
+// down stays deleted when that replica comes back, and the space its
+// needles took is reclaimed there too.
+func TestDeleteWhileReplicaDown(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 3, DeadAfter: 20 * time.Second})
+	c.CreateNS(t, "del", 3)
+	files := map[string][]byte{}
+	for i := range 12 {
+		p := fmt.Sprintf("f%02d", i)
+		files[p] = chunktest.Data(uint64(i), 300<<10)
+		if _, err := c.Client.Put(bg, "del", p, bytes.NewReader(files[p]), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := c.Client.StatFresh(bg, "del", "f00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := f.Extents[0]
+	down := c.Chunks[2]
+	down.Kill(t)
+	for p := range files {
+		if p != "f11" {
+			if err := c.Client.Delete(bg, "del", p, false, ""); err != nil {
+				t.Fatal(err)
+			}
+			delete(files, p)
+		}
+	}
+	time.Sleep(time.Second) // the collector tries, and fails on the down server
+	down.Start(t)
+	c.WaitAlive(t, down)
+	if _, err := c.Client.StatFresh(bg, "del", "f00"); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("deleted file after the replica came back: %v", err)
+	}
+	checkAll(t, c, "del", files)
+	// Every replica drops the needles: the one that was down included,
+	// and compaction gives the space back.
+	for _, p := range c.Chunks {
+		r := chunk.NewRemote(p.Addr)
+		WaitFor(t, 60*time.Second, p.Name+" to drop the deleted needle and reclaim its space", func() bool {
+			var b bytes.Buffer
+			if _, err := r.ReadTo(bg, ext.Volume, ext.Key, 0, 1, &b); !errors.Is(errors.NotExist, err) {
+				return false
+			}
+			vols, err := r.Volumes(bg)
+			if err != nil {
+				return false
+			}
+			for _, v := range vols {
+				if v.ID == ext.Volume && v.Size > 2*(300<<10)+4096 {
+					return false // only f11 (and a tombstone or two) may remain
+				}
+			}
+			return true
+		})
+	}
+}
+
+// TestCorruptReplica flips bytes in one replica's volume file: the client
+// reads the right bytes from another replica and has the bad copy repaired;
+// a needle nobody reads is found and repaired by the scrub.
+func TestCorruptReplica(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 3, ChunkArgs: []string{"--scrub-rate", "64MiB", "--scrub-interval", "1s"}})
+	c.CreateNS(t, "rot", 3)
+	a, b := chunktest.Data(101, 100<<10), chunktest.Data(102, 100<<10)
+	for p, d := range map[string][]byte{"a": a, "b": b} {
+		if _, err := c.Client.Put(bg, "rot", p, bytes.NewReader(d), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fa, _ := c.Client.StatFresh(bg, "rot", "a")
+	fb, _ := c.Client.StatFresh(bg, "rot", "b")
+	// Corrupt a's needle on the replica the client reads first, b's on another.
+	ea, eb := fa.Extents[0], fb.Extents[0]
+	servers := volumeServers(t, c, ea.Volume)
+	badA := c.Find(servers[int(ea.Key)%len(servers)])
+	badB := c.Find(servers[(int(ea.Key)+1)%len(servers)])
+	flip(t, badA, ea.Volume, a[1000:1064])
+	flip(t, badB, eb.Volume, b[5000:5064])
+
+	if err := c.Check(bg, "rot", "a", a); err != nil {
+		t.Fatalf("read with a corrupt replica: %v", err)
+	}
+	for _, x := range []struct {
+		p    *Proc
+		vid  uint32
+		key  uint64
+		want []byte
+	}{{badA, ea.Volume, ea.Key, a}, {badB, eb.Volume, eb.Key, b}} {
+		r := chunk.NewRemote(x.p.Addr)
+		WaitFor(t, 60*time.Second, x.p.Name+" to detect and repair its corrupt copy", func() bool {
+			var buf bytes.Buffer
+			_, err := r.ReadTo(bg, x.vid, x.key, 0, int64(len(x.want)), &buf)
+			return err == nil && bytes.Equal(buf.Bytes(), x.want)
+		})
+		vols, err := r.Volumes(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vols {
+			if v.ID == x.vid && v.Corrupt == 0 {
+				t.Errorf("%s: the corruption was never detected (no corrupt read counted)", x.p.Name)
+			}
+		}
+	}
+}
+
+func volumeServers(t *testing.T, c *Cluster, vid uint32) []string {
+	for _, v := range c.Status(t).Volumes {
+		if v.Volume.Id == vid {
+			return v.Volume.Servers
+		}
+	}
+	t.Fatalf("no volume %d", vid)
+	return nil
+}
+
+// flip finds needle bytes in a data server's volume file and inverts one
+// of them, as bit rot would, behind the server's back.
+func flip(t *testing.T, p *Proc, vid uint32, needle []byte) {
+	t.Helper()
+	name := fmt.Sprintf("%s/%d.dat", p.Dir, vid)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, needle)
+	if i < 0 {
+		t.Fatalf("needle bytes not found in %s", name)
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte{^b[i+10]}, int64(i+10)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestartCluster: stop every process at once (kill -9) and start them
+// again: everything reads back, and appends land at the end.
+func TestRestartCluster(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 3, DeadAfter: 10 * time.Second})
+	c.CreateNS(t, "rst", 3)
+	files := map[string][]byte{}
+	for i := range 20 {
+		p := fmt.Sprintf("f%02d", i)
+		files[p] = content(9, i)
+		if _, err := c.Client.Put(bg, "rst", p, bytes.NewReader(files[p]), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log []byte
+	for i := range 3 {
+		part := []byte(fmt.Sprintf("line %d before the restart\n", i))
+		if _, err := c.Client.Append(bg, "rst", "log", bytes.NewReader(part), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, part...)
+	}
+	for _, p := range append([]*Proc{c.Meta}, c.Chunks...) {
+		p.Kill(t)
+	}
+	c.Meta.Start(t)
+	for _, p := range c.Chunks {
+		p.Start(t)
+	}
+	c.WaitAlive(t, c.Chunks...)
+	checkAll(t, c, "rst", files)
+	for i := range 3 {
+		part := []byte(fmt.Sprintf("line %d after the restart\n", i))
+		if _, err := c.Client.Append(bg, "rst", "log", bytes.NewReader(part), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, part...)
+	}
+	if err := c.Check(bg, "rst", "log", log); err != nil {
+		t.Fatal(err)
+	}
+	more := chunktest.Data(rand.Uint64(), 50<<10)
+	if _, err := c.Client.Put(bg, "rst", "new", bytes.NewReader(more), client.PutOptions{SizeHint: -1}); err != nil {
+		t.Fatal(err)
+	}
+	files["new"] = more
+	checkAll(t, c, "rst", files)
+}
+
+// TestPartition cuts a data server off the network (a network namespace
+// whose link goes down) while writers run and files are deleted, then
+// heals it. Writers carry on, meta re-replicates without it, and once
+// back it never serves its stale copies: it refuses while it holds no
+// lease and drops them when meta answers its first heartbeat.
+func TestPartition(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root (CI runs as root)")
+	}
+	n := NewNetns(t)
+	c := Start(t, Options{
+		Bin: bin, Servers: 4, Host: n.HostIP,
+		// The cut-off server is alone in its zone, so every volume has a
+		// replica on it.
+		Labels: func(i int) []string {
+			if i == 3 {
+				return []string{"zone=z2"}
+			}
+			return []string{"zone=z1"}
+		},
+		Placement: func(i int) ([]string, string) {
+			if i == 3 {
+				return n.Prefix(), n.NSIP
+			}
+			return nil, ""
+		},
+	})
+	cut := c.Chunks[3]
+	cutID := cut.ID(t)
+	c.CreateNS(t, "part", 3)
+	files := map[string][]byte{}
+	for i := range 30 {
+		p := fmt.Sprintf("old%02d", i)
+		files[p] = content(7, i)
+		if _, err := c.Client.Put(bg, "part", p, bytes.NewReader(files[p]), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type needle struct {
+		vid uint32
+		key uint64
+	}
+	var probes []needle // needles the cut-off server holds
+	for p := range files {
+		f, err := c.Client.StatFresh(bg, "part", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range f.Extents {
+			if slicesContains(volumeServers(t, c, e.Volume), cut.Addr) {
+				probes = append(probes, needle{e.Volume, e.Key})
+			}
+		}
+	}
+	if len(probes) == 0 {
+		t.Fatal("placement put no replica on the server in its own zone")
+	}
+
+	n.Cut(t)
+	cutAt := time.Now()
+	l := startLoad(c, "part", 2)
+	l.mark()
+	for i := range 10 { // deleted while the server is away
+		p := fmt.Sprintf("old%02d", i)
+		if err := c.Client.Delete(bg, "part", p, false, ""); err != nil {
+			t.Fatal(err)
+		}
+		delete(files, p)
+	}
+	st := c.WaitReplicated(t, 90*time.Second, cutID)
+	l.finish()
+	t.Logf("re-replicated without the cut-off server %v after the cut (%d repairs); %d files written meanwhile, longest put %v",
+		time.Since(cutAt).Round(time.Millisecond), st.RepairsDone, len(l.acked), l.longest)
+	for i, err := range l.errs {
+		if i < 5 {
+			t.Errorf("writer error during the partition: %v", err)
+		}
+	}
+
+	n.Heal(t)
+	healAt := time.Now()
+	r := chunk.NewRemote(cut.Addr)
+	WaitFor(t, 60*time.Second, "the healed server to drop its stale copies", func() bool {
+		gone := true
+		for _, nd := range probes {
+			var b bytes.Buffer
+			_, err := r.ReadTo(bg, nd.vid, nd.key, 0, 1, &b)
+			if err == nil {
+				t.Fatalf("the healed server served volume %d needle %d from its stale copy", nd.vid, nd.key)
+			}
+			if _, err := r.Needles(bg, nd.vid); !errors.Is(errors.NotExist, err) {
+				gone = false
+			}
+		}
+		return gone
+	})
+	t.Logf("stale copies dropped %v after the heal", time.Since(healAt).Round(time.Millisecond))
+	c.WaitAlive(t, cut)
+	for i := range 10 {
+		if _, err := c.Client.StatFresh(bg, "part", fmt.Sprintf("old%02d", i)); !errors.Is(errors.NotExist, err) {
+			t.Errorf("old%02d, deleted during the partition: %v", i, err)
+		}
+	}
+	checkAll(t, c, "part", files)
+	checkAll(t, c, "part", l.acked)
+	// Back in service: new volumes may use it again.
+	c.WaitReplicated(t, 30*time.Second)
+}
+
+func slicesContains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDrain empties a data server while its data stays readable: every
+// replica it held moves elsewhere, and it deletes its copies.
+func TestDrain(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 4})
+	c.CreateNS(t, "drn", 3)
+	files := map[string][]byte{}
+	for i := range 20 {
+		p := fmt.Sprintf("f%02d", i)
+		files[p] = content(5, i)
+		if _, err := c.Client.Put(bg, "drn", p, bytes.NewReader(files[p]), client.PutOptions{SizeHint: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := primaryOfWritable(t, c)
+	id := victim.ID(t)
+	if _, err := c.MC.ClusterDrain(bg, &metapb.ClusterDrainRequest{Server: victim.Addr}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	readErr := make(chan error, 1)
+	go func() { // reads keep working throughout
+		defer close(readErr)
+		for {
+			for p, d := range files {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := c.Check(bg, "drn", p, d); err != nil {
+					readErr <- err
+					return
+				}
+			}
+		}
+	}()
+	c.WaitReplicated(t, 60*time.Second, id)
+	r := chunk.NewRemote(victim.Addr)
+	WaitFor(t, 30*time.Second, "the drained server to delete its copies", func() bool {
+		vols, err := r.Volumes(bg)
+		return err == nil && len(vols) == 0
+	})
+	close(stop)
+	if err := <-readErr; err != nil {
+		t.Fatalf("read during the drain: %v", err)
+	}
+	checkAll(t, c, "drn", files)
+}

@@ -1,0 +1,410 @@
+// Package clustertest runs a Cairn cluster as real processes for tests:
+// one `cairn meta`, several `cairn chunk` and optionally a `cairn gateway`,
+// each its own process of the cairn binary on loopback (or network
+// namespace) ports, with data under the test's temporary directory. Tests
+// kill -9 them, restart them, cut them off and corrupt their files, and
+// talk to the cluster through the client library like any front end.
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"cairn"
+	"cairn/chunk"
+	"cairn/client"
+	"cairn/meta"
+	"cairn/proto/metapb"
+)
+
+// Root is the root access key and secret every cluster starts with.
+const Root, RootSecret = "cluster-root", "cluster-secret-0123456789"
+
+// Build compiles cmd/cairn into dir and returns the binary's path. A
+// TestMain calls it once for all the tests of a package.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "cairn")
+	cmd := exec.Command("go", "build", "-o", bin, "cairn/cmd/cairn")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Options describe a cluster. Zero fields take the defaults noted.
+type Options struct {
+	Bin     string // the cairn binary (Build); required
+	Servers int    // data servers; default 4
+	// Host is the address every role listens on; default 127.0.0.1.
+	Host string
+	// DeadAfter is meta's --dead-after; default 3s (short: tests wait for it).
+	DeadAfter time.Duration
+	// MetaArgs and ChunkArgs are extra flags.
+	MetaArgs, ChunkArgs []string
+	// Labels returns the --label flags of data server i.
+	Labels func(i int) []string
+	// Placement, when set, may run data server i elsewhere: it returns a
+	// command prefix (e.g. "ip netns exec NS") and the host it listens on.
+	Placement func(i int) (prefix []string, host string)
+	Gateway   bool // also start a gateway
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	t       testing.TB
+	opt     Options
+	Dir     string
+	Meta    *Proc
+	Chunks  []*Proc
+	Gateway *Proc
+	// MC is a gRPC client of meta; Client a client library instance
+	// (reads, writes, failover) talking to the processes.
+	MC     metapb.MetaClient
+	Client *client.Client
+}
+
+// Proc is one process of the cluster. It can be killed and started again
+// with the same data directory and address.
+type Proc struct {
+	Name, Addr, Dir string
+	argv            []string
+	logPath         string
+	cmd             *exec.Cmd
+	exited          chan struct{}
+}
+
+// Start starts a cluster and waits until every data server has registered
+// with meta and holds a lease. Everything is stopped when the test ends;
+// on failure the tail of each process's log is printed.
+func Start(t testing.TB, opt Options) *Cluster {
+	t.Helper()
+	if opt.Servers == 0 {
+		opt.Servers = 4
+	}
+	if opt.Host == "" {
+		opt.Host = "127.0.0.1"
+	}
+	if opt.DeadAfter == 0 {
+		opt.DeadAfter = 3 * time.Second
+	}
+	c := &Cluster{t: t, opt: opt, Dir: t.TempDir()}
+	t.Cleanup(c.cleanup)
+	metaAddr := freeAddr(t, opt.Host)
+	c.Meta = c.proc("meta", metaAddr, nil, append([]string{"meta", "--data", filepath.Join(c.Dir, "meta"),
+		"--listen", metaAddr, "--admin", "off", "--dead-after", opt.DeadAfter.String()}, opt.MetaArgs...))
+	c.Meta.Start(t)
+	for i := range opt.Servers {
+		var prefix []string
+		host := opt.Host
+		if opt.Placement != nil {
+			if p, h := opt.Placement(i); h != "" {
+				prefix, host = p, h
+			}
+		}
+		addr := freeAddr(t, host)
+		args := []string{"chunk", "--data", filepath.Join(c.Dir, "chunk"+strconv.Itoa(i)), "--listen", addr,
+			"--meta", metaAddr, "--admin", "off"}
+		if opt.Labels != nil {
+			for _, l := range opt.Labels(i) {
+				args = append(args, "--label", l)
+			}
+		}
+		p := c.proc("chunk"+strconv.Itoa(i), addr, prefix, append(args, opt.ChunkArgs...))
+		p.Dir = filepath.Join(c.Dir, "chunk"+strconv.Itoa(i))
+		c.Chunks = append(c.Chunks, p)
+		p.Start(t)
+	}
+	if opt.Gateway {
+		addr := freeAddr(t, opt.Host)
+		c.Gateway = c.proc("gateway", addr, nil, []string{"gateway", "--meta", metaAddr, "--http", addr, "--admin", "off"})
+		c.Gateway.Start(t)
+	}
+	mc, conn, err := meta.Dial(metaAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c.MC = mc
+	c.Client, err = client.New(client.Config{
+		Meta: mc, Dial: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) },
+		ExtentSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Client.Close() })
+	c.WaitAlive(t, c.Chunks...)
+	return c
+}
+
+func (c *Cluster) proc(name, addr string, prefix, args []string) *Proc {
+	return &Proc{Name: name, Addr: addr, argv: append(append(append([]string(nil), prefix...), c.opt.Bin), args...),
+		logPath: filepath.Join(c.Dir, name+".log")}
+}
+
+// freeAddr returns host:port with a port free right now. A data server in
+// a network namespace gets a port picked here too; its namespace is empty.
+func freeAddr(t testing.TB, host string) string {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		// Not an address of this namespace: any port will do there.
+		return net.JoinHostPort(host, strconv.Itoa(20000+int(time.Now().UnixNano()%20000)))
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start starts the process (again), appending to its log.
+func (p *Proc) Start(t testing.TB) {
+	t.Helper()
+	if p.cmd != nil {
+		select {
+		case <-p.exited:
+		default:
+			t.Fatalf("%s is already running", p.Name)
+		}
+	}
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(log, "---- start %s\n", time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), "CAIRN_ROOT_USER="+Root, "CAIRN_ROOT_PASSWORD="+RootSecret)
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		t.Fatalf("start %s: %v", p.Name, err)
+	}
+	p.cmd, p.exited = cmd, make(chan struct{})
+	go func() {
+		cmd.Wait()
+		log.Close()
+		close(p.exited)
+	}()
+	if p.Name == "meta" || p.Name == "gateway" {
+		waitDial(t, p)
+	}
+}
+
+// waitDial waits until the process accepts connections on its address.
+func waitDial(t testing.TB, p *Proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", p.Addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("%s exited at start; log:\n%s", p.Name, tail(p.logPath))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s does not accept connections on %s; log:\n%s", p.Name, p.Addr, tail(p.logPath))
+}
+
+// Kill sends SIGKILL and waits for the process to be gone: a crash.
+func (p *Proc) Kill(t testing.TB) { p.signal(t, syscall.SIGKILL) }
+
+// Stop sends SIGTERM (a graceful shutdown) and waits, killing it after 15s.
+func (p *Proc) Stop(t testing.TB) { p.signal(t, syscall.SIGTERM) }
+
+func (p *Proc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Running reports whether the process is up.
+func (p *Proc) Running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ID is a data server's id (its data directory's server.id).
+func (p *Proc) ID(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.Dir, "server.id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (c *Cluster) cleanup() {
+	for _, p := range append(append([]*Proc{c.Gateway}, c.Chunks...), c.Meta) {
+		if p != nil {
+			p.Kill(c.t)
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range append(append([]*Proc{c.Meta}, c.Chunks...), c.Gateway) {
+			if p != nil {
+				c.t.Logf("---- %s (%s) log tail:\n%s", p.Name, p.Addr, tail(p.logPath))
+			}
+		}
+	}
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}
+
+// Status is meta's cluster status.
+func (c *Cluster) Status(t testing.TB) *metapb.ClusterStatusResponse {
+	t.Helper()
+	// Retried: right after meta restarts, the connection may still be in
+	// its (short) reconnect backoff.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := c.MC.ClusterStatus(ctx, &metapb.Empty{})
+		cancel()
+		if err == nil {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitFor polls cond every 100ms until it holds or the deadline passes.
+// Deadlines are generous: these tests run on 2 loaded cores.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitAlive waits until meta sees every given data server alive, and each
+// serves (holds a lease).
+func (c *Cluster) WaitAlive(t testing.TB, ps ...*Proc) {
+	t.Helper()
+	WaitFor(t, 60*time.Second, "data servers to register", func() bool {
+		st := c.Status(t)
+		for _, p := range ps {
+			ok := false
+			for _, s := range st.Servers {
+				ok = ok || s.Addr == p.Addr && s.Alive
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range ps {
+		WaitFor(t, 30*time.Second, p.Name+" to hold a lease", func() bool {
+			_, err := chunk.NewRemote(p.Addr).Needles(context.Background(), 1<<31)
+			return err != nil && !strings.Contains(err.Error(), "lease")
+		})
+	}
+}
+
+// WaitReplicated waits until every volume has all its replicas on live
+// servers, none on a server in gone (ids), and no repair runs.
+func (c *Cluster) WaitReplicated(t testing.TB, d time.Duration, gone ...string) *metapb.ClusterStatusResponse {
+	t.Helper()
+	var st *metapb.ClusterStatusResponse
+	WaitFor(t, d, "the replication factor to be restored", func() bool {
+		st = c.Status(t)
+		if len(st.Repairs) > 0 {
+			return false
+		}
+		for _, v := range st.Volumes {
+			if v.Health != "ok" {
+				return false
+			}
+			for _, id := range v.Volume.ServerIds {
+				for _, g := range gone {
+					if id == g {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+	return st
+}
+
+// CreateNS creates a namespace with rf replicas per volume.
+func (c *Cluster) CreateNS(t testing.TB, name string, rf uint32) {
+	t.Helper()
+	if _, err := c.MC.CreateNamespace(context.Background(), &metapb.CreateNamespaceRequest{Name: name, Owner: Root, Replication: rf}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Check reads ns/p through a fresh resolution and compares it with want.
+func (c *Cluster) Check(ctx context.Context, ns, p string, want []byte) error {
+	f, err := c.Client.StatFresh(ctx, ns, p)
+	if err != nil {
+		return fmt.Errorf("%s/%s: stat: %w", ns, p, err)
+	}
+	got, err := c.Client.ReadAll(ctx, f)
+	if err != nil {
+		return fmt.Errorf("%s/%s: read: %w", ns, p, err)
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%s/%s: read %d bytes that differ from the %d written", ns, p, len(got), len(want))
+	}
+	return nil
+}
+
+// Find returns the data server process listening on addr.
+func (c *Cluster) Find(addr string) *Proc {
+	for _, p := range c.Chunks {
+		if p.Addr == addr {
+			return p
+		}
+	}
+	return nil
+}

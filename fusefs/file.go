@@ -111,18 +111,35 @@ func (n *node) openCount() int {
 // extents returns the committed extents and size of the file's current
 // version, with one Resolve when they are not known.
 func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, error) {
+	b, err := n.base(ctx)
+	return b.exts, b.attr, err
+}
+
+// base is one committed version of a file: its extents and inode record,
+// and the flush counter they belong to. A reader compares commit with
+// node.f.commit under node.mu to know whether a flush (a write-behind one
+// may finish at any time) swapped the base since: trusting an old record's
+// size would answer a short read, which the kernel takes as the new end of
+// the file.
+type base struct {
+	exts   []*metapb.Extent
+	attr   *metapb.Inode
+	commit uint64
+}
+
+func (n *node) base(ctx context.Context) (base, error) {
 	n.mu.Lock()
 	if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
 		defer n.mu.Unlock()
-		return n.f.exts, n.attr, nil
+		return base{n.f.exts, n.attr, n.f.commit}, nil
 	}
 	n.mu.Unlock()
 	if err := n.settle(ctx); err != nil {
-		return nil, nil, err
+		return base{}, err
 	}
 	p, err := n.path()
 	if err != nil {
-		return nil, nil, err
+		return base{}, err
 	}
 	epoch := n.m.sess.epoch()
 	var r *metapb.ResolveResponse
@@ -131,13 +148,17 @@ func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, er
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return base{}, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.f.extsOK && n.attr != nil && n.attr.Version > r.Inode.Version {
+		// A flush committed a newer version while the Resolve was out.
+		return base{n.f.exts, n.attr, n.f.commit}, nil
+	}
 	n.setAttrLocked(r.Inode, epoch)
 	n.f.exts, n.f.extsOK = r.Extents, true
-	return r.Extents, r.Inode, nil
+	return base{r.Extents, r.Inode, n.f.commit}, nil
 }
 
 // readAt fills dest from off: committed content through the block cache,
@@ -145,12 +166,17 @@ func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, er
 // the end of the file).
 func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (int, error) {
 	for {
-		exts, a, err := n.extents(ctx)
+		b, err := n.base(ctx)
 		if err != nil {
 			return 0, err
 		}
+		exts, a, commit := b.exts, b.attr, b.commit
 		n.mu.Lock()
-		size, commit := int64(a.Size), n.f.commit
+		if n.f.commit != commit {
+			n.mu.Unlock()
+			continue
+		}
+		size := int64(a.Size)
 		if n.f.sized {
 			size = n.f.size
 		}
@@ -180,14 +206,15 @@ func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (i
 // readDirect serves a read from one cached block without copying it, when
 // the file has no unflushed writes and the range lies in one block.
 func (n *node) readDirect(ctx context.Context, h *handle, off, length int64) ([]byte, bool, error) {
-	exts, a, err := n.extents(ctx)
+	v, err := n.base(ctx)
 	if err != nil {
 		return nil, false, err
 	}
+	exts, commit := v.exts, v.commit
 	n.mu.Lock()
-	dirty, commit := n.f.sized, n.f.commit
+	dirty := n.f.sized || n.f.commit != commit
 	n.mu.Unlock()
-	size := int64(a.Size)
+	size := int64(v.attr.Size)
 	if dirty || off >= size {
 		return nil, false, nil
 	}

@@ -98,8 +98,12 @@ func (g *Gateway) onChange(ev *metapb.Event) {
 	case ev.Namespace:
 		g.hot.dropPrefix(ev.Ns + "\x00")
 	default:
+		// Only the named key: entries below a renamed or deleted
+		// directory are never served (an entry is valid for one inode
+		// version only) and age out of the LRU. A scan of the whole
+		// cache per event made every PUT cost O(cached objects): 4 KiB
+		// PUTs fell from 4,300/s to 600-1,500/s with 100k objects cached.
 		g.hot.drop(hotKey(ev.Ns, ev.Path))
-		g.hot.dropPrefix(hotKey(ev.Ns, ev.Path) + "/")
 	}
 }
 
@@ -622,8 +626,7 @@ func (g *Gateway) rename(w http.ResponseWriter, r *http.Request, p principal, ns
 		return writeError(w, err)
 	}
 	ino, err := g.client.Rename(r.Context(), ns, from, to, false)
-	g.hot.drop(hotKey(ns, from))
-	g.hot.dropPrefix(hotKey(ns, from) + "/")
+	g.hot.drop(hotKey(ns, from)) // not what lies below: see onChange
 	g.hot.drop(hotKey(ns, to))
 	if err != nil {
 		return writeError(w, err)
@@ -637,8 +640,7 @@ func (g *Gateway) delete(w http.ResponseWriter, r *http.Request, p principal, ns
 		return writeError(w, err)
 	}
 	err := g.client.Delete(r.Context(), ns, path, recursive, strings.Trim(r.Header.Get("If-Match"), `" `))
-	g.hot.drop(hotKey(ns, path))
-	g.hot.dropPrefix(hotKey(ns, path) + "/")
+	g.hot.drop(hotKey(ns, path)) // not what lies below: see onChange
 	if err != nil {
 		return writeError(w, err)
 	}

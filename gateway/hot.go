@@ -84,7 +84,8 @@ func (h *hotCache) drop(key string) {
 	}
 }
 
-// dropPrefix drops every entry under a namespace or directory key.
+// dropPrefix drops every entry under a namespace key (or all, for ""):
+// a scan of the whole cache, for rare events only.
 func (h *hotCache) dropPrefix(prefix string) {
 	if h == nil {
 		return

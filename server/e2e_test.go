@@ -384,6 +384,24 @@ func TestOverwriteInvalidatesHotCache(t *testing.T) {
 			if code, _, b := a.call("GET", "/hot/obj", nil); code != 404 || errCode(t, b) != "NoSuchKey" {
 				t.Fatalf("after delete: %d %s", code, b)
 			}
+			// Entries below a renamed or deleted directory are not dropped
+			// one by one: a new file at the old path must still be served
+			// fresh, never the cached old one.
+			get := func(path, want string) {
+				t.Helper()
+				if _, got := a.must(200, "GET", path, nil); string(got) != want {
+					t.Fatalf("GET %s = %q, want %q", path, got, want)
+				}
+			}
+			a.must(200, "PUT", "/hot/d/x", []byte("first"))
+			get("/hot/d/x", "first")
+			a.must(200, "POST", "/hot/d?rename=/e", nil)
+			get("/hot/e/x", "first")
+			a.must(200, "PUT", "/hot/d/x", []byte("second"))
+			get("/hot/d/x", "second")
+			a.must(204, "DELETE", "/hot/d?recursive", nil)
+			a.must(200, "PUT", "/hot/d/x", []byte("third"))
+			get("/hot/d/x", "third")
 		})
 	}
 }

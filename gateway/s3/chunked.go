@@ -148,31 +148,56 @@ func (c *chunkedReader) next() error {
 	return c.readTrailers()
 }
 
+// trailerSignature is the trailer that signs the others in
+// STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER bodies.
+const trailerSignature = "X-Amz-Trailer-Signature"
+
 // readTrailers reads the header lines after the last chunk, up to the
 // empty line (or the end of the body, which some clients send instead).
+// Trailer lines may end in a bare LF: minio-go ends its trailers with
+// "\n", then "\r\n" before the trailer signature, so in signed mode an
+// empty line that comes between the trailers and their signature is
+// skipped. With signed chunks, trailers must come with their signature.
+//
+// The trailer signature itself is not recomputed: the SDK's signers have
+// no string-to-sign for it (AWS4-HMAC-SHA256-TRAILER) and the data it
+// would protect is only the checksum, which is verified against the
+// signed chunks' bytes anyway; a forged one can only fail the upload.
 func (c *chunkedReader) readTrailers() error {
 	total := 0
 	for {
-		l, err := c.line()
-		if err != nil {
-			if len(c.trailers) == 0 && total == 0 {
-				return nil // a body that ends right after the last chunk
-			}
-			return err
-		}
-		if l == "" {
-			return nil
+		l, err := c.br.ReadSlice('\n')
+		switch {
+		case err == bufio.ErrBufferFull:
+			return errIncompleteBody("trailer line too long")
+		case err != nil && len(l) == 0 && total == 0:
+			return nil // a body that ends right after the last chunk
+		case err != nil:
+			return errIncompleteBody("body ends inside the trailers")
 		}
 		total += len(l)
 		if total > maxTrailerLen {
 			return errIncompleteBody("trailers too long")
 		}
-		k, v, ok := strings.Cut(l, ":")
-		if !ok {
+		line := strings.TrimSuffix(strings.TrimSuffix(string(l), "\n"), "\r")
+		if line == "" {
+			if c.signer != nil && len(c.trailers) > 0 && c.trailers.Get(trailerSignature) == "" {
+				continue
+			}
+			break
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) == "" {
 			return errIncompleteBody("bad trailer")
 		}
 		c.trailers.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k)), strings.TrimSpace(v))
 	}
+	if c.signer != nil && len(c.trailers) > 0 {
+		if _, ok := parseSignature(c.trailers.Get(trailerSignature)); !ok {
+			return errIncompleteBody("trailers without a valid x-amz-trailer-signature")
+		}
+	}
+	return nil
 }
 
 // storedContentEncoding is Content-Encoding without aws-chunked, which

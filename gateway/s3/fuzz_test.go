@@ -120,6 +120,41 @@ func TestChunkedUnsignedTrailer(t *testing.T) {
 	}
 }
 
+// TestChunkedSignedTrailer reads the trailers of signed aws-chunked
+// bodies as AWS documents them and as minio-go sends them ("\n" then
+// "\r\n" before the signature); trailers without a signature are refused.
+func TestChunkedSignedTrailer(t *testing.T) {
+	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	seed := bytes.Repeat([]byte{7}, 32)
+	chunks := signedChunks(t, seed, when, []byte("hello world"))
+	chunks = chunks[:len(chunks)-2] // the final chunk's CRLF: trailers follow
+	sig := "x-amz-trailer-signature:" + strings.Repeat("ab", 32) + "\r\n"
+	for name, tc := range map[string]struct {
+		trailers string
+		ok       bool
+	}{
+		"aws":           {"x-amz-checksum-crc32:DUoRhQ==\r\n" + sig + "\r\n", true},
+		"minio-go":      {"x-amz-checksum-crc32:DUoRhQ==\n\r\n" + sig + "\r\n", true},
+		"no signature":  {"x-amz-checksum-crc32:DUoRhQ==\r\n\r\n", false},
+		"bad signature": {"x-amz-checksum-crc32:DUoRhQ==\r\nx-amz-trailer-signature:zz\r\n\r\n", false},
+		"cut":           {"x-amz-checksum-crc32:DUoRhQ==\r\n" + sig, false},
+		"none":          {"\r\n", true},
+	} {
+		cr := newChunkedReader(bytes.NewReader(append(chunks[:len(chunks):len(chunks)], tc.trailers...)), testSigner(seed, when))
+		got, err := io.ReadAll(cr)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v", name, err)
+			continue
+		}
+		if tc.ok && string(got) != "hello world" {
+			t.Errorf("%s: decoded %q", name, got)
+		}
+		if tc.ok && name != "none" && cr.trailers.Get("X-Amz-Checksum-Crc32") != "DUoRhQ==" {
+			t.Errorf("%s: trailers %v", name, cr.trailers)
+		}
+	}
+}
+
 func FuzzChunked(f *testing.F) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	seed := bytes.Repeat([]byte{7}, 32)
@@ -129,6 +164,7 @@ func FuzzChunked(f *testing.F) {
 	f.Add([]byte("ffffffffffffffff\r\n"), false)
 	f.Add([]byte("5;chunk-signature=zz\r\nhello\r\n"), true)
 	f.Add([]byte("\r\n\r\n"), false)
+	f.Add([]byte("0\r\nx-amz-checksum-crc32:AAAAAA==\n\r\nx-amz-trailer-signature:00\r\n\r\n"), false)
 	f.Fuzz(func(t *testing.T, body []byte, signed bool) {
 		var s *chunkSigner
 		if signed {

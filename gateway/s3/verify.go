@@ -79,7 +79,7 @@ func (c *checksums) verify(b *body, req, resp http.Header) error {
 		}
 		got := base64.StdEncoding.EncodeToString(c.hashes[i].Sum(nil))
 		if want == "" {
-			continue // announced as a trailer but not sent
+			return apiErr(http.StatusBadRequest, "MalformedTrailerError", "The request announced a trailing "+strings.ToLower(name)+" but did not send it.")
 		}
 		if want != got {
 			return apiErr(http.StatusBadRequest, "BadDigest", "The "+strings.ToLower(name)+" you specified did not match the calculated checksum.")

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"cairn/client"
 	s3api "cairn/gateway/s3"
@@ -126,6 +127,30 @@ func TestSDKBuckets(t *testing.T) {
 		t.Fatal("public-read did not make the namespace public")
 	}
 	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("photos"), ACL: types.BucketCannedACLPrivate}))
+	if ns := must(s.Client().Namespace(ctx, "photos")); ns.Visibility != metapb.Visibility_PRIVATE {
+		t.Fatal("canned private did not make the namespace private")
+	}
+	// An ACL as a policy body: a READ grant to AllUsers is public-read.
+	allUsers := types.Grant{Permission: types.PermissionRead, Grantee: &types.Grantee{Type: types.TypeGroup,
+		URI: aws.String("http://acs.amazonaws.com/groups/global/AllUsers")}}
+	ownerGrant := acl.Grants[0]
+	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("photos"), AccessControlPolicy: &types.AccessControlPolicy{
+		Owner: acl.Owner, Grants: []types.Grant{ownerGrant, allUsers}}}))
+	if ns := must(s.Client().Namespace(ctx, "photos")); ns.Visibility != metapb.Visibility_PUBLIC_READ {
+		t.Fatal("an AllUsers READ grant did not make the namespace public")
+	}
+	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("photos"), AccessControlPolicy: &types.AccessControlPolicy{
+		Owner: acl.Owner, Grants: []types.Grant{ownerGrant}}}))
+	if ns := must(s.Client().Namespace(ctx, "photos")); ns.Visibility != metapb.Visibility_PRIVATE {
+		t.Fatal("a policy without the AllUsers grant did not make the namespace private")
+	}
+	_, err = c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("photos"), ACL: types.BucketCannedACLAuthenticatedRead})
+	wantCode(t, err, "NotImplemented")
+	// A bucket created public-read is a public namespace.
+	must(c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("open"), ACL: types.BucketCannedACLPublicRead}))
+	if ns := must(s.Client().Namespace(ctx, "open")); ns.Visibility != metapb.Visibility_PUBLIC_READ {
+		t.Fatal("CreateBucket with public-read made a private namespace")
+	}
 
 	// CORS, and a preflight that honours it.
 	must(c.PutBucketCors(ctx, &s3.PutBucketCorsInput{Bucket: aws.String("photos"), CORSConfiguration: &types.CORSConfiguration{
@@ -666,6 +691,69 @@ func TestSDKAuth(t *testing.T) {
 	}
 	_, err = alice.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("roots"), Key: aws.String("k"), Body: strings.NewReader("x")})
 	wantCode(t, err, "AccessDenied")
+	_, err = alice.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("roots")})
+	wantCode(t, err, "BucketAlreadyExists")
+
+	// A write grant: objects and uploads, not the bucket's ACL.
+	bob := newKey(t, m, "bob", map[string]metapb.S3Access{"roots": metapb.S3Access_S3_WRITE})
+	bc := sdk(t, s, bob.Key.AccessKey, bob.Secret)
+	must(bc.PutObject(ctx, putInput("roots", "from/bob", "bob's")))
+	if got := getBody(t, bc, "roots", "from/bob"); string(got) != "bob's" {
+		t.Fatalf("write grant, read back: %q", got)
+	}
+	must(bc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("roots"), Key: aws.String("from/bob2"), CopySource: aws.String("roots/from/bob")}))
+	up := must(bc.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("roots"), Key: aws.String("mp")}))
+	must(bc.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String("roots"), Key: aws.String("mp"), UploadId: up.UploadId}))
+	must(bc.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("roots"), Key: aws.String("from/bob")}))
+	_, err = bc.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("roots"), ACL: types.BucketCannedACLPublicRead})
+	wantCode(t, err, "AccessDenied")
+	// A read grant does not let alice delete or copy out of the bucket into it.
+	must(m.S3Grant(ctx, &metapb.S3GrantRequest{AccessKey: k.Key.AccessKey, Bucket: "roots", Access: metapb.S3Access_S3_READ}))
+	_, err = alice.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("priv"), Key: aws.String("k")})
+	wantCode(t, err, "AccessDenied")
+	_, err = alice.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("priv"), Key: aws.String("k3"), CopySource: aws.String("priv/k")})
+	wantCode(t, err, "AccessDenied")
+	// Bob cannot copy from a bucket he has no grant on into his.
+	_, err = bc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("roots"), Key: aws.String("stolen"), CopySource: aws.String("priv/k")})
+	wantCode(t, err, "AccessDenied")
+
+	// UNSIGNED-PAYLOAD in a header-signed request, as SDKs send over TLS.
+	unsigned := s3.New(s3.Options{
+		BaseEndpoint: aws.String(s.S3URL()), Region: "us-east-1", UsePathStyle: true, RetryMaxAttempts: 1,
+		Credentials: credentials.NewStaticCredentialsProvider(servertest.Root, servertest.RootSecret, ""),
+		APIOptions:  []func(*middleware.Stack) error{v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware},
+	})
+	must(unsigned.PutObject(ctx, putInput("roots", "unsigned", "no payload hash")))
+	if got := getBody(t, unsigned, "roots", "unsigned"); string(got) != "no payload hash" {
+		t.Fatalf("UNSIGNED-PAYLOAD PUT stored %q", got)
+	}
+
+	// Anonymous: a public bucket is readable and listable, not writable;
+	// the bucket list needs a key. Every answer has a request id, and an
+	// error's XML names the same one.
+	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("roots"), ACL: types.BucketCannedACLPublicRead}))
+	anon := s3.New(s3.Options{BaseEndpoint: aws.String(s.S3URL()), Region: "us-east-1", UsePathStyle: true,
+		RetryMaxAttempts: 1, Credentials: aws.AnonymousCredentials{}})
+	if l := must(anon.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("roots")})); len(l.Contents) != 2 {
+		t.Fatalf("anonymous listing of a public bucket: %+v", l.Contents)
+	}
+	_, err = anon.ListBuckets(ctx, &s3.ListBucketsInput{})
+	wantCode(t, err, "AccessDenied")
+	_, err = anon.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("roots"), Key: aws.String("unsigned")})
+	wantCode(t, err, "AccessDenied")
+	resp = must(http.Get(s.S3URL() + "/roots/unsigned"))
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(resp.Header.Get("X-Amz-Request-Id")) != 16 {
+		t.Fatalf("anonymous GET of a public object: %d, request id %q", resp.StatusCode, resp.Header.Get("X-Amz-Request-Id"))
+	}
+	resp = must(http.Get(s.S3URL() + "/priv/k"))
+	body = must(io.ReadAll(resp.Body))
+	resp.Body.Close()
+	id := resp.Header.Get("X-Amz-Request-Id")
+	if resp.StatusCode != 403 || id == "" || !bytes.Contains(body, []byte("<RequestId>"+id+"</RequestId>")) ||
+		!bytes.Contains(body, []byte("<Code>AccessDenied</Code>")) {
+		t.Fatalf("anonymous GET of a private object: %d, request id %q, %s", resp.StatusCode, id, body)
+	}
 }
 
 // ensure the client package's Stored type stays what the S3 layer needs
@@ -692,5 +780,21 @@ func TestSweepUploads(t *testing.T) {
 		t.Fatalf("swept %d uploads, want 1", n)
 	}
 	_, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("sweep"), Key: aws.String("old"), UploadId: old.UploadId})
+	wantCode(t, err, "NoSuchUpload")
+
+	// The server sweeps by itself, every UploadSweep, uploads older than
+	// UploadMaxAge (--s3-upload-max-age).
+	left := must(c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("sweep"), Key: aws.String("left")}))
+	auto := must(s3api.New(s3api.Config{Client: s.Client(), UploadMaxAge: time.Millisecond, UploadSweep: 10 * time.Millisecond}))
+	defer auto.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, err = c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("sweep"), Key: aws.String("left"), UploadId: left.UploadId})
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("an abandoned upload outlived UploadMaxAge by 30s")
+		}
+	}
 	wantCode(t, err, "NoSuchUpload")
 }

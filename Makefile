@@ -11,7 +11,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -o bin/cairn ./cmd/cairn
 
 test:
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 80m ./...
 
 # Regenerates proto/metapb from proto/meta.proto. Needs protoc (apt:
 # protobuf-compiler) and the two Go plugins at the versions go.mod pins.

@@ -314,6 +314,34 @@ func (n *node) orphan(ctx context.Context, from string) error {
 	return nil
 }
 
+// linkOrphan gives an open file that is about to lose its name p (a
+// rename replaces it) a second name in the orphan directory, so that the
+// rename stays one atomic change and the data lives until the last close
+// here (Release deletes the orphan name).
+func (n *node) linkOrphan(ctx context.Context, p string) error {
+	to := orphanDir + "/" + strconv.FormatUint(n.StableAttr().Ino, 10)
+	done := n.m.sess.mutating(n.ns, orphanDir)
+	d, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: orphanDir, Mode: 0o700})
+	if err != nil && !errors.Is(errors.Exist, err) && !errors.Is(errors.Precondition, err) {
+		done(0)
+		return err
+	}
+	if d != nil {
+		done(d.Seq)
+	} else {
+		done(0)
+	}
+	done = n.m.sess.mutating(n.ns, p, to)
+	a, err := n.m.meta.Link(ctx, &metapb.MountLinkRequest{Ns: n.ns, From: p, To: to})
+	if err != nil {
+		done(0)
+		return err
+	}
+	done(a.Seq)
+	n.f.orphan.Store(&to)
+	return nil
+}
+
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	ctx = n.m.begin(ctx, "rename")
 	defer end(ctx)
@@ -350,9 +378,16 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
-	if ch := np.GetChild(newName); ch != nil && !ch.IsDir() {
+	if ch := np.GetChild(newName); ch != nil && !ch.IsDir() && ch != n.GetChild(name) {
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.settle(ctx) // the replaced file's queue must not run after
+			if flags&unix.RENAME_NOREPLACE == 0 && cn.openCount() > 0 && cn.f.orphan.Load() == nil {
+				// Open here: it keeps its data until the last close,
+				// as if unlinked (see Unlink).
+				if err := cn.linkOrphan(ctx, to); err != nil {
+					return errno(err)
+				}
+			}
 		}
 	}
 	done := n.m.sess.mutating(n.ns, from, to)

@@ -176,13 +176,23 @@ func New(cfg Config) (*Mount, error) {
 	if ri, ok := root.(interface{ EmbeddedInode() *fs.Inode }); ok {
 		m.root = ri.EmbeddedInode()
 	}
-	go m.sess.run(ctx)
+	sessDone := make(chan struct{})
+	go func() {
+		m.sess.run(ctx)
+		close(sessDone)
+	}()
 	// Serve from caches from the start: wait (briefly) for the session.
 	for t := time.Now(); !m.sess.live() && time.Since(t) < 2*time.Second; {
 		time.Sleep(5 * time.Millisecond)
 	}
 	go func() {
+		// However the file system went away (Unmount, umount(8) or
+		// fusermount -u from outside), commit what close() left behind
+		// while meta can still recall this mount, then end the session.
 		srv.Wait()
+		m.wb.drain()
+		m.cancel()
+		<-sessDone
 		close(m.done)
 	}()
 	return m, nil
@@ -210,14 +220,13 @@ func SetReadahead(dir string, bytes int) {
 	_ = os.WriteFile(p, []byte(fmt.Sprint(bytes>>10)), 0o644)
 }
 
-// Wait blocks until the file system is unmounted and every change left
-// behind is committed.
-func (m *Mount) Wait() {
-	<-m.done
-	m.wb.drain()
-}
+// Wait blocks until the file system is unmounted, every change left
+// behind is committed and the session with meta has ended.
+func (m *Mount) Wait() { <-m.done }
 
-// Unmount commits what close left behind and unmounts.
+// Unmount commits what close left behind and unmounts. The session
+// ends once the kernel lets go of the file system (see New), so that a
+// detached mount's last users still get coherent caches and recalls.
 func (m *Mount) Unmount() error {
 	var err error
 	m.once.Do(func() {
@@ -227,7 +236,6 @@ func (m *Mount) Unmount() error {
 			// Busy: detach now, the kernel finishes when the last user goes.
 			err = unix.Unmount(m.cfg.Mountpoint, unix.MNT_DETACH)
 		}
-		m.cancel()
 	})
 	return err
 }

@@ -3,6 +3,7 @@ package fusefs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	cerrors "cairn/errors"
 )
 
 // wantErrno fails unless err carries errno want.
@@ -21,6 +24,13 @@ func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
 	if !errors.As(err, &got) || got != want {
 		t.Errorf("%s: got %v, want %v", what, err, want)
 	}
+}
+
+func fstatIno(t *testing.T, f *os.File) uint64 {
+	t.Helper()
+	st, err := f.Stat()
+	must(t, err)
+	return st.Sys().(*syscall.Stat_t).Ino
 }
 
 func must(t *testing.T, err error) {
@@ -208,7 +218,34 @@ func TestPOSIX(t *testing.T) {
 		if !bytes.Equal(got, data) {
 			t.Fatalf("read of unlinked open file: %d bytes", len(got))
 		}
+		ino := fstatIno(t, f)
+		// A second descriptor writes to it and fstat follows.
 		must(t, f.Close())
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+		must(t, err)
+		must(t, os.Remove(p))
+		_, err = f.WriteAt([]byte("still here"), 0)
+		must(t, err)
+		must(t, f.Sync())
+		st, err := f.Stat()
+		must(t, err)
+		if st.Size() != 10 {
+			t.Fatalf("fstat of unlinked file: size %d", st.Size())
+		}
+		buf := make([]byte, 10)
+		_, err = f.ReadAt(buf, 0)
+		must(t, err)
+		if string(buf) != "still here" {
+			t.Fatalf("read back from unlinked file: %q", buf)
+		}
+		ino2 := fstatIno(t, f)
+		must(t, f.Close())
+		// The last close deletes it: nothing is left in meta.
+		for _, i := range []uint64{ino, ino2} {
+			if _, err := srv.Client().StatFresh(t.Context(), "data", fmt.Sprintf("%s/%d", ".cairn-orphans", i)); !cerrors.Is(cerrors.NotExist, err) {
+				t.Errorf("orphan %d after the last close: %v", i, err)
+			}
+		}
 		ents, err := os.ReadDir(dir)
 		must(t, err)
 		for _, e := range ents {
@@ -231,6 +268,30 @@ func TestPOSIX(t *testing.T) {
 		sys := st.Sys().(*syscall.Stat_t)
 		if st.Mode().Perm() != 0o600 || sys.Uid != 1234 || sys.Gid != 5678 || !st.ModTime().Equal(mt) {
 			t.Fatalf("mode %v uid %d gid %d mtime %v", st.Mode(), sys.Uid, sys.Gid, st.ModTime())
+		}
+		// Kept in meta, not only in this mount.
+		f, err := srv.Client().StatFresh(t.Context(), "data", "attrs")
+		must(t, err)
+		if f.Inode.Mode&0o7777 != 0o600 || f.Inode.Uid != 1234 || f.Inode.Gid != 5678 || f.Inode.MtimeNs != mt.UnixNano() {
+			t.Fatalf("meta has %+v", f.Inode)
+		}
+		// touch: the time of day.
+		before := time.Now().Add(-time.Second)
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, 0))
+		st, err = os.Stat(p)
+		must(t, err)
+		if st.ModTime().Before(before) {
+			t.Fatalf("mtime after touch: %v", st.ModTime())
+		}
+		// chmod of a directory, and of a symlink's target through it.
+		must(t, os.Mkdir(filepath.Join(dir, "cm"), 0o755))
+		must(t, os.Chmod(filepath.Join(dir, "cm"), 0o711))
+		must(t, os.Symlink("attrs", filepath.Join(dir, "attrs-link")))
+		must(t, os.Chmod(filepath.Join(dir, "attrs-link"), 0o640))
+		for name, want := range map[string]os.FileMode{"cm": 0o711, "attrs": 0o640} {
+			if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Mode().Perm() != want {
+				t.Errorf("%s: %v, %v", name, st.Mode(), err)
+			}
 		}
 	})
 
@@ -261,6 +322,51 @@ func TestPOSIX(t *testing.T) {
 		st, err := os.Stat(filepath.Join(dir, "shared", "mine"))
 		if err != nil || st.Sys().(*syscall.Stat_t).Uid != 4321 {
 			t.Fatalf("created as 4321: %v %+v", err, st)
+		}
+
+		// Search permission: nothing below a 0700 directory is reachable.
+		must(t, os.WriteFile(filepath.Join(dir, "locked", "inner"), []byte("x"), 0o644))
+		err = asUser(t, 4321, func() error { _, err := os.Stat(filepath.Join(dir, "locked", "inner")); return err })
+		wantErrno(t, "stat below a 0700 dir as other", err, syscall.EACCES)
+		err = asUser(t, 4321, func() error { _, err := os.ReadDir(filepath.Join(dir, "locked")); return err })
+		wantErrno(t, "list a 0700 dir as other", err, syscall.EACCES)
+		// Writing a file needs write permission on it, deleting one
+		// needs write permission on its directory.
+		must(t, os.WriteFile(filepath.Join(dir, "readonly"), []byte("r"), 0o644))
+		err = asUser(t, 4321, func() error { return os.WriteFile(filepath.Join(dir, "readonly"), []byte("w"), 0o644) })
+		wantErrno(t, "write a 0644 file of another", err, syscall.EACCES)
+		err = asUser(t, 4321, func() error { return os.Truncate(filepath.Join(dir, "readonly"), 0) })
+		wantErrno(t, "truncate a 0644 file of another", err, syscall.EACCES)
+		must(t, os.Mkdir(filepath.Join(dir, "nowrite"), 0o755))
+		must(t, os.WriteFile(filepath.Join(dir, "nowrite", "f"), nil, 0o666))
+		err = asUser(t, 4321, func() error { return os.Remove(filepath.Join(dir, "nowrite", "f")) })
+		wantErrno(t, "unlink in a 0755 dir of another", err, syscall.EACCES)
+		err = asUser(t, 4321, func() error { return os.Rename(filepath.Join(dir, "nowrite", "f"), filepath.Join(dir, "shared", "f")) })
+		wantErrno(t, "rename out of a 0755 dir of another", err, syscall.EACCES)
+		// The sticky bit: in a 1777 directory only the owner deletes.
+		must(t, os.Mkdir(filepath.Join(dir, "sticky"), 0o755))
+		must(t, os.Chmod(filepath.Join(dir, "sticky"), 0o777|os.ModeSticky))
+		must(t, os.WriteFile(filepath.Join(dir, "sticky", "roots"), nil, 0o666))
+		must(t, os.Chmod(filepath.Join(dir, "sticky", "roots"), 0o666)) // past the umask
+		err = asUser(t, 4321, func() error { return os.Remove(filepath.Join(dir, "sticky", "roots")) })
+		wantErrno(t, "unlink another's file in a sticky dir", err, syscall.EPERM)
+		must(t, asUser(t, 4321, func() error { return os.WriteFile(filepath.Join(dir, "sticky", "own"), nil, 0o644) }))
+		must(t, asUser(t, 4321, func() error { return os.Remove(filepath.Join(dir, "sticky", "own")) }))
+		// Times: only the owner sets explicit ones; anyone who may write
+		// sets them to now.
+		mt := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+		err = asUser(t, 4321, func() error { return os.Chtimes(filepath.Join(dir, "sticky", "roots"), mt, mt) })
+		wantErrno(t, "explicit utimens of another's file", err, syscall.EPERM)
+		must(t, asUser(t, 4321, func() error {
+			return unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, "sticky", "roots"), nil, 0)
+		}))
+		// Mode bits a non-member may not set: setgid is cleared by the kernel
+		// when the owner is not in the group.
+		must(t, asUser(t, 4321, func() error { return os.WriteFile(filepath.Join(dir, "shared", "sg"), nil, 0o644) }))
+		must(t, os.Chown(filepath.Join(dir, "shared", "sg"), 4321, 4322))
+		must(t, asUser(t, 4321, func() error { return os.Chmod(filepath.Join(dir, "shared", "sg"), 0o2755) }))
+		if st, err := os.Stat(filepath.Join(dir, "shared", "sg")); err != nil || st.Mode()&os.ModeSetgid != 0 {
+			t.Errorf("setgid kept for a non-member: %v %v", st.Mode(), err)
 		}
 	})
 
@@ -364,6 +470,128 @@ func TestPOSIX(t *testing.T) {
 		wantErrno(t, "second flock", unix.Flock(int(f2.Fd()), unix.LOCK_EX|unix.LOCK_NB), syscall.EWOULDBLOCK)
 		must(t, unix.Flock(int(f1.Fd()), unix.LOCK_UN))
 		must(t, unix.Flock(int(f2.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+	})
+
+	t.Run("errno", func(t *testing.T) {
+		must(t, os.WriteFile(filepath.Join(dir, "plain"), []byte("p"), 0o644))
+		_, err := os.OpenFile(dir, os.O_WRONLY, 0)
+		wantErrno(t, "open a dir for writing", err, syscall.EISDIR)
+		wantErrno(t, "mkdir long name", os.Mkdir(filepath.Join(dir, strings.Repeat("d", 256)), 0o755), syscall.ENAMETOOLONG)
+		wantErrno(t, "symlink long name", os.Symlink("x", filepath.Join(dir, strings.Repeat("s", 256))), syscall.ENAMETOOLONG)
+		wantErrno(t, "rmdir missing", unix.Rmdir(filepath.Join(dir, "nope")), syscall.ENOENT)
+		wantErrno(t, "mkdir under a file", os.Mkdir(filepath.Join(dir, "plain", "x"), 0o755), syscall.ENOTDIR)
+		wantErrno(t, "create under a file", os.WriteFile(filepath.Join(dir, "plain", "x"), nil, 0o644), syscall.ENOTDIR)
+		wantErrno(t, "link of a missing file", os.Link(filepath.Join(dir, "nope"), filepath.Join(dir, "l")), syscall.ENOENT)
+		wantErrno(t, "rename exchange", unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, "plain"), unix.AT_FDCWD, filepath.Join(dir, "hello.txt"), unix.RENAME_EXCHANGE), syscall.EINVAL)
+		must(t, os.Symlink("nowhere", filepath.Join(dir, "dangling")))
+		_, err = os.ReadFile(filepath.Join(dir, "dangling"))
+		wantErrno(t, "open through a dangling symlink", err, syscall.ENOENT)
+		buf := make([]byte, 2)
+		must(t, unix.Setxattr(filepath.Join(dir, "plain"), "user.long", []byte("0123456789"), 0))
+		_, err = unix.Getxattr(filepath.Join(dir, "plain"), "user.long", buf)
+		wantErrno(t, "getxattr into a small buffer", err, syscall.ERANGE)
+		if n, err := unix.Getxattr(filepath.Join(dir, "plain"), "user.long", nil); err != nil || n != 10 {
+			t.Errorf("getxattr size probe: %d, %v", n, err)
+		}
+		_, err = unix.Listxattr(filepath.Join(dir, "plain"), buf)
+		wantErrno(t, "listxattr into a small buffer", err, syscall.ERANGE)
+		_, err = unix.Getxattr(filepath.Join(dir, "nope"), "user.x", buf)
+		wantErrno(t, "getxattr of a missing file", err, syscall.ENOENT)
+	})
+
+	t.Run("append-ignores-offset", func(t *testing.T) {
+		p := filepath.Join(dir, "log2")
+		must(t, os.WriteFile(p, []byte("0123"), 0o644))
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+		must(t, err)
+		defer f.Close()
+		// pwrite on an O_APPEND descriptor appends (Linux).
+		_, err = unix.Pwrite(int(f.Fd()), []byte("ab"), 0)
+		must(t, err)
+		// A plain descriptor's unflushed write goes before the append.
+		g, err := os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		_, err = g.WriteAt([]byte("XY"), 6)
+		must(t, err)
+		_, err = f.Write([]byte("cd"))
+		must(t, err)
+		must(t, g.Close())
+		buf := make([]byte, 16)
+		n, _ := f.ReadAt(buf, 0)
+		if got := string(buf[:n]); got != "0123abXYcd" {
+			t.Fatalf("appended: %q", got)
+		}
+	})
+
+	t.Run("rename-replacing", func(t *testing.T) {
+		// A directory replaces an empty one.
+		must(t, os.MkdirAll(filepath.Join(dir, "rr1", "in"), 0o755))
+		must(t, os.Mkdir(filepath.Join(dir, "rr2"), 0o755))
+		must(t, syscall.Rename(filepath.Join(dir, "rr1"), filepath.Join(dir, "rr2")))
+		if got := names(t, filepath.Join(dir, "rr2")); got != "in" {
+			t.Fatalf("replaced dir lists %q", got)
+		}
+		// A file replaces one that is open: the open one keeps its data
+		// until it is closed, as an unlinked file does.
+		old, nw := filepath.Join(dir, "rr-old"), filepath.Join(dir, "rr-new")
+		data := bytes.Repeat([]byte("old!"), 1<<18)
+		must(t, os.WriteFile(old, data, 0o644))
+		must(t, os.WriteFile(nw, []byte("new"), 0o644))
+		f, err := os.Open(old)
+		must(t, err)
+		defer f.Close()
+		must(t, os.Rename(nw, old))
+		if got := readFile(t, old); got != "new" {
+			t.Fatalf("after rename: %q", got)
+		}
+		got, err := io.ReadAll(f)
+		must(t, err)
+		if !bytes.Equal(got, data) {
+			t.Fatalf("open replaced file reads %d bytes, want %d", len(got), len(data))
+		}
+	})
+
+	t.Run("fdatasync", func(t *testing.T) {
+		p := filepath.Join(dir, "datasynced")
+		f, err := os.Create(p)
+		must(t, err)
+		defer f.Close()
+		_, err = f.Write([]byte("data only"))
+		must(t, err)
+		must(t, unix.Fdatasync(int(f.Fd())))
+		got, err := srv.Client().StatFresh(t.Context(), "data", "datasynced")
+		must(t, err)
+		if got.Size() != 9 {
+			t.Fatalf("after fdatasync, meta has size %d", got.Size())
+		}
+	})
+
+	t.Run("fcntl-locks", func(t *testing.T) {
+		p := filepath.Join(dir, "fcntl")
+		must(t, os.WriteFile(p, make([]byte, 100), 0o644))
+		f1, err := os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		defer f1.Close()
+		f2, err := os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		defer f2.Close()
+		lk := func(typ int16, start, n int64) *unix.Flock_t {
+			return &unix.Flock_t{Type: typ, Whence: io.SeekStart, Start: start, Len: n}
+		}
+		// Open file description locks conflict between descriptors of
+		// one process; classic POSIX locks conflict with them.
+		must(t, unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, lk(unix.F_WRLCK, 0, 10)))
+		wantErrno(t, "overlapping OFD lock", unix.FcntlFlock(f2.Fd(), unix.F_OFD_SETLK, lk(unix.F_WRLCK, 5, 10)), syscall.EAGAIN)
+		must(t, unix.FcntlFlock(f2.Fd(), unix.F_OFD_SETLK, lk(unix.F_WRLCK, 10, 10))) // disjoint
+		q := lk(unix.F_WRLCK, 0, 1)
+		must(t, unix.FcntlFlock(f2.Fd(), unix.F_OFD_GETLK, q))
+		if q.Type != unix.F_WRLCK || q.Start != 0 || q.Len != 10 {
+			t.Fatalf("F_OFD_GETLK reports %+v", q)
+		}
+		wantErrno(t, "POSIX lock over an OFD lock", unix.FcntlFlock(f2.Fd(), unix.F_SETLK, lk(unix.F_RDLCK, 0, 5)), syscall.EAGAIN)
+		must(t, unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, lk(unix.F_UNLCK, 0, 10)))
+		must(t, unix.FcntlFlock(f2.Fd(), unix.F_SETLK, lk(unix.F_RDLCK, 0, 5)))
+		wantErrno(t, "OFD write lock over a POSIX read lock", unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, lk(unix.F_WRLCK, 0, 1)), syscall.EAGAIN)
 	})
 
 	t.Run("large-file", func(t *testing.T) {

@@ -273,7 +273,8 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 			kernel = append(kernel, func() { l.NotifyEntry(ev.Ns) })
 		}
 	} else {
-		if n := s.find(ev.Ns, ev.Path); n != nil {
+		n := s.find(ev.Ns, ev.Path)
+		if n != nil {
 			n.invalidate()
 			kernel = append(kernel, func() { n.NotifyContent(0, 0) })
 		}
@@ -281,6 +282,9 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 			if parent := s.find(ev.Ns, parentOf(ev.Path)); parent != nil {
 				parent.invalidate()
 				name := ev.Path[strings.LastIndexByte(ev.Path, '/')+1:]
+				if n != nil {
+					dropAlias(parent, name, n)
+				}
 				kernel = append(kernel, func() {
 					parent.NotifyEntry(name)
 					parent.NotifyContent(-1, 0)
@@ -303,6 +307,32 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 		case <-done:
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// dropAlias unlinks name from parent in the tree paths are computed from
+// when n, a file with several names, would be found by it: another mount
+// changed that name and may have removed it (a hard link deleted or
+// renamed away), and a path through a name that is gone makes every call
+// about the file fail with ENOENT although it is still there by its other
+// names. A later lookup of the name links it again; a file whose only
+// known name this is keeps it.
+func dropAlias(parent *node, name string, n *node) {
+	if n.isDir() {
+		return
+	}
+	n.mu.Lock()
+	links := n.attr != nil && n.attr.Nlink > 1
+	n.mu.Unlock()
+	if !links {
+		return
+	}
+	if nm, p := n.Parent(); p != &parent.Inode || nm != name {
+		return // paths do not go through this name
+	}
+	parent.RmChild(name)
+	if _, p := n.Parent(); p == nil {
+		parent.AddChild(name, &n.Inode, false)
 	}
 }
 

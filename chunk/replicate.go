@@ -120,6 +120,16 @@ func (s *Store) putReplicated(ctx context.Context, op errors.Op, vid uint32, gen
 			// The replica is at a newer generation: this copy is the stale one.
 			return 0, errors.E(op, errors.Stale, volPath(vid), ferr)
 		}
+		if errors.Is(errors.ReadOnly, ferr) {
+			// Meta turned the volume read-only (full, or being moved) and
+			// the replica heard first. Not a failing server: naming it
+			// would have the writer report it suspect and keep it out of
+			// placement, which a cluster of RF servers cannot afford.
+			if rerr := v.SetReadOnly(true); rerr != nil {
+				s.log.Error("could not mark volume read-only", "volume", vid, "err", rerr)
+			}
+			return 0, errors.E(op, errors.ReadOnly, volPath(vid), ferr)
+		}
 		if rerr := v.SetReadOnly(true); rerr != nil {
 			s.log.Error("could not mark volume read-only after a replica failed", "volume", vid, "err", rerr)
 		}

@@ -142,20 +142,8 @@ func (s *Service) choose(n int, cands, with []*dataServer) []*dataServer {
 	left := slices.Clone(cands)
 	var out []*dataServer
 	for len(out) < n && len(left) > 0 {
-		score := func(d *dataServer) [2]int {
-			z, r := 0, 0
-			for _, p := range placed {
-				if zone := d.labels["zone"]; zone != "" && zone == p.labels["zone"] {
-					z++
-				}
-				if rack := d.labels["rack"]; rack != "" && rack == p.labels["rack"] && d.labels["zone"] == p.labels["zone"] {
-					r++
-				}
-			}
-			return [2]int{z, r}
-		}
 		best := slices.MinFunc(left, func(a, b *dataServer) int {
-			sa, sb := score(a), score(b)
+			sa, sb := spread(a, placed), spread(b, placed)
 			return cmp.Or(cmp.Compare(sa[0], sb[0]), cmp.Compare(sa[1], sb[1]), moreFree(a.free, b.free),
 				cmp.Compare(counts[a.id], counts[b.id]), cmp.Compare(b.free, a.free), cmp.Compare(a.id, b.id))
 		})
@@ -165,6 +153,21 @@ func (s *Service) choose(n int, cands, with []*dataServer) []*dataServer {
 		left = slices.DeleteFunc(left, func(d *dataServer) bool { return d == best })
 	}
 	return out
+}
+
+// spread counts the replicas in placed that share d's zone, and those
+// that share its rack (in the same zone): lower is better spread.
+func spread(d *dataServer, placed []*dataServer) [2]int {
+	z, r := 0, 0
+	for _, p := range placed {
+		if zone := d.labels["zone"]; zone != "" && zone == p.labels["zone"] {
+			z++
+		}
+		if rack := d.labels["rack"]; rack != "" && rack == p.labels["rack"] && d.labels["zone"] == p.labels["zone"] {
+			r++
+		}
+	}
+	return [2]int{z, r}
 }
 
 // moreFree orders by free space when it differs by more than a tenth:

@@ -128,3 +128,98 @@ func TestRepairOrder(t *testing.T) {
 		t.Fatalf("first repair %+v, want volume 2 from a to b, c or d", j)
 	}
 }
+
+// Rebalancing moves volumes from fuller servers to emptier ones until no
+// move narrows a gap. A committed move counts at once, not at the servers'
+// next heartbeats: planning on the sizes they last reported moved every
+// volume of the fullest server to the new one and left it empty.
+func TestRebalancePlan(t *testing.T) {
+	c := newCluster()
+	ts := start(t, c)
+	sizes := map[uint32]uint64{1: 6 << 20, 2: 3 << 20, 3: 3 << 20}
+	for id := range sizes {
+		v := &metapb.Volume{Id: id, Generation: 1, Servers: []string{"a:1", "b:1", "c:1"}, ServerIds: []string{"a", "b", "c"}, Replication: 3}
+		if _, err := ts.svc.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	beat := func(id string, vids []uint32, labels map[string]string) {
+		var vs []*metapb.VolumeStat
+		for _, vid := range vids {
+			vs = append(vs, &metapb.VolumeStat{Id: vid, Generation: 1, Size: sizes[vid]})
+		}
+		if _, err := ts.cl.Heartbeat(bg, &metapb.HeartbeatRequest{ServerId: id, Addr: id + ":1", Free: 1 << 40, Volumes: vs, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		beat(id, []uint32{1, 2, 3}, nil)
+	}
+	beat("d", nil, nil) // joins empty
+	placed := func() map[string]uint64 {
+		out := map[string]uint64{}
+		for _, v := range ts.svc.volumes {
+			for _, id := range v.ServerIds {
+				out[id] += sizes[v.Id]
+			}
+		}
+		return out
+	}
+	moves := 0
+	for ; moves < 10; moves++ {
+		ts.svc.pmu.Lock()
+		j := ts.svc.planRebalance(time.Now())
+		ts.svc.pmu.Unlock()
+		if j == nil {
+			break
+		}
+		// Commit the move as repair does; no heartbeat follows.
+		next := &metapb.Volume{Id: j.vol.Id, Generation: j.vol.Generation + 1, Replication: 3}
+		for i, id := range j.vol.ServerIds {
+			if id != j.from.id {
+				next.ServerIds, next.Servers = append(next.ServerIds, id), append(next.Servers, j.vol.Servers[i])
+			}
+		}
+		next.ServerIds, next.Servers = append(next.ServerIds, j.to.id), append(next.Servers, j.to.addr)
+		if _, err := ts.svc.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: next}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := placed()
+	var lo, hi uint64 = 1 << 62, 0
+	for _, id := range []string{"a", "b", "c", "d"} {
+		lo, hi = min(lo, p[id]), max(hi, p[id])
+	}
+	// 12 MiB on a, b and c, none on d: the 6 MiB volume moves to d, then a
+	// 3 MiB one; nothing further narrows a gap by whole volumes.
+	if moves != 2 || p["d"] != 9<<20 || hi-lo != 6<<20 {
+		t.Fatalf("%d moves, bytes placed %v", moves, p)
+	}
+
+	// A move never brings two replicas into one zone: volumes 4 and 5 are
+	// on zones z1, z2, z3 and the emptiest server is in z1.
+	for _, id := range []uint32{4, 5} {
+		sizes[id] = 4 << 20
+		v := &metapb.Volume{Id: id, Generation: 1, Servers: []string{"e:1", "f:1", "g:1"}, ServerIds: []string{"e", "f", "g"}, Replication: 3}
+		if _, err := ts.svc.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: v}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts.svc.pmu.Lock()
+	for id, d := range ts.svc.servers { // out of the way: only e, f, g, h count
+		if id < "e" {
+			d.lastSeen = time.Time{}
+		}
+	}
+	ts.svc.pmu.Unlock()
+	beat("e", []uint32{4, 5}, map[string]string{"zone": "z1"})
+	beat("f", []uint32{4, 5}, map[string]string{"zone": "z2"})
+	beat("g", []uint32{4, 5}, map[string]string{"zone": "z3"})
+	beat("h", nil, map[string]string{"zone": "z1"})
+	ts.svc.pmu.Lock()
+	j := ts.svc.planRebalance(time.Now())
+	ts.svc.pmu.Unlock()
+	if j == nil || j.from.id != "e" || j.to.id != "h" {
+		t.Fatalf("move %+v, want one from e to h (the only move keeping three zones)", j)
+	}
+}

@@ -139,8 +139,14 @@ func (s *Service) plan(j *repairJob, now time.Time) bool {
 	return true
 }
 
-// planRebalance moves one volume from the server holding the most bytes to
-// the one holding the fewest, if that narrows the gap. Called with pmu.
+// planRebalance plans one move that narrows the gap between a server
+// holding more bytes and one holding fewer: from the fullest server down
+// and the emptiest up, the largest volume on the first and not on the
+// second whose move leaves the first no emptier than the second, and that
+// does not put two replicas closer together (zone, then rack) than they
+// were. The bytes a server holds are those of the volumes placed on it
+// (sizes as their replicas report them), so a move just committed counts
+// at once, before the servers' next heartbeats. Called with pmu.
 func (s *Service) planRebalance(now time.Time) *repairJob {
 	var ds []*dataServer
 	for _, d := range s.servers {
@@ -151,29 +157,58 @@ func (s *Service) planRebalance(now time.Time) *repairJob {
 	if len(ds) < 2 {
 		return nil
 	}
-	slices.SortFunc(ds, func(a, b *dataServer) int { return cmp.Or(cmp.Compare(a.used, b.used), cmp.Compare(a.id, b.id)) })
-	lo, hi := ds[0], ds[len(ds)-1]
-	if !s.placeable(lo, now) {
-		return nil
+	size := func(v *metapb.Volume) uint64 {
+		if st := s.vstats[v.Id]; st != nil {
+			return st.Size
+		}
+		return 0
 	}
-	gap := hi.used - lo.used
-	var best *metapb.Volume
-	var bestSize uint64
+	placed := map[string]uint64{}
 	for _, v := range s.volumes {
-		st := hi.vols[v.Id]
-		if st == nil || !slices.Contains(v.ServerIds, hi.id) || slices.Contains(v.ServerIds, lo.id) {
-			continue
-		}
-		// Moving size bytes narrows the gap only if size < gap; the largest
-		// such volume narrows it most. Empty volumes are not worth a move.
-		if st.Size > 0 && 2*st.Size <= gap && st.Size > bestSize {
-			best, bestSize = v, st.Size
+		for _, id := range v.ServerIds {
+			placed[id] += size(v)
 		}
 	}
-	if best == nil {
-		return nil
+	slices.SortFunc(ds, func(a, b *dataServer) int {
+		return cmp.Or(cmp.Compare(placed[a.id], placed[b.id]), cmp.Compare(a.id, b.id))
+	})
+	for h := len(ds) - 1; h > 0; h-- {
+		hi := ds[h]
+		for _, lo := range ds[:h] {
+			if !s.placeable(lo, now) || placed[lo.id] >= placed[hi.id] {
+				continue
+			}
+			gap := placed[hi.id] - placed[lo.id]
+			var best *metapb.Volume
+			var bestSize uint64
+			for _, v := range s.volumes {
+				sz := size(v)
+				if !slices.Contains(v.ServerIds, hi.id) || slices.Contains(v.ServerIds, lo.id) || s.cl.repairs[v.Id] != nil {
+					continue
+				}
+				// Moving sz bytes narrows the gap only if sz < gap; at most
+				// half of it keeps hi above lo. Empty volumes are not worth
+				// a move.
+				if sz == 0 || 2*sz > gap || sz <= bestSize {
+					continue
+				}
+				var others []*dataServer
+				for _, id := range v.ServerIds {
+					if d := s.servers[id]; d != nil && id != hi.id {
+						others = append(others, d)
+					}
+				}
+				if a, b := spread(lo, others), spread(hi, others); cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) > 0 {
+					continue
+				}
+				best, bestSize = v, sz
+			}
+			if best != nil {
+				return &repairJob{kind: "rebalance", vol: best, from: hi, to: lo, drop: []string{hi.id}, total: bestSize}
+			}
+		}
 	}
-	return &repairJob{kind: "rebalance", vol: best, from: hi, to: lo, drop: []string{hi.id}, total: bestSize}
+	return nil
 }
 
 // repair carries out j: the volume turns read-only (writes go elsewhere),

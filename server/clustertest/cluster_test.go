@@ -518,3 +518,198 @@ func TestDrain(t *testing.T) {
 	}
 	checkAll(t, c, "drn", files)
 }
+
+// TestRebalance: a data server joins a cluster whose volumes all sit on
+// the other three. With --rebalance-on-join volumes move to it at once;
+// without, nothing moves until `cairn admin rebalance`. The moves are
+// throttled and shown by `cairn admin status`; every file stays readable
+// throughout and every volume keeps three replicas on three servers; the
+// servers a replica left delete their copy; usage ends up even.
+func TestRebalance(t *testing.T) {
+	for _, onJoin := range []bool{true, false} {
+		t.Run(map[bool]string{true: "OnJoin", false: "OnDemand"}[onJoin], func(t *testing.T) {
+			const rate = 8 << 20
+			args := []string{"--max-volume-size", "3MiB", "--repair-rate", "8MiB"}
+			if onJoin {
+				args = append(args, "--rebalance-on-join")
+			}
+			started := time.Now()
+			c := Start(t, Options{Bin: bin, Servers: 3, MetaArgs: args})
+			c.CreateNS(t, "bal", 3)
+			files := map[string][]byte{}
+			var written uint64
+			for i := range 40 {
+				p := fmt.Sprintf("f%02d", i)
+				files[p] = content(4, i)
+				written += uint64(len(files[p]))
+				if _, err := c.Client.Put(bg, "bal", p, bytes.NewReader(files[p]), client.PutOptions{SizeHint: -1}); err != nil {
+					t.Fatal(err)
+				}
+				if i%10 == 9 {
+					// A volume turns read-only when its size reaches the
+					// limit in a heartbeat: let it, so that data spreads
+					// over several volumes.
+					WaitFor(t, 10*time.Second, "full volumes to turn read-only", func() bool {
+						var sum uint64
+						for _, v := range c.Status(t).Volumes {
+							if !v.Volume.ReadOnly && v.Volume.Size >= 3<<20 {
+								return false
+							}
+							sum += v.Volume.Size
+						}
+						return sum >= written // the sizes are those of a heartbeat after the writes
+					})
+				}
+			}
+			if n := len(c.Status(t).Volumes); n < 3 {
+				t.Fatalf("%d volumes: too few to move some", n)
+			}
+			// A server joining in meta's first --dead-after is one coming
+			// back after a restart, not a new one: wait that out.
+			time.Sleep(time.Until(started.Add(4 * time.Second)))
+
+			stop := make(chan struct{})
+			readErr := make(chan error, 1)
+			go func() { // reads keep working throughout
+				defer close(readErr)
+				for {
+					for p, d := range files {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if err := c.Check(bg, "bal", p, d); err != nil {
+							readErr <- err
+							return
+						}
+					}
+				}
+			}()
+			defer func() {
+				select {
+				case <-stop:
+				default:
+					close(stop)
+				}
+			}()
+			joined := c.AddChunk(t)
+			id := joined.ID(t)
+			held := func(st *metapb.ClusterStatusResponse) int {
+				n := 0
+				for _, v := range st.Volumes {
+					if slicesContains(v.Volume.ServerIds, id) {
+						n++
+					}
+				}
+				return n
+			}
+			if !onJoin {
+				time.Sleep(2500 * time.Millisecond) // a few repair rounds
+				if n := held(c.Status(t)); n != 0 {
+					t.Fatalf("%d volumes moved to the new server without --rebalance-on-join or a rebalance", n)
+				}
+				if out := c.Admin(t, "rebalance"); !bytes.Contains([]byte(out), []byte("rebalance started")) {
+					t.Fatalf("cairn admin rebalance: %q", out)
+				}
+			}
+			// The moves show in the status while they run.
+			sawMove := false
+			WaitFor(t, 60*time.Second, "a rebalancing move in the status", func() bool {
+				st := c.Status(t)
+				for _, r := range st.Repairs {
+					sawMove = sawMove || r.Kind == "rebalance" && r.To == joined.Addr
+				}
+				return sawMove || held(st) > 0
+			})
+			moving := time.Now()
+			// Settled: no move running and the volume map unchanged for 3s
+			// (meta plans a move every second while one is worth it).
+			var st *metapb.ClusterStatusResponse
+			var last string
+			var since time.Time
+			WaitFor(t, 90*time.Second, "the rebalance to settle", func() bool {
+				st = c.Status(t)
+				sig := fmt.Sprint(len(st.Repairs))
+				for _, v := range st.Volumes {
+					sig += fmt.Sprintf(" %d:%d", v.Volume.Id, v.Volume.Generation)
+				}
+				if sig != last || len(st.Repairs) > 0 {
+					last, since = sig, time.Now()
+					return false
+				}
+				return time.Since(since) > 3*time.Second
+			})
+			took := time.Since(moving) - 3*time.Second
+			if held(st) == 0 {
+				t.Errorf("no volume moved to the new server")
+			}
+			// Usage evened out: the gap between the fullest and the
+			// emptiest server narrowed from what the first three held, and
+			// no server is left empty (a rebalance must not overshoot).
+			var lo, hi, before uint64 = 1 << 62, 0, 0
+			for _, s := range st.Servers {
+				lo, hi = min(lo, s.Used), max(hi, s.Used)
+			}
+			for _, v := range st.Volumes {
+				before += v.Volume.Size
+			}
+			if lo == 0 || hi-lo >= before {
+				t.Errorf("bytes per server after the rebalance from %d to %d (each of the first three held %d)", lo, hi, before)
+			}
+			close(stop)
+			if err := <-readErr; err != nil {
+				t.Fatalf("read during the rebalance: %v", err)
+			}
+			moved := uint64(0)
+			for _, v := range st.Volumes {
+				if len(v.Volume.ServerIds) != 3 || v.Health != "ok" {
+					t.Errorf("volume %d after the rebalance: %v, %s", v.Volume.Id, v.Volume.ServerIds, v.Health)
+				}
+				seen := map[string]bool{}
+				for _, s := range v.Volume.ServerIds {
+					if seen[s] {
+						t.Errorf("volume %d has two replicas on %s", v.Volume.Id, s)
+					}
+					seen[s] = true
+				}
+				if seen[id] {
+					moved += v.Volume.Size
+				}
+			}
+			t.Logf("%d of %d volumes (%d bytes) moved to the new server in %v (throttle %d B/s)",
+				held(st), len(st.Volumes), moved, took.Round(time.Millisecond), rate)
+			// Throttled: the bytes moved cannot have gone faster than the rate
+			// (with a second of slack for the first move's start).
+			if floor := time.Duration(float64(moved)/rate*float64(time.Second)) - time.Second; took < floor {
+				t.Errorf("%d bytes moved in %v: faster than --repair-rate", moved, took)
+			}
+			// Every server holds exactly the copies meta places on it: the
+			// ones a replica left have deleted theirs.
+			for _, p := range c.Chunks {
+				pid := p.ID(t)
+				want := 0
+				for _, v := range st.Volumes {
+					if slicesContains(v.Volume.ServerIds, pid) {
+						want++
+					}
+				}
+				r := chunk.NewRemote(p.Addr)
+				WaitFor(t, 30*time.Second, p.Name+" to hold only its own copies", func() bool {
+					vols, err := r.Volumes(bg)
+					return err == nil && len(vols) == want
+				})
+			}
+			status := c.Admin(t, "status")
+			for _, p := range c.Chunks {
+				if !bytes.Contains([]byte(status), []byte(p.Addr)) {
+					t.Errorf("cairn admin status does not list %s:\n%s", p.Addr, status)
+				}
+			}
+			if !bytes.Contains([]byte(status), []byte(fmt.Sprintf("volumes: %d ok, 0 degraded", len(st.Volumes)))) {
+				t.Errorf("cairn admin status after the rebalance:\n%s", status)
+			}
+			checkAll(t, c, "bal", files)
+		})
+	}
+}

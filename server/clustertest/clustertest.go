@@ -107,25 +107,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 		"--listen", metaAddr, "--admin", "off", "--dead-after", opt.DeadAfter.String()}, opt.MetaArgs...))
 	c.Meta.Start(t)
 	for i := range opt.Servers {
-		var prefix []string
-		host := opt.Host
-		if opt.Placement != nil {
-			if p, h := opt.Placement(i); h != "" {
-				prefix, host = p, h
-			}
-		}
-		addr := freeAddr(t, host)
-		args := []string{"chunk", "--data", filepath.Join(c.Dir, "chunk"+strconv.Itoa(i)), "--listen", addr,
-			"--meta", metaAddr, "--admin", "off"}
-		if opt.Labels != nil {
-			for _, l := range opt.Labels(i) {
-				args = append(args, "--label", l)
-			}
-		}
-		p := c.proc("chunk"+strconv.Itoa(i), addr, prefix, append(args, opt.ChunkArgs...))
-		p.Dir = filepath.Join(c.Dir, "chunk"+strconv.Itoa(i))
-		c.Chunks = append(c.Chunks, p)
-		p.Start(t)
+		c.newChunk(t, i).Start(t)
 	}
 	if opt.Gateway {
 		addr := freeAddr(t, opt.Host)
@@ -148,6 +130,51 @@ func Start(t testing.TB, opt Options) *Cluster {
 	t.Cleanup(func() { c.Client.Close() })
 	c.WaitAlive(t, c.Chunks...)
 	return c
+}
+
+// newChunk makes the process of data server i (not started).
+func (c *Cluster) newChunk(t testing.TB, i int) *Proc {
+	var prefix []string
+	host := c.opt.Host
+	if c.opt.Placement != nil {
+		if p, h := c.opt.Placement(i); h != "" {
+			prefix, host = p, h
+		}
+	}
+	addr := freeAddr(t, host)
+	dir := filepath.Join(c.Dir, "chunk"+strconv.Itoa(i))
+	args := []string{"chunk", "--data", dir, "--listen", addr, "--meta", c.Meta.Addr, "--admin", "off"}
+	if c.opt.Labels != nil {
+		for _, l := range c.opt.Labels(i) {
+			args = append(args, "--label", l)
+		}
+	}
+	p := c.proc("chunk"+strconv.Itoa(i), addr, prefix, append(args, c.opt.ChunkArgs...))
+	p.Dir = dir
+	c.Chunks = append(c.Chunks, p)
+	return p
+}
+
+// AddChunk starts one more data server (number len(c.Chunks), with its
+// Labels and Placement) in the running cluster and waits until meta sees
+// it alive and it holds a lease: a server joining.
+func (c *Cluster) AddChunk(t testing.TB) *Proc {
+	t.Helper()
+	p := c.newChunk(t, len(c.Chunks))
+	p.Start(t)
+	c.WaitAlive(t, p)
+	return p
+}
+
+// Admin runs `cairn admin ARGS... --meta ADDR` and returns its output.
+func (c *Cluster) Admin(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(c.opt.Bin, append(append([]string{"admin"}, args...), "--meta", c.Meta.Addr)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cairn admin %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 func (c *Cluster) proc(name, addr string, prefix, args []string) *Proc {

@@ -240,9 +240,17 @@ func TestPOSIX(t *testing.T) {
 		}
 		ino2 := fstatIno(t, f)
 		must(t, f.Close())
-		// The last close deletes it: nothing is left in meta.
+		// The last close deletes it: nothing is left in meta. The kernel
+		// sends RELEASE after close(2) has returned, so the deletion is
+		// waited for, not expected at once.
 		for _, i := range []uint64{ino, ino2} {
-			if _, err := srv.Client().StatFresh(t.Context(), "data", fmt.Sprintf("%s/%d", ".cairn-orphans", i)); !cerrors.Is(cerrors.NotExist, err) {
+			var err error
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err = srv.Client().StatFresh(t.Context(), "data", fmt.Sprintf("%s/%d", ".cairn-orphans", i)); cerrors.Is(cerrors.NotExist, err) {
+					break
+				}
+			}
+			if !cerrors.Is(cerrors.NotExist, err) {
 				t.Errorf("orphan %d after the last close: %v", i, err)
 			}
 		}

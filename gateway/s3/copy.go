@@ -35,9 +35,9 @@ func copySource(h http.Header) (bucket, key string, err error) {
 	return bucket, key, nil
 }
 
-// copyFrom resolves and authorizes a copy source and checks the
-// x-amz-copy-source-if-* conditions.
-func (s *Server) copyFrom(q *request) (*client.File, string, string, error) {
+// copyFrom resolves and authorizes a copy source (a file, or with dirOK
+// a folder marker too) and checks the x-amz-copy-source-if-* conditions.
+func (s *Server) copyFrom(q *request, dirOK bool) (*client.File, string, string, error) {
 	sb, sk, err := copySource(q.r.Header)
 	if err != nil {
 		return nil, "", "", err
@@ -49,7 +49,7 @@ func (s *Server) copyFrom(q *request) (*client.File, string, string, error) {
 	if err != nil {
 		return nil, "", "", err
 	}
-	if f.IsDir() {
+	if f.IsDir() && !dirOK {
 		return nil, "", "", errInvalidRequest("the copy source is a directory")
 	}
 	mtime := time.Unix(0, f.Inode.MtimeNs).UTC()
@@ -67,12 +67,15 @@ func (s *Server) copyObject(q *request) error {
 	if err != nil {
 		return err
 	}
-	if dir {
-		return errInvalidRequest("cannot copy onto a directory key")
-	}
-	f, sb, _, err := s.copyFrom(q)
+	f, sb, _, err := s.copyFrom(q, dir)
 	if err != nil {
 		return err
+	}
+	if dir != f.IsDir() {
+		return errInvalidRequest("a folder marker (a key ending in '/') is copied only from and onto another")
+	}
+	if dir {
+		return s.copyFolder(q, dst)
 	}
 	h := q.r.Header
 	req := &metapb.S3CopyRequest{
@@ -110,5 +113,17 @@ func (s *Server) copyObject(q *request) error {
 		return s.keyError(err)
 	}
 	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, ETag: etagOf(ino), LastModified: isoTime(ino.MtimeNs)})
+	return nil
+}
+
+// copyFolder copies a folder marker: the destination is a directory.
+// Directories carry no S3 metadata, so a copy onto itself (which s3fs
+// makes to change a directory's mode or times) changes nothing.
+func (s *Server) copyFolder(q *request, dst string) error {
+	ino, err := s.client.Mkdir(q.ctx(), q.bucket, dst, 0o755)
+	if err != nil {
+		return s.keyError(err)
+	}
+	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, ETag: `"` + emptyMD5 + `"`, LastModified: isoTime(ino.MtimeNs)})
 	return nil
 }

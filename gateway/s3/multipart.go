@@ -125,7 +125,7 @@ func (s *Server) uploadPartCopy(q *request) error {
 	if err != nil {
 		return err
 	}
-	f, _, _, err := s.copyFrom(q)
+	f, _, _, err := s.copyFrom(q, false)
 	if err != nil {
 		return err
 	}

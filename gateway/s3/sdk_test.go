@@ -368,6 +368,14 @@ func TestSDKObjects(t *testing.T) {
 	if f, err := s.Client().StatFresh(ctx, "docs", "folder"); err != nil || !f.IsDir() {
 		t.Fatalf("folder marker is not a directory: %v", err)
 	}
+	// A marker put again, or over a directory that exists through its
+	// objects, is no conflict (tools re-put markers).
+	must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("docs"), Key: aws.String("folder/"), Body: strings.NewReader("")}))
+	must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("docs"), Key: aws.String("dir/"), Body: strings.NewReader("")}))
+	must(c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("docs"), Key: aws.String("folder/"), CopySource: aws.String("docs/folder/"),
+		MetadataDirective: types.MetadataDirectiveReplace}))
+	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("docs"), Key: aws.String("folder2/"), CopySource: aws.String("docs/sum-" + string(types.ChecksumAlgorithmCrc32c))})
+	wantCode(t, err, "InvalidRequest") // a file is no folder marker
 	// A key below an object: a file cannot be a directory too.
 	must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("docs"), Key: aws.String("leaf"), Body: strings.NewReader("x")}))
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("docs"), Key: aws.String("leaf/below"), Body: strings.NewReader("x")})

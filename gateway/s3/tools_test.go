@@ -249,6 +249,14 @@ func TestS3FS(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(mnt, "made/by"), 0o755); err != nil {
 		t.Fatalf("mkdir through s3fs: %v\n%s", err, errb.String())
 	}
+	// chmod and touch of a directory: s3fs copies its marker onto itself
+	// with new metadata (as cp -a and rsync -a make it do).
+	if err := os.Chmod(filepath.Join(mnt, "made/by"), 0o750); err != nil {
+		t.Fatalf("chmod of a directory through s3fs: %v\n%s", err, errb.String())
+	}
+	if err := os.Chtimes(filepath.Join(mnt, "made"), time.Now(), time.Now().Add(-time.Hour)); err != nil {
+		t.Fatalf("touch of a directory through s3fs: %v\n%s", err, errb.String())
+	}
 	if err := os.WriteFile(filepath.Join(mnt, "made/by/s3fs.bin"), data, 0o644); err != nil {
 		t.Fatalf("write through s3fs: %v\n%s", err, errb.String())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"cairn/errors"
 	"cairn/proto/metapb"
 )
 
@@ -165,6 +166,7 @@ func (n *node) base(ctx context.Context) (base, error) {
 // then the unflushed writes on top. It returns the bytes read (short at
 // the end of the file).
 func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (int, error) {
+	gone := 0
 	for {
 		b, err := n.base(ctx)
 		if err != nil {
@@ -186,6 +188,18 @@ func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (i
 		}
 		buf := dest[:min(int64(len(dest)), size-off)]
 		if err := n.m.blocks.read(ctx, exts, int64(a.Size), off, buf); err != nil {
+			if errors.Is(errors.NotExist, err) && gone < 3 {
+				// Another mount replaced the content and the garbage
+				// collector took the old needles before this mount heard
+				// of it: read the current version.
+				gone++
+				n.mu.Lock()
+				if n.f.commit == commit {
+					n.f.extsOK = false
+				}
+				n.mu.Unlock()
+				continue
+			}
 			return 0, err
 		}
 		if h != nil {
@@ -220,6 +234,9 @@ func (n *node) readDirect(ctx context.Context, h *handle, off, length int64) ([]
 	}
 	length = min(length, size-off)
 	b, ok, err := n.m.blocks.slice(ctx, exts, off, length)
+	if errors.Is(errors.NotExist, err) {
+		return nil, false, nil // readAt reads the current version
+	}
 	if !ok || err != nil {
 		return nil, false, err
 	}
@@ -272,6 +289,10 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		return false, nil
 	}
 	size := n.f.size
+	var dirtyEnd int64
+	if k := len(n.f.dirty); k > 0 {
+		dirtyEnd = n.f.dirty[k-1].end()
+	}
 	var upd []*metapb.Extent
 	for _, s := range n.f.dirty {
 		exts, err := n.m.upload(ctx, n.ns, s.data)
@@ -284,29 +305,76 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		}
 		upd = append(upd, exts...)
 	}
-	merged := overlayExtents(n.f.exts, upd, size)
-	merged, err = n.m.fillGaps(ctx, n.ns, merged)
-	if err != nil {
-		return false, err
+	// The writes are laid over the version they were made on, and the
+	// commit is conditional on that version (its etag: every content
+	// change makes a new one). Another mount's commit in between makes it
+	// fail; the writes then go over the new version. Unconditionally, the
+	// old version's extents would be committed again, pointing at needles
+	// the newer commit had already given to the garbage collector.
+	base, tag := n.f.exts, n.attr.Etag
+	refetch := func() error {
+		var r *metapb.ResolveResponse
+		err := retry(ctx, func() (err error) {
+			r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		base, tag = r.Extents, r.Inode.Etag
+		size = max(int64(r.Inode.Size), dirtyEnd)
+		return nil
 	}
-	covered := int64(0)
-	if len(merged) > 0 {
-		last := merged[len(merged)-1]
-		covered = int64(last.Offset + last.Length)
+	if !n.f.extsOK && !n.f.creating {
+		if err := refetch(); err != nil {
+			n.m.cl.Discard(upd)
+			return false, err
+		}
 	}
-	a := n.attr
-	req := &metapb.CommitRequest{
-		IfNoneMatch: n.f.creating, Ino: createdIno(n),
-		Ns: n.ns, Path: p, Size: uint64(covered), Extents: merged,
-		Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
-		ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
-		MtimeNs: mtime,
-	}
-	epoch := n.m.sess.epoch()
-	done := n.m.sess.mutating(n.ns, p)
-	na, err := n.m.meta.Commit(ctx, req)
-	if err != nil {
+	var (
+		na      *metapb.Inode
+		merged  []*metapb.Extent
+		covered int64
+		epoch   uint64
+		done    func(uint64)
+	)
+	for attempt := 0; ; attempt++ {
+		merged = overlayExtents(base, upd, size)
+		merged, err = n.m.fillGaps(ctx, n.ns, merged)
+		if err != nil {
+			n.m.cl.Discard(upd)
+			return false, err
+		}
+		covered = 0
+		if len(merged) > 0 {
+			last := merged[len(merged)-1]
+			covered = int64(last.Offset + last.Length)
+		}
+		a := n.attr
+		req := &metapb.CommitRequest{
+			IfNoneMatch: n.f.creating, Ino: createdIno(n),
+			Ns: n.ns, Path: p, Size: uint64(covered), Extents: merged,
+			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
+			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
+			MtimeNs: mtime,
+		}
+		if !n.f.creating {
+			req.IfMatch = tag
+		}
+		epoch = n.m.sess.epoch()
+		done = n.m.sess.mutating(n.ns, p)
+		na, err = n.m.meta.Commit(ctx, req)
+		if err == nil {
+			break
+		}
 		done(0)
+		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {
+			if err := refetch(); err != nil {
+				n.m.cl.Discard(upd)
+				return false, err
+			}
+			continue
+		}
 		n.m.cl.Discard(upd)
 		return false, err
 	}
@@ -315,9 +383,11 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		// A hole at the end (truncate up, then a write before it): meta
 		// extends a file with zeros without storing them.
 		sz := uint64(size)
-		if na, err = n.m.meta.SetAttr(ctx, &metapb.SetAttrRequest{Ns: n.ns, Path: p, Size: &sz}); err != nil {
+		sa, err := n.m.meta.SetAttr(ctx, &metapb.SetAttrRequest{Ns: n.ns, Path: p, Size: &sz})
+		if err != nil {
 			return false, err
 		}
+		na = sa
 	}
 	n.wb.mu.Lock()
 	pending := n.wb.attrs != nil

@@ -1,11 +1,15 @@
 package fusefs_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"syscall"
 	"testing"
+	"time"
 
 	"cairn"
 	"cairn/chunk"
@@ -69,4 +73,43 @@ func mount(t testing.TB, srv *server.Server, ns string, mod func(*fusefs.Config)
 		conn.Close()
 	})
 	return dir, m
+}
+
+// watchdog fails t if it is still running after d: it writes every
+// goroutine's stack to the log, then aborts the FUSE connections of dirs
+// (fusectl), so that a mount deadlocked inside this very process answers
+// its blocked callers with ENOTCONN instead of wedging the test binary
+// forever (a process cannot exit while its own threads wait on its own
+// mount). Stop it with the returned function.
+func watchdog(t *testing.T, d time.Duration, dirs ...string) (stop func()) {
+	t.Helper()
+	var devs []uint64
+	for _, dir := range dirs {
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, st.Dev)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			return
+		case <-time.After(d):
+		}
+		var b bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
+		t.Errorf("still running after %v (deadlock?); goroutines:\n%s", d, b.String())
+		const ctl = "/sys/fs/fuse/connections"
+		if entries, _ := os.ReadDir(ctl); len(entries) == 0 {
+			syscall.Mount("none", ctl, "fusectl", 0, "")
+		}
+		for _, dev := range devs {
+			// A FUSE connection is named by the minor number of its device.
+			minor := (dev & 0xff) | ((dev >> 12) & 0xfff00)
+			os.WriteFile(fmt.Sprintf("%s/%d/abort", ctl, minor), []byte("1"), 0)
+		}
+	}()
+	return func() { close(done) }
 }

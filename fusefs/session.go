@@ -103,11 +103,22 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 			}
 		}
 		s.mu.Unlock()
-		for _, e := range later {
-			// From inside a FUSE operation: the kernel may hold the very
-			// locks a notification takes, so it goes out asynchronously.
-			s.apply(e, false)
+		if len(later) == 0 {
+			return
 		}
+		// Applied on another goroutine: callers release their paths while
+		// holding node locks (a flush answers under node.mu), and applying
+		// an event takes the locks of the nodes it names, which deadlocked
+		// two mounts writing one file. An event is only a drop of cached
+		// state, so arriving a moment later (or after a newer event) leaves
+		// the same caches; the kernel side is asynchronous anyway (a
+		// notification from inside a FUSE operation may need the very
+		// locks the kernel holds for it).
+		go func() {
+			for _, e := range later {
+				s.apply(e, false)
+			}
+		}()
 	}
 }
 

@@ -137,29 +137,33 @@ func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (in
 // serves a corrupt copy is asked to repair it from the others.
 func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n int64, w io.Writer) (int64, error) {
 	var lastErr error
+	var done int64 // bytes already written to w: the next replica goes on from there
 	for attempt := 0; attempt < 2; attempt++ {
 		v, err := c.volume(ctx, vid, attempt > 0)
 		if err != nil {
-			return 0, err
+			return done, err
 		}
 		for i := range v.Servers {
 			addr := v.Servers[(int(key)+i)%len(v.Servers)]
 			last := i == len(v.Servers)-1 && (attempt == 1 || len(v.Servers) == 1)
-			m, err := c.readReplica(ctx, addr, vid, key, off, n, w, last)
+			// A data server checks each block before it sends it, so the
+			// bytes that arrived before a failure (a corrupt block past the
+			// first, a server dying mid-stream) are good.
+			m, err := c.readReplica(ctx, addr, vid, key, off+done, n-done, w, last)
+			done += m
 			if err == nil {
-				return m, nil
+				return done, nil
 			}
 			if errors.Is(errors.Corrupt, err) {
 				c.reportCorrupt(addr, vid, key)
 			}
-			if m > 0 || !retryable(err) || ctx.Err() != nil {
-				// Bytes already reached w: a retry would duplicate them.
-				return m, err
+			if !retryable(err) || ctx.Err() != nil {
+				return done, err
 			}
 			lastErr = err
 		}
 	}
-	return 0, lastErr
+	return done, lastErr
 }
 
 // firstByte is how long a replica may take to start answering a read

@@ -226,33 +226,48 @@ func TestDeleteWhileReplicaDown(t *testing.T) {
 // reads the right bytes from another replica and has the bad copy repaired;
 // a needle nobody reads is found and repaired by the scrub.
 func TestCorruptReplica(t *testing.T) {
-	c := Start(t, Options{Bin: bin, Servers: 3, ChunkArgs: []string{"--scrub-rate", "64MiB", "--scrub-interval", "1s"}})
+	c := Start(t, Options{Bin: bin, Servers: 3, ChunkArgs: []string{"--scrub-rate", "64MiB", "--scrub-interval", "1s"}, ExtentSize: 8 << 20})
 	c.CreateNS(t, "rot", 3)
 	a, b := chunktest.Data(101, 100<<10), chunktest.Data(102, 100<<10)
-	for p, d := range map[string][]byte{"a": a, "b": b} {
+	// c is one 3 MiB needle, checked block by block as it streams: its
+	// corrupt block comes after good ones have already reached the reader,
+	// who must get the rest from another replica.
+	cc := chunktest.Data(103, 3<<20)
+	for p, d := range map[string][]byte{"a": a, "b": b, "c": cc} {
 		if _, err := c.Client.Put(bg, "rot", p, bytes.NewReader(d), client.PutOptions{SizeHint: -1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fa, _ := c.Client.StatFresh(bg, "rot", "a")
 	fb, _ := c.Client.StatFresh(bg, "rot", "b")
-	// Corrupt a's needle on the replica the client reads first, b's on another.
-	ea, eb := fa.Extents[0], fb.Extents[0]
+	fc, _ := c.Client.StatFresh(bg, "rot", "c")
+	// Corrupt a's and c's needles on the replica the client reads first,
+	// b's on another.
+	ea, eb, ec := fa.Extents[0], fb.Extents[0], fc.Extents[0]
+	if len(fc.Extents) != 1 {
+		t.Fatalf("c has %d extents, want one needle", len(fc.Extents))
+	}
 	servers := volumeServers(t, c, ea.Volume)
 	badA := c.Find(servers[int(ea.Key)%len(servers)])
 	badB := c.Find(servers[(int(ea.Key)+1)%len(servers)])
+	cServers := volumeServers(t, c, ec.Volume)
+	badC := c.Find(cServers[int(ec.Key)%len(cServers)])
 	flip(t, badA, ea.Volume, a[1000:1064])
 	flip(t, badB, eb.Volume, b[5000:5064])
+	flip(t, badC, ec.Volume, cc[5<<19:5<<19+64]) // at 2.5 MiB
 
 	if err := c.Check(bg, "rot", "a", a); err != nil {
 		t.Fatalf("read with a corrupt replica: %v", err)
+	}
+	if err := c.Check(bg, "rot", "c", cc); err != nil {
+		t.Fatalf("read of a large needle corrupt past its first block: %v", err)
 	}
 	for _, x := range []struct {
 		p    *Proc
 		vid  uint32
 		key  uint64
 		want []byte
-	}{{badA, ea.Volume, ea.Key, a}, {badB, eb.Volume, eb.Key, b}} {
+	}{{badA, ea.Volume, ea.Key, a}, {badB, eb.Volume, eb.Key, b}, {badC, ec.Volume, ec.Key, cc}} {
 		r := chunk.NewRemote(x.p.Addr)
 		WaitFor(t, 60*time.Second, x.p.Name+" to detect and repair its corrupt copy", func() bool {
 			var buf bytes.Buffer

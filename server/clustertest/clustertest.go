@@ -8,6 +8,7 @@ package clustertest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,6 +61,8 @@ type Options struct {
 	// command prefix (e.g. "ip netns exec NS") and the host it listens on.
 	Placement func(i int) (prefix []string, host string)
 	Gateway   bool // also start a gateway
+	// ExtentSize is the test client's (Cluster.Client); default 1 MiB.
+	ExtentSize int64
 }
 
 // Cluster is a running cluster.
@@ -122,7 +125,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 	c.MC = mc
 	c.Client, err = client.New(client.Config{
 		Meta: mc, Dial: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) },
-		ExtentSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ExtentSize: cmp.Or(opt.ExtentSize, 1<<20), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func metaCmd() *cobra.Command {
 	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
 	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
 	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
-	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", false, "move volumes to a data server that joins, to even out usage")
+	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }
 

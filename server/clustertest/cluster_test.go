@@ -544,10 +544,7 @@ func TestRebalance(t *testing.T) {
 	for _, onJoin := range []bool{true, false} {
 		t.Run(map[bool]string{true: "OnJoin", false: "OnDemand"}[onJoin], func(t *testing.T) {
 			const rate = 8 << 20
-			args := []string{"--max-volume-size", "3MiB", "--repair-rate", "8MiB"}
-			if onJoin {
-				args = append(args, "--rebalance-on-join")
-			}
+			args := []string{"--max-volume-size", "3MiB", "--repair-rate", "8MiB", fmt.Sprintf("--rebalance-on-join=%v", onJoin)}
 			started := time.Now()
 			c := Start(t, Options{Bin: bin, Servers: 3, MetaArgs: args})
 			c.CreateNS(t, "bal", 3)

@@ -143,11 +143,7 @@ func (n *node) base(ctx context.Context) (base, error) {
 		return base{}, err
 	}
 	epoch := n.m.sess.epoch()
-	var r *metapb.ResolveResponse
-	err = retry(ctx, func() (err error) {
-		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
-		return err
-	})
+	r, err := n.resolveExtents(ctx, p)
 	if err != nil {
 		return base{}, err
 	}
@@ -160,6 +156,17 @@ func (n *node) base(ctx context.Context) (base, error) {
 	n.setAttrLocked(r.Inode, epoch)
 	n.f.exts, n.f.extsOK = r.Extents, true
 	return base{r.Extents, r.Inode, n.f.commit}, nil
+}
+
+// resolveExtents fetches the file at p with its extents, riding through a
+// meta restart.
+func (n *node) resolveExtents(ctx context.Context, p string) (*metapb.ResolveResponse, error) {
+	var r *metapb.ResolveResponse
+	err := retry(ctx, func() (err error) {
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
+		return err
+	})
+	return r, err
 }
 
 // readAt fills dest from off: committed content through the block cache,
@@ -313,11 +320,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	// the newer commit had already given to the garbage collector.
 	base, tag := n.f.exts, n.attr.Etag
 	refetch := func() error {
-		var r *metapb.ResolveResponse
-		err := retry(ctx, func() (err error) {
-			r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
-			return err
-		})
+		r, err := n.resolveExtents(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -339,8 +342,8 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		done    func(uint64)
 	)
 	for attempt := 0; ; attempt++ {
-		merged = overlayExtents(base, upd, size)
-		merged, err = n.m.fillGaps(ctx, n.ns, merged)
+		var zeros []*metapb.Extent
+		merged, zeros, err = n.m.fillGaps(ctx, n.ns, overlayExtents(base, upd, size))
 		if err != nil {
 			n.m.cl.Discard(upd)
 			return false, err
@@ -368,6 +371,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			break
 		}
 		done(0)
+		n.m.cl.Discard(zeros) // a retry lays the writes over another version
 		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {
 			if err := refetch(); err != nil {
 				n.m.cl.Discard(upd)
@@ -429,27 +433,29 @@ func (m *Mount) upload(ctx context.Context, ns string, data []byte) ([]*metapb.E
 var zeroBlock = make([]byte, 8<<20)
 
 // fillGaps stores zeros for the holes between extents (meta's extent
-// lists have none) and returns the list with them.
-func (m *Mount) fillGaps(ctx context.Context, ns string, exts []*metapb.Extent) ([]*metapb.Extent, error) {
-	var out []*metapb.Extent
+// lists have none) and returns the list with them, and the zero extents
+// alone (for the caller to discard if the list is never committed).
+func (m *Mount) fillGaps(ctx context.Context, ns string, exts []*metapb.Extent) (out, zeros []*metapb.Extent, err error) {
 	var at uint64
 	for _, e := range exts {
 		for at < e.Offset {
 			l := min(e.Offset-at, uint64(len(zeroBlock)))
 			z, err := m.upload(ctx, ns, zeroBlock[:l])
 			if err != nil {
-				return nil, err
+				m.cl.Discard(zeros)
+				return nil, nil, err
 			}
 			for _, ze := range z {
 				ze.Offset += at
 			}
 			out = append(out, z...)
+			zeros = append(zeros, z...)
 			at += l
 		}
 		out = append(out, e)
 		at = e.Offset + e.Length
 	}
-	return out, nil
+	return out, zeros, nil
 }
 
 // overlayExtents returns base with the ranges of upd (sorted, disjoint)

@@ -64,15 +64,21 @@ func partNumber(q *request) (uint32, error) {
 	return uint32(n), nil
 }
 
-func (s *Server) uploadPart(q *request) error {
+// partTarget checks that the caller may write the bucket and returns the
+// upload and part number an UploadPart or UploadPartCopy names.
+func (s *Server) partTarget(q *request) (ref *metapb.S3UploadRequest, num uint32, err error) {
 	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
-		return err
+		return ref, 0, err
 	}
-	ref, err := s.uploadRef(q)
-	if err != nil {
-		return err
+	if ref, err = s.uploadRef(q); err != nil {
+		return ref, 0, err
 	}
-	num, err := partNumber(q)
+	num, err = partNumber(q)
+	return ref, num, err
+}
+
+func (s *Server) uploadPart(q *request) error {
+	ref, num, err := s.partTarget(q)
 	if err != nil {
 		return err
 	}
@@ -114,14 +120,7 @@ func sliceExtents(f *client.File, off, n int64) ([]*metapb.Extent, bool) {
 }
 
 func (s *Server) uploadPartCopy(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
-		return err
-	}
-	ref, err := s.uploadRef(q)
-	if err != nil {
-		return err
-	}
-	num, err := partNumber(q)
+	ref, num, err := s.partTarget(q)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,14 @@
 // to the other replicas and answered once every copy is durable; every
 // data-plane call is Unavailable while the server holds no lease from meta.
 //
+// A POST or PUT of a needle, once its body is read, is answered with an
+// interim "102 Processing" every KeepAliveEvery (200 ms) until the final
+// answer. Remote's Put and PutKey give up on a server that shows no sign
+// of life (takes no body bytes, sends no interim, no answer) for Silence
+// (1 s) and report it Unavailable, naming it: a dead or cut-off primary or
+// replica costs a writer about a second, while a slow fdatasync or a slow
+// replica, which keep saying so, does not fail the write.
+//
 // Errors are JSON, {"error":{"code":"NotExist","message":"...","path":"1/42"}},
 // with the status from the single table kindStatus (http.go): Invalid 400,
 // NotExist 404, TooLarge 413, Range 416, Stale/ReadOnly/Exist 409, Corrupt

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"cairn/errors"
 )
@@ -135,34 +136,37 @@ const pooledBody = 256 << 10
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
 
 func (s *Store) handlePut(w http.ResponseWriter, r *http.Request) {
-	err := s.put(w, r)
+	key, err := s.put(w, r)
 	if err != nil {
 		writeError(w, r, err)
+		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, "{\"key\":%d}\n", key)
 }
 
-func (s *Store) put(w http.ResponseWriter, r *http.Request) error {
+func (s *Store) put(w http.ResponseWriter, r *http.Request) (uint64, error) {
 	op := errors.Op("chunk.http.Put")
 	vid, err := parseVid(r)
 	if err != nil {
-		return errors.E(op, err)
+		return 0, errors.E(op, err)
 	}
 	gen, err := parseGen(r)
 	if err != nil {
-		return errors.E(op, err)
+		return 0, errors.E(op, err)
 	}
 	var key uint64
 	if r.PathValue("key") != "" {
 		if key, err = parseKey(r); err != nil {
-			return errors.E(op, err)
+			return 0, errors.E(op, err)
 		}
 	}
 	n := r.ContentLength
 	switch {
 	case n < 0:
-		return errors.E(op, errors.Invalid, "Content-Length is required")
+		return 0, errors.E(op, errors.Invalid, "Content-Length is required")
 	case n > s.cfg.MaxNeedle:
-		return errors.E(op, errors.TooLarge, fmt.Sprintf("needle of %d bytes over the limit of %d", n, s.cfg.MaxNeedle))
+		return 0, errors.E(op, errors.TooLarge, fmt.Sprintf("needle of %d bytes over the limit of %d", n, s.cfg.MaxNeedle))
 	}
 	var data []byte
 	if n <= pooledBody {
@@ -173,18 +177,66 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request) error {
 		data = make([]byte, n)
 	}
 	if _, err := io.ReadFull(r.Body, data); err != nil {
-		return errors.E(op, errors.Invalid, fmt.Errorf("reading body: %w", err))
+		return 0, errors.E(op, errors.Invalid, fmt.Errorf("reading body: %w", err))
 	}
+	// From here on the writer hears from us every KeepAliveEvery until
+	// the answer, so that it can tell a slow disk or a slow replica (we
+	// go on saying so) from a dead or cut-off server (silence).
+	ka := startKeepAlive(w)
+	defer ka.stop()
 	if r.PathValue("key") != "" {
 		if err := s.PutKey(r.Context(), vid, gen, key, data); err != nil {
-			return err
+			return 0, err
 		}
 	} else if key, err = s.Put(r.Context(), vid, gen, data); err != nil {
-		return err
+		return 0, err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, "{\"key\":%d}\n", key)
-	return nil
+	return key, nil
+}
+
+// Liveness of writes. A data server that has a write's body sends an
+// interim "102 Processing" every KeepAliveEvery until the final answer;
+// Remote gives up on a server that has said nothing (no body bytes taken,
+// no interim, no answer) for Silence. A write to a dead or cut-off server
+// (no reset, no answer) thus fails in about a second, while one that waits
+// on a loaded disk's fdatasync or on a slow replica keeps waiting.
+const (
+	KeepAliveEvery = 200 * time.Millisecond
+	Silence        = time.Second
+)
+
+// keepAlive sends the interim responses. stop must be called before the
+// handler writes its own answer: the mutex keeps the two apart.
+type keepAlive struct {
+	mu   sync.Mutex
+	w    http.ResponseWriter
+	t    *time.Timer
+	done bool
+}
+
+func startKeepAlive(w http.ResponseWriter) *keepAlive {
+	k := &keepAlive{w: w}
+	k.mu.Lock() // tick reads k.t
+	k.t = time.AfterFunc(KeepAliveEvery, k.tick)
+	k.mu.Unlock()
+	return k
+}
+
+func (k *keepAlive) tick() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done {
+		return
+	}
+	k.w.WriteHeader(http.StatusProcessing) // net/http flushes a 1xx at once
+	k.t.Reset(KeepAliveEvery)
+}
+
+func (k *keepAlive) stop() {
+	k.mu.Lock()
+	k.done = true
+	k.mu.Unlock()
+	k.t.Stop()
 }
 
 // parseRange parses a single-range "bytes=" header against a needle of

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	stderrors "errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
 	"time"
 
@@ -52,6 +55,15 @@ func (r *Remote) do(ctx context.Context, op errors.Op, method, url string, body 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	w, _ := ctx.Value(watchKey{}).(*watchdog)
+	if w != nil && len(body) > 0 {
+		// Every read of the body by the transport means the previous
+		// piece went into the socket: the server is taking it.
+		rd = &progressReader{r: rd, w: w}
+	}
+	if w != nil {
+		ctx = httptrace.WithClientTrace(ctx, w.trace())
+	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, errors.E(op, errors.Invalid, err)
@@ -59,11 +71,24 @@ func (r *Remote) do(ctx context.Context, op errors.Op, method, url string, body 
 	if body != nil {
 		req.ContentLength = int64(len(body))
 	}
+	if _, ok := rd.(*progressReader); ok {
+		// Lets the transport resend on a pooled connection the server
+		// had closed; NewRequest only sets it for its own reader types.
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(&progressReader{r: bytes.NewReader(body), w: w}), nil
+		}
+	}
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
 	resp, err := r.c.Do(req)
+	if w != nil {
+		w.answered() // the body that follows is the caller's to time
+	}
 	if err != nil {
+		if w != nil && context.Cause(ctx) == errSilent {
+			return nil, errors.E(op, errors.Unavailable, errors.Path(r.addr), fmt.Errorf("no sign of life for %v: %w", Silence, err))
+		}
 		if ctx.Err() != nil {
 			return nil, errors.E(op, errors.Canceled, err)
 		}
@@ -112,6 +137,8 @@ func (r *Remote) Put(ctx context.Context, vid uint32, g uint64, data []byte) (ui
 	if data == nil {
 		data = []byte{} // a non-nil body sends Content-Length: 0
 	}
+	ctx, done := watch(ctx)
+	defer done()
 	resp, err := r.do(ctx, op, http.MethodPost, r.base+"/v/"+strconv.FormatUint(uint64(vid), 10)+gen(g), data, nil)
 	if err != nil {
 		return 0, err
@@ -132,6 +159,8 @@ func (r *Remote) PutKey(ctx context.Context, vid uint32, g, key uint64, data []b
 	if data == nil {
 		data = []byte{}
 	}
+	ctx, done := watch(ctx)
+	defer done()
 	resp, err := r.do(ctx, op, http.MethodPut, r.needleURL(vid, key)+gen(g), data, nil)
 	if err != nil {
 		return err
@@ -239,4 +268,43 @@ func (r *Remote) Volumes(ctx context.Context) ([]VolumeInfo, error) {
 		return nil, errors.E(errors.Op("chunk.Remote.Volumes"), errors.IO, err)
 	}
 	return out.Volumes, nil
+}
+
+// errSilent is the cause a watchdog cancels a write with.
+var errSilent = stderrors.New("data server silent")
+
+type watchKey struct{}
+
+// watchdog cancels a write whose server has given no sign of life (body
+// bytes taken, an interim 102, the answer) for Silence; see KeepAliveEvery.
+type watchdog struct {
+	t *time.Timer
+}
+
+// watch returns a context that a watchdog cancels, with errSilent as the
+// cause, and the function that releases it once the answer is read.
+func watch(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &watchdog{t: time.AfterFunc(Silence, func() { cancel(errSilent) })}
+	return context.WithValue(ctx, watchKey{}, w), func() { w.t.Stop(); cancel(nil) }
+}
+
+func (w *watchdog) alive()    { w.t.Reset(Silence) }
+func (w *watchdog) answered() { w.t.Stop() }
+
+func (w *watchdog) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		WroteRequest:   func(httptrace.WroteRequestInfo) { w.alive() },
+		Got1xxResponse: func(int, textproto.MIMEHeader) error { w.alive(); return nil },
+	}
+}
+
+type progressReader struct {
+	r io.Reader
+	w *watchdog
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	p.w.alive()
+	return p.r.Read(b)
 }

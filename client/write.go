@@ -220,10 +220,12 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 		if len(v.Servers) == 0 {
 			return 0, 0, errors.E(errors.Unavailable, "volume "+itoa(v.Id)+" has no data server")
 		}
-		// Bounded so that a primary cut off mid-request (no reset, no
-		// answer) costs a retry elsewhere, not the writer's whole deadline;
-		// longer than the primary's own wait for its replicas, so that a
-		// failing replica is reported by the primary, by name.
+		// A primary cut off mid-request (no reset, no answer) is caught
+		// by chunk.Remote's liveness watch within chunk.Silence: a live
+		// primary sends an interim 102 while it waits on its disk and its
+		// replicas. This bound is the backstop behind it, longer than the
+		// primary's own wait for its replicas, so that a failing replica
+		// is reported by the primary, by name.
 		pctx, cancel := context.WithTimeout(ctx, 4*time.Second+time.Duration(len(data))*time.Second/(8<<20))
 		key, err := c.chunkFor(v.Servers[0]).Put(pctx, v.Id, v.Generation, data)
 		cancel()

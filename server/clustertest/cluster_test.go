@@ -367,32 +367,38 @@ func TestRestartCluster(t *testing.T) {
 	checkAll(t, c, "rst", files)
 }
 
-// TestPartition cuts a data server off the network (a network namespace
-// whose link goes down) while writers run and files are deleted, then
-// heals it. Writers carry on, meta re-replicates without it, and once
-// back it never serves its stale copies: it refuses while it holds no
-// lease and drops them when meta answers its first heartbeat.
-func TestPartition(t *testing.T) {
+// startCuttable starts a cluster of 4 data servers, the last of them
+// (c.Chunks[3]) in a network namespace that n.Cut partitions off.
+func startCuttable(t *testing.T, labels func(i int) []string) (*Cluster, *Netns) {
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root (CI runs as root)")
 	}
 	n := NewNetns(t)
 	c := Start(t, Options{
-		Bin: bin, Servers: 4, Host: n.HostIP,
-		// The cut-off server is alone in its zone, so every volume has a
-		// replica on it.
-		Labels: func(i int) []string {
-			if i == 3 {
-				return []string{"zone=z2"}
-			}
-			return []string{"zone=z1"}
-		},
+		Bin: bin, Servers: 4, Host: n.HostIP, Labels: labels,
 		Placement: func(i int) ([]string, string) {
 			if i == 3 {
 				return n.Prefix(), n.NSIP
 			}
 			return nil, ""
 		},
+	})
+	return c, n
+}
+
+// TestPartition cuts a data server off the network (a network namespace
+// whose link goes down) while writers run and files are deleted, then
+// heals it. Writers carry on, meta re-replicates without it, and once
+// back it never serves its stale copies: it refuses while it holds no
+// lease and drops them when meta answers its first heartbeat.
+func TestPartition(t *testing.T) {
+	// The cut-off server is alone in its zone, so every volume has a
+	// replica on it.
+	c, n := startCuttable(t, func(i int) []string {
+		if i == 3 {
+			return []string{"zone=z2"}
+		}
+		return []string{"zone=z1"}
 	})
 	cut := c.Chunks[3]
 	cutID := cut.ID(t)
@@ -445,6 +451,9 @@ func TestPartition(t *testing.T) {
 			t.Errorf("writer error during the partition: %v", err)
 		}
 	}
+	if l.longest > 2500*time.Millisecond {
+		t.Errorf("a writer waited %v across the cut (want about 2 s at most)", l.longest)
+	}
 
 	n.Heal(t)
 	healAt := time.Now()
@@ -474,6 +483,65 @@ func TestPartition(t *testing.T) {
 	checkAll(t, c, "part", l.acked)
 	// Back in service: new volumes may use it again.
 	c.WaitReplicated(t, 30*time.Second)
+}
+
+// TestCutPrimary: the primary of the volume every writer is using is cut
+// off the network (no reset, no answer: its process keeps running). The
+// writers hear nothing from it, give up on it within the liveness window
+// (chunk.Silence), and go on on another volume: no Put waits more than
+// about 2 s, none fails, and everything acknowledged reads back once the
+// server is back.
+func TestCutPrimary(t *testing.T) {
+	c, n := startCuttable(t, nil)
+	cut := c.Chunks[3]
+	c.CreateNS(t, "cutp", 3)
+	// Turn volumes read-only until the writable one has the server in the
+	// namespace as its primary. Placement puts the server holding the
+	// fewest replicas first, so this takes a few volumes at most.
+	var full []uint32
+	var vol *metapb.Volume
+	for range 20 {
+		r, err := c.MC.Assign(bg, &metapb.AssignRequest{Ns: "cutp", Full: full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Volume.Servers[0] == cut.Addr {
+			vol = r.Volume
+			break
+		}
+		full = append(full, r.Volume.Id)
+	}
+	if vol == nil {
+		t.Fatalf("no volume had %s as its primary after %d tries", cut.Addr, len(full))
+	}
+	l := startLoad(c, "cutp", 4)
+	time.Sleep(time.Second)
+	l.mu.Lock()
+	before := len(l.acked)
+	l.mu.Unlock()
+	if before == 0 {
+		t.Fatal("no write went through before the cut")
+	}
+	l.mark()
+	n.Cut(t)
+	time.Sleep(5 * time.Second)
+	l.finish()
+	t.Logf("volume %d on %v: %d files acknowledged (%d before the cut), longest put across the cut %v, %d errors",
+		vol.Id, vol.Servers, len(l.acked), before, l.longest, len(l.errs))
+	for i, err := range l.errs {
+		if i < 5 {
+			t.Errorf("writer error: %v", err)
+		}
+	}
+	if len(l.acked) == before {
+		t.Error("no write went through after the cut")
+	}
+	if l.longest > 2500*time.Millisecond {
+		t.Errorf("a writer waited %v across the cut (want about 2 s at most)", l.longest)
+	}
+	n.Heal(t)
+	c.WaitAlive(t, cut)
+	checkAll(t, c, "cutp", l.acked)
 }
 
 func slicesContains(s []string, x string) bool {

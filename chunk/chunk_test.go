@@ -353,15 +353,60 @@ func appendUint(b []byte, k uint64) []byte {
 // fakeMeta records heartbeats; every other method is unimplemented.
 type fakeMeta struct {
 	metapb.MetaClient
-	mu  sync.Mutex
-	got []*metapb.HeartbeatRequest
+	mu      sync.Mutex
+	got     []*metapb.HeartbeatRequest
+	maxSize uint64 // the HeartbeatResponse's max_volume_size
 }
 
 func (f *fakeMeta) Heartbeat(_ context.Context, req *metapb.HeartbeatRequest, _ ...grpc.CallOption) (*metapb.HeartbeatResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, req)
-	return &metapb.HeartbeatResponse{}, nil
+	return &metapb.HeartbeatResponse{MaxVolumeSize: f.maxSize}, nil
+}
+
+// TestMaxVolumeSizeFromMeta: the volume size limit meta sends with its
+// heartbeat answers applies to the volumes open and to those created
+// later, in place of the server's own.
+func TestMaxVolumeSizeFromMeta(t *testing.T) {
+	meta := &fakeMeta{maxSize: 1 << 20}
+	cfg := testConfig(t.TempDir())
+	cfg.Meta, cfg.Addr = meta, "10.0.0.1:9000"
+	s := openStore(t, cfg)
+	ctx := context.Background()
+	if err := s.CreateVolume(ctx, 1, 1); err != nil { // before meta has spoken
+		t.Fatal(err)
+	}
+	if err := s.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateVolume(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, vid := range []uint32{1, 2} {
+		var err error
+		n := 0
+		for ; n < 100 && err == nil; n++ {
+			_, err = s.Put(ctx, vid, 1, make([]byte, 100<<10))
+		}
+		if !errors.Is(errors.ReadOnly, err) || n > 11 {
+			t.Errorf("volume %d: %d puts of 100 KiB, then %v (want ReadOnly past 1 MiB)", vid, n, err)
+		}
+	}
+	for _, st := range s.VolumeStats() {
+		if st.Size > 1<<20 || st.Size < 900<<10 {
+			t.Errorf("volume %d stopped at %d bytes (limit 1 MiB)", st.ID, st.Size)
+		}
+	}
+	meta.mu.Lock()
+	meta.maxSize = 8 << 20
+	meta.mu.Unlock()
+	if err := s.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, 1, 1, make([]byte, 100<<10)); err != nil {
+		t.Errorf("after meta raised the limit: %v", err)
+	}
 }
 
 func TestRunHeartbeatAndCompaction(t *testing.T) {

@@ -154,9 +154,10 @@ func (s *Store) SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs [
 
 // heartbeatAnswer applies what meta said: the lease (counted from when the
 // heartbeat was sent, so it ends before meta's own deadline), the replica
-// sets, generations and read-only marks of the volumes placed here, and
-// the stale copies to drop.
+// sets, generations and read-only marks of the volumes placed here, the
+// stale copies to drop, and the cluster's volume size limit.
 func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) {
+	s.setMaxVolumeSize(int64(resp.MaxVolumeSize))
 	sets := map[uint32]replicaSet{}
 	for _, v := range resp.Volumes {
 		sets[v.Id] = replicaSet{gen: v.Generation, addrs: slices.Clone(v.Servers)}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,42 @@ type Store struct {
 	closed     bool
 
 	repl replication // replica sets, lease, copies (replicate.go)
+	// maxVolumeSize is meta's volume size limit, once a heartbeat has
+	// brought it (0: cfg.MaxVolumeSize).
+	maxVolumeSize atomic.Int64
+}
+
+// volumeOptions are the options of a volume created or opened now.
+func (s *Store) volumeOptions() volume.Options {
+	o := s.cfg.volumeOptions()
+	if n := s.maxVolumeSize.Load(); n > 0 {
+		o.MaxSize = n
+	}
+	return o
+}
+
+// setMaxVolumeSize applies meta's volume size limit to every volume, so
+// that a volume turns full where the cluster says (meta's --max-volume-size),
+// not at this server's default. A value the volumes cannot take is
+// refused and logged; the old limit stays.
+func (s *Store) setMaxVolumeSize(n int64) {
+	if n <= 0 || s.maxVolumeSize.Load() == n {
+		return
+	}
+	o := s.cfg.volumeOptions()
+	o.MaxSize = n
+	if err := o.Validate(); err != nil {
+		s.log.Error("meta's volume size limit refused", "max_volume_size", n, "err", err)
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.maxVolumeSize.Store(n)
+	for _, v := range s.vols {
+		if err := v.SetMaxSize(n); err != nil {
+			s.log.Error("could not set a volume's size limit", "volume", v.ID(), "err", err)
+		}
+	}
 }
 
 // Open opens every volume in cfg.Dir (creating the directory and the
@@ -289,7 +326,7 @@ func (s *Store) CreateVolume(ctx context.Context, vid uint32, gen uint64) (err e
 		}
 		return nil
 	}
-	v, err := volume.Create(s.cfg.Dir, vid, gen, s.cfg.volumeOptions())
+	v, err := volume.Create(s.cfg.Dir, vid, gen, s.volumeOptions())
 	if err != nil {
 		return errors.E(op, err)
 	}

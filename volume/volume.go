@@ -147,6 +147,7 @@ type Volume struct {
 	compactMu sync.Mutex
 
 	size      atomic.Int64
+	maxSize   atomic.Int64 // opts.MaxSize until SetMaxSize
 	gen       atomic.Uint64
 	readOnly  atomic.Bool
 	syncs     atomic.Uint64
@@ -242,6 +243,7 @@ func Open(dir string, id uint32, opts Options) (*Volume, error) {
 	os.Remove(dat + ".compact")
 	os.Remove(idx + ".compact")
 	v := &Volume{id: id, dir: dir, datPath: dat, idxPath: idx, opts: opts}
+	v.maxSize.Store(opts.MaxSize)
 	v.cond = sync.NewCond(&v.pendMu)
 	f, err := os.OpenFile(dat, os.O_RDWR, 0)
 	if err != nil {
@@ -457,7 +459,7 @@ func (v *Volume) Stats() Stats {
 	size := v.size.Load()
 	return Stats{
 		ID: v.id, Gen: v.gen.Load(), Size: size, Garbage: garbage, Needles: int64(live),
-		ReadOnly: v.readOnly.Load(), Full: size >= v.opts.MaxSize,
+		ReadOnly: v.readOnly.Load(), Full: size >= v.maxSize.Load(),
 		Syncs: v.syncs.Load(), Corrupt: v.corrupt.Load(), Truncated: v.truncated, Damaged: v.damaged,
 	}
 }
@@ -614,7 +616,7 @@ func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int
 		}
 		return nil
 	}
-	if v.end+rs > v.opts.MaxSize && !(force && v.end+rs <= maxAddressable) {
+	if v.end+rs > v.maxSize.Load() && !(force && v.end+rs <= maxAddressable) {
 		return errors.E(op, errors.ReadOnly, v.path(), fmt.Sprintf("volume is full (%d bytes)", v.end))
 	}
 	return nil
@@ -723,6 +725,19 @@ func (v *Volume) SetGen(gen uint64) error {
 		sb.gen = gen
 		return nil
 	})
+}
+
+// SetMaxSize changes the size past which Append refuses new needles: a
+// cluster's meta sets it for every data server. A volume already past it
+// is full from then on; nothing written is touched.
+func (v *Volume) SetMaxSize(n int64) error {
+	o := v.opts
+	o.MaxSize = n
+	if err := o.Validate(); err != nil {
+		return errors.E(errors.Op("volume.SetMaxSize"), v.path(), err)
+	}
+	v.maxSize.Store(n)
+	return nil
 }
 
 // SetReadOnly marks the volume read-only (or writable again); the mark is

@@ -23,9 +23,11 @@ func PrepareMeta(ctx context.Context, mc metapb.MetaClient, ns string) error {
 }
 
 // ResolveOp returns Ops that each resolve ns/MetaPath with one unbatched
-// Resolve call: the whole path in one round trip.
-func ResolveOp(mc metapb.MetaClient, ns string) func(worker int) Op {
-	return func(int) Op {
+// Resolve call: the whole path in one round trip. Worker i uses client
+// i mod len(mcs).
+func ResolveOp(mcs []metapb.MetaClient, ns string) func(worker int) Op {
+	return func(i int) Op {
+		mc := mcs[i%len(mcs)]
 		req := &metapb.ResolveRequest{Ns: ns, Path: MetaPath}
 		return func(ctx context.Context) (int64, error) {
 			_, err := mc.Resolve(ctx, req)

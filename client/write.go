@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cairn/errors"
@@ -116,6 +117,10 @@ func (c *Client) Append(ctx context.Context, ns, p string, r io.Reader, o PutOpt
 // upload cuts r into extents and stores each as a needle. It returns the
 // total size and the extents in file order (offsets from 0). On error the
 // extents already stored are returned too, for the caller to discard.
+//
+// sum, when set, is fed every byte in order by a goroutine of its own,
+// while the next extent is read: MD5 runs near 900 MB/s on one core, and
+// hashing in the reading loop held a 1 GiB PUT to about 400 MB/s.
 func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64, sum hash.Hash) (int64, []*metapb.Extent, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -135,6 +140,22 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 		}
 		mu.Unlock()
 	}
+	var hashq chan *sharedBuf
+	hashed := make(chan struct{})
+	if sum != nil {
+		// Two extents of slack: the hasher keeps pace with the reader, so
+		// this bounds memory without stalling it.
+		hashq = make(chan *sharedBuf, 2)
+		go func() {
+			defer close(hashed)
+			for b := range hashq {
+				sum.Write(b.Bytes())
+				b.release()
+			}
+		}()
+	} else {
+		close(hashed)
+	}
 	for {
 		bufSize := c.cfg.ExtentSize
 		if hint >= 0 && hint-size < bufSize {
@@ -145,19 +166,16 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 		// bytes.Buffer.ReadFrom wants MinRead bytes free before every read,
 		// the one that finds EOF too: without the slack a full extent
 		// buffer doubled (and copied 8 MiB) on every extent.
-		buf := getBuf(bufSize + bytes.MinRead)
+		buf := &sharedBuf{Buffer: getBuf(bufSize + bytes.MinRead)}
 		n, err := io.CopyN(buf, r, c.cfg.ExtentSize)
 		if err != nil && err != io.EOF {
-			putBuf(buf)
+			putBuf(buf.Buffer)
 			fail(errors.E(errors.IO, "reading the body", err))
 			break
 		}
 		if n == 0 {
-			putBuf(buf)
+			putBuf(buf.Buffer)
 			break
-		}
-		if sum != nil {
-			sum.Write(buf.Bytes())
 		}
 		ext := &metapb.Extent{Offset: uint64(size), Length: uint64(n)}
 		size += n
@@ -166,15 +184,20 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 		stop := firstErr != nil
 		mu.Unlock()
 		if stop {
-			putBuf(buf)
+			putBuf(buf.Buffer)
 			break
+		}
+		buf.refs.Store(1)
+		if hashq != nil {
+			buf.refs.Add(1)
+			hashq <- buf
 		}
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			defer putBuf(buf)
+			defer buf.release()
 			vid, key, err := c.store(ctx, ns, buf.Bytes())
 			if err != nil {
 				fail(err)
@@ -188,7 +211,11 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 			break
 		}
 	}
+	if hashq != nil {
+		close(hashq)
+	}
 	wg.Wait()
+	<-hashed
 	stored := exts[:0:0]
 	for _, e := range exts {
 		if e.Key != 0 || e.Volume != 0 {
@@ -199,6 +226,19 @@ func (c *Client) upload(ctx context.Context, ns string, r io.Reader, hint int64,
 		return size, stored, firstErr
 	}
 	return size, exts, nil
+}
+
+// sharedBuf is an extent's buffer shared by its upload and the hasher: the
+// last of them to finish returns it to the pool.
+type sharedBuf struct {
+	*bytes.Buffer
+	refs atomic.Int32
+}
+
+func (b *sharedBuf) release() {
+	if b.refs.Add(-1) == 0 {
+		putBuf(b.Buffer)
+	}
 }
 
 // store writes one needle to the namespace's current writable volume,

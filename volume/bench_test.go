@@ -143,3 +143,22 @@ func benchRead(b *testing.B, size int) {
 
 func BenchmarkReadTo4K(b *testing.B)   { benchRead(b, 4<<10) }
 func BenchmarkReadTo155K(b *testing.B) { benchRead(b, 155<<10) }
+
+// BenchmarkAppend8M is the streaming write path: whole 8 MiB extents (the
+// default extent size) from 4 writers at a time (a client's parallel
+// uploads), each durable before it returns.
+func BenchmarkAppend8M(b *testing.B) {
+	v, _ := newVol(b, Options{MaxSize: 32<<30 - hardMaxNeedle})
+	data := payload(1, 8<<20)
+	b.SetBytes(int64(len(data)))
+	b.SetParallelism(max(1, 4/runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := v.Append(1, data); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/float64(v.Stats().Syncs), "writes/sync")
+}

@@ -98,12 +98,23 @@ func TestOpenTime(t *testing.T) {
 	}
 }
 
-func BenchmarkAppend4K(b *testing.B) {
+// BenchmarkAppend4K: small needles from 32 writers per CPU, as a data
+// server with many clients in flight sees them.
+func BenchmarkAppend4K(b *testing.B) { benchAppend(b, 4<<10, 32) }
+
+// BenchmarkAppend8M is the streaming write path: whole 8 MiB extents (the
+// default extent size) from 4 writers at a time (a client's parallel
+// uploads).
+func BenchmarkAppend8M(b *testing.B) { benchAppend(b, 8<<20, max(1, 4/runtime.GOMAXPROCS(0))) }
+
+// benchAppend appends needles of size bytes from perCPU writers per CPU,
+// each durable before it returns.
+func benchAppend(b *testing.B, size, perCPU int) {
 	v, _ := newVol(b, Options{MaxSize: 32<<30 - hardMaxNeedle})
-	data := payload(1, 4096)
-	b.SetBytes(4096)
+	data := payload(1, size)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
-	b.SetParallelism(32) // writers per CPU: a data server has many clients in flight
+	b.SetParallelism(perCPU)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if _, err := v.Append(1, data); err != nil {
@@ -144,21 +155,3 @@ func benchRead(b *testing.B, size int) {
 func BenchmarkReadTo4K(b *testing.B)   { benchRead(b, 4<<10) }
 func BenchmarkReadTo155K(b *testing.B) { benchRead(b, 155<<10) }
 
-// BenchmarkAppend8M is the streaming write path: whole 8 MiB extents (the
-// default extent size) from 4 writers at a time (a client's parallel
-// uploads), each durable before it returns.
-func BenchmarkAppend8M(b *testing.B) {
-	v, _ := newVol(b, Options{MaxSize: 32<<30 - hardMaxNeedle})
-	data := payload(1, 8<<20)
-	b.SetBytes(int64(len(data)))
-	b.SetParallelism(max(1, 4/runtime.GOMAXPROCS(0)))
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := v.Append(1, data); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/float64(v.Stats().Syncs), "writes/sync")
-}

@@ -154,4 +154,3 @@ func benchRead(b *testing.B, size int) {
 
 func BenchmarkReadTo4K(b *testing.B)   { benchRead(b, 4<<10) }
 func BenchmarkReadTo155K(b *testing.B) { benchRead(b, 155<<10) }
-

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -558,5 +559,28 @@ func TestCorruptionDetected(t *testing.T) {
 	code, _, b := a.call("GET", "/cor/file", nil)
 	if code != 500 || errCode(t, b) != "Corrupt" {
 		t.Fatalf("corrupt read: %d %q", code, b[:min(len(b), 200)])
+	}
+}
+
+// TestStartPortInUse: a listener that cannot be opened (another program
+// holds the S3 port) fails Start with an error naming it, and closes what
+// was already opened; it used to panic on the way out.
+func TestStartPortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := server.Defaults()
+	cfg.Data = t.TempDir()
+	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.S3 = busy.Addr().String()
+	s, err := server.Start(cfg)
+	if err == nil {
+		s.Close()
+		t.Fatal("Start succeeded on a port in use")
+	}
+	if !strings.Contains(err.Error(), busy.Addr().String()) {
+		t.Errorf("error does not name the address: %v", err)
 	}
 }

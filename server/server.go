@@ -89,10 +89,11 @@ func Start(cfg Config) (s *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s = &Server{cfg: cfg, lis: map[string]net.Listener{}}
+	srv := &Server{cfg: cfg, lis: map[string]net.Listener{}}
+	s = srv
 	defer func() {
 		if err != nil {
-			s.Close()
+			srv.Close() // not s: a failing return sets it to nil
 		}
 	}()
 	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin, "s3": cfg.S3} {

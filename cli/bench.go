@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -20,13 +21,36 @@ import (
 )
 
 func benchCmd(o *options) *cobra.Command {
+	var cpuProfile string
+	var profile *os.File
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput and latency (get, put, stream, meta)",
 		// The load generator shares the machine with what it measures;
 		// the servers' GC setting keeps its own CPU share down too.
-		PersistentPreRun: func(*cobra.Command, []string) { tuneGC() },
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			tuneGC()
+			if cpuProfile == "" {
+				return nil
+			}
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			profile = f
+			return pprof.StartCPUProfile(f)
+		},
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if profile == nil {
+				return nil
+			}
+			pprof.StopCPUProfile()
+			return profile.Close()
+		},
 	}
+	// What the load generator itself costs is part of every figure on a
+	// machine it shares with the servers.
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o), benchMultipartCmd(o))
 	cmd.AddCommand(benchMetaCommands()...)
 	return cmd

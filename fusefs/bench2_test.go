@@ -69,11 +69,15 @@ func BenchmarkLstatWarm(b *testing.B) {
 			return time.Since(t0) / n
 		}
 	}
-	lp, mp := prep(localDir(b)), prep(dir)
+	lp, mp, fp := prep(localDir(b)), prep(dir), prep(loopback(b))
 	lat(mp)() // warm
+	lat(fp)()
 	calls, _, _ := mnt.Stats().Totals()
 	for i := 0; i < b.N; i++ {
+		_, f := bestOf(7, lat(lp), lat(fp))
 		l, m := bestOf(7, lat(lp), lat(mp))
+		b.ReportMetric(float64(f.Nanoseconds()), "loopback-ns/lstat")
+		b.ReportMetric(float64(f)/float64(l), "loopback-ratio")
 		after, _, _ := mnt.Stats().Totals()
 		b.ReportMetric(float64(after-calls), "fuse-ops")
 		b.ReportMetric(float64(l.Nanoseconds()), "local-ns/lstat")
@@ -131,8 +135,12 @@ func BenchmarkUntar(b *testing.B) {
 		dirs = max(1, files/17)
 	}
 	tarball := makeTree(b, files, dirs, 4096)
+	loop := loopback(b)
 	for i := 0; i < b.N; i++ {
 		l := untar(b, tarball, localDir(b))
+		f := untar(b, tarball, loop)
+		b.ReportMetric(f.Seconds(), "loopback-s")
+		b.ReportMetric(f.Seconds()/l.Seconds(), "loopback-ratio")
 		d := filepath.Join(dir, fmt.Sprint(i))
 		os.Mkdir(d, 0o755)
 		mt := untar(b, tarball, d)

@@ -306,10 +306,17 @@ func (n *node) writeAt(ctx context.Context, data []byte, off int64) error {
 	return nil
 }
 
-// flush commits the unflushed writes, if any.
+// flush commits the unflushed writes, if any. A store that is away
+// (meta restarting, no data server placeable yet) is waited for, as
+// every other operation waits: close() and fsync() must not turn a
+// restart into EIO. A retry is safe: the writes stay dirty until a commit
+// succeeds, and one that did apply unseen makes the next attempt's
+// condition fail, which lays them over the new version again.
 func (n *node) flush(ctx context.Context) error {
-	_, err := n.flushAt(ctx, 0)
-	return err
+	return retry(ctx, func() error {
+		_, err := n.flushAt(ctx, 0)
+		return err
+	})
 }
 
 // flushAt is flush with the commit's mtime (0: now); committed reports

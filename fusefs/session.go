@@ -238,14 +238,28 @@ func (s *session) reset() {
 	go forgetTree(s.m.root)
 }
 
-// forgetTree tells the kernel to drop every entry below dir.
-func forgetTree(dir *fs.Inode) {
+// forgetTree tells the kernel to drop every entry below dir, but for the
+// nodes with changes queued here (write-behind) and the directories
+// above them: their local record is newer than meta's, and a kernel that
+// forgot them would look them up in a meta that (restarted, or before the
+// queued commit lands) does not have them yet, and answer ENOENT for a
+// file this mount created and closed. It reports whether it kept any.
+func forgetTree(dir *fs.Inode) (kept bool) {
 	for name, ch := range dir.Children() {
+		keep := false
 		if ch.IsDir() {
-			forgetTree(ch)
+			keep = forgetTree(ch)
+		}
+		if n, ok := ch.Operations().(*node); ok && n.busy() {
+			keep = true
+		}
+		if keep {
+			kept = true
+			continue
 		}
 		dir.NotifyEntry(name)
 	}
+	return kept
 }
 
 // apply drops what ev names. With wait, the kernel's notifications are

@@ -4,36 +4,30 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
 
-// fileState is a regular file's write-back state, guarded by node.mu
-// (flushMu serialises flushes and is held without node.mu across their
-// I/O).
+// fileState is a regular file's write-back state, guarded by node.mu.
 //
 // Writes land in dirty, sorted non-overlapping spans (a sequential writer
-// grows one span in place). Flush (close, fsync, a full buffer) moves the
-// spans to flight, uploads them as needles and commits the old extents
-// overlaid by the new ones in one meta call: readers elsewhere see the old
-// file or the new one. node.mu is not held meanwhile, so getattr, reads and
-// further writes of the file go on; reads overlay flight and then dirty on
-// the old extents until the flush installs the new ones.
+// grows one span in place). Flush (close, fsync, a full buffer) uploads the
+// spans as needles and commits the old extents overlaid by the new ones in
+// one meta call: readers elsewhere see the old file or the new one.
 type fileState struct {
-	flushMu sync.Mutex
-	exts    []*metapb.Extent // committed extents of node.attr's version
-	extsOK  bool
-	dirty   []span
-	flight  []span // spans a flush is committing (none outside flushMu)
-	nDirty  int64  // bytes in dirty
-	size    int64  // the file's size including unflushed writes (when sized)
-	sized   bool   // size was set by a write not yet committed (dirty or in flight)
-	commit  uint64
-	opens   int
+	exts   []*metapb.Extent // committed extents of node.attr's version
+	extsOK bool
+	dirty  []span
+	nDirty int64 // bytes in dirty
+	size   int64 // the file's size including unflushed writes (when dirty)
+	sized  bool  // size was set by a write since the last flush
+	commit uint64
+	opens  int
 	// orphan is where the file was moved when unlinked while open.
 	orphan atomic.Pointer[string]
 	// queuedAt is the path work was last queued for: the node's path when
@@ -97,31 +91,15 @@ func (f *fileState) write(off int64, data []byte, size int64) {
 	f.size = max(f.size, end)
 }
 
-// overlay copies the uncommitted bytes that fall in [off, off+len(buf))
-// into buf: those in flight, then the dirty ones, written after them.
+// overlay copies the dirty bytes that fall in [off, off+len(buf)) into buf.
 func (f *fileState) overlay(off int64, buf []byte) {
 	end := off + int64(len(buf))
-	for _, spans := range [2][]span{f.flight, f.dirty} {
-		for _, s := range spans {
-			if s.end() <= off || s.off >= end {
-				continue
-			}
-			lo, hi := max(s.off, off), min(s.end(), end)
-			copy(buf[lo-off:hi-off], s.data[lo-s.off:hi-s.off])
-		}
-	}
-}
-
-// unflight puts the spans of a failed flush back into dirty, under the
-// writes made since (they are newer).
-func (f *fileState) unflight() {
-	newer := f.dirty
-	f.dirty, f.flight, f.nDirty = f.flight, nil, 0
 	for _, s := range f.dirty {
-		f.nDirty += int64(len(s.data))
-	}
-	for _, s := range newer {
-		f.write(s.off, s.data, f.size)
+		if s.end() <= off || s.off >= end {
+			continue
+		}
+		lo, hi := max(s.off, off), min(s.end(), end)
+		copy(buf[lo-off:hi-off], s.data[lo-s.off:hi-s.off])
 	}
 }
 
@@ -164,35 +142,20 @@ func (n *node) base(ctx context.Context) (base, error) {
 	if err != nil {
 		return base{}, err
 	}
-	for try := 0; ; try++ {
-		epoch := n.m.sess.epoch()
-		r, err := n.resolveExtents(ctx, p)
-		if err != nil {
-			return base{}, err
-		}
-		n.mu.Lock()
-		if n.attr != nil && n.attr.Ino == r.Inode.Ino && n.attr.Version > r.Inode.Version {
-			// A newer version was installed while the Resolve was out
-			// (a flush, a truncate). Its extents, if known, are read;
-			// else they are fetched again: the older ones must not be
-			// installed under the newer record.
-			if n.f.extsOK || try == 2 {
-				b := base{n.f.exts, n.attr, n.f.commit}
-				if !n.f.extsOK {
-					b = base{r.Extents, r.Inode, n.f.commit}
-				}
-				n.mu.Unlock()
-				return b, nil
-			}
-			n.mu.Unlock()
-			continue
-		}
-		n.setAttrLocked(r.Inode, epoch)
-		n.f.exts, n.f.extsOK = r.Extents, true
-		b := base{r.Extents, r.Inode, n.f.commit}
-		n.mu.Unlock()
-		return b, nil
+	epoch := n.m.sess.epoch()
+	r, err := n.resolveExtents(ctx, p)
+	if err != nil {
+		return base{}, err
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.f.extsOK && n.attr != nil && n.attr.Version > r.Inode.Version {
+		// A flush committed a newer version while the Resolve was out.
+		return base{n.f.exts, n.attr, n.f.commit}, nil
+	}
+	n.setAttrLocked(r.Inode, epoch)
+	n.f.exts, n.f.extsOK = r.Extents, true
+	return base{r.Extents, r.Inode, n.f.commit}, nil
 }
 
 // resolveExtents fetches the file at p with its extents, riding through a
@@ -306,8 +269,10 @@ func (n *node) writeAt(ctx context.Context, data []byte, off int64) error {
 	return nil
 }
 
-// flush commits the unflushed writes, if any. A store that is away
-// (meta restarting, no data server placeable yet) is waited for, as
+// flush commits the unflushed writes, if any. It holds node.mu across the
+// upload and the commit: reads and writes of this one file wait for it,
+// which keeps a read from ever seeing a half-swapped base. A store that is
+// away (meta restarting, no data server placeable yet) is waited for, as
 // every other operation waits: close() and fsync() must not turn a
 // restart into EIO. A retry is safe: the writes stay dirty until a commit
 // succeeds, and one that did apply unseen makes the next attempt's
@@ -321,116 +286,32 @@ func (n *node) flush(ctx context.Context) error {
 
 // flushAt is flush with the commit's mtime (0: now); committed reports
 // whether there was anything to commit.
-//
-// node.mu is held only to take the writes and to install the result, not
-// across the upload and the Commit: getattr, reads and writes of a file
-// being written back would wait a data-server and a meta round trip (tar
-// stats each file as it closes it). The spans stay readable in flight
-// until the new extents replace the old ones, in one step with the flush
-// counter (see base), so a reader sees the old extents with the writes on
-// top or the new ones. Writes made meanwhile stay dirty for the next flush.
 func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err error) {
 	if !n.isFile() {
 		return false, nil
 	}
-	// Before flushMu: base may wait for the write-behind queue, whose
-	// flush would wait for flushMu.
-	if _, _, err := n.extents(ctx); err != nil {
-		return false, err
-	}
-	n.f.flushMu.Lock()
-	defer n.f.flushMu.Unlock()
 	p, err := n.path()
 	if err != nil {
 		return false, err
 	}
-	n.mu.Lock()
-	if !n.f.sized {
-		n.mu.Unlock()
-		return false, nil
-	}
-	fl := flight{
-		spans: n.f.dirty, size: n.f.size, base: n.f.exts, known: n.f.extsOK,
-		attr: n.attr, creating: n.f.creating,
-	}
-	n.f.flight, n.f.dirty, n.f.nDirty = n.f.dirty, nil, 0
-	n.mu.Unlock()
-
-	r, err := n.commitFlight(ctx, p, fl, mtime)
-	n.mu.Lock()
-	if err != nil {
-		n.f.unflight()
-		n.mu.Unlock()
-		if r.done != nil {
-			r.done(r.na.Seq)
-		}
+	if _, _, err := n.extents(ctx); err != nil {
 		return false, err
 	}
-	na := n.keepQueuedAttrs(r.na)
-	n.f.creating = false
-	newer := n.attr != nil && n.attr.Version > na.Version
-	n.setAttrLocked(na, r.epoch)
-	if newer && n.attr.Etag != na.Etag {
-		// A newer version with other content was installed while the
-		// commit was out (a Resolve, another mount's change): its
-		// extents are fetched again. A newer version with this content
-		// (chmod, an xattr) has the extents committed here.
-		n.f.exts, n.f.extsOK = nil, false
-	} else {
-		n.f.exts, n.f.extsOK = r.merged, true
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.f.sized {
+		return false, nil
 	}
-	n.f.flight = nil
-	if k := len(n.f.dirty); k > 0 {
-		// Written while the commit was out: the size grows from the
-		// committed one, as if the writes had come after the flush.
-		n.f.size = max(int64(n.attr.Size), n.f.dirty[k-1].end())
-	} else {
-		n.f.sized = false
-	}
-	n.f.commit++
-	n.f.pageVersion = na.Version
-	a := n.attr
-	n.mu.Unlock()
-	n.tellParent(a)
-	r.done(r.na.Seq)
-	return true, nil
-}
-
-// flight is what a flush took under node.mu: the writes, the size, and
-// the version they were laid over.
-type flight struct {
-	spans    []span
-	size     int64
-	base     []*metapb.Extent
-	known    bool // base holds attr's extents
-	attr     *metapb.Inode
-	creating bool
-}
-
-// flushed is a flush's commit: the new record and extents, the session
-// epoch the commit began in, and done to release the path with (nil when
-// no commit succeeded).
-type flushed struct {
-	na     *metapb.Inode
-	merged []*metapb.Extent
-	epoch  uint64
-	done   func(uint64)
-}
-
-// commitFlight uploads fl's writes as needles and commits fl's version
-// overlaid with them, without node.mu.
-func (n *node) commitFlight(ctx context.Context, p string, fl flight, mtime int64) (flushed, error) {
-	size := fl.size
+	size := n.f.size
 	var dirtyEnd int64
-	if k := len(fl.spans); k > 0 {
-		dirtyEnd = fl.spans[k-1].end()
+	if k := len(n.f.dirty); k > 0 {
+		dirtyEnd = n.f.dirty[k-1].end()
 	}
 	var upd []*metapb.Extent
-	for _, s := range fl.spans {
+	for _, s := range n.f.dirty {
 		exts, err := n.m.upload(ctx, n.ns, s.data)
 		if err != nil {
-			n.m.cl.Discard(upd)
-			return flushed{}, err
+			return false, err
 		}
 		for _, e := range exts {
 			n.m.blocks.insert(e.Volume, e.Key, s.data[e.Offset:e.Offset+e.Length])
@@ -444,7 +325,7 @@ func (n *node) commitFlight(ctx context.Context, p string, fl flight, mtime int6
 	// fail; the writes then go over the new version. Unconditionally, the
 	// old version's extents would be committed again, pointing at needles
 	// the newer commit had already given to the garbage collector.
-	base, tag := fl.base, fl.attr.Etag
+	base, tag := n.f.exts, n.attr.Etag
 	refetch := func() error {
 		r, err := n.resolveExtents(ctx, p)
 		if err != nil {
@@ -454,72 +335,96 @@ func (n *node) commitFlight(ctx context.Context, p string, fl flight, mtime int6
 		size = max(int64(r.Inode.Size), dirtyEnd)
 		return nil
 	}
-	if !fl.known && !fl.creating {
+	if !n.f.extsOK && !n.f.creating {
 		if err := refetch(); err != nil {
 			n.m.cl.Discard(upd)
-			return flushed{}, err
+			return false, err
 		}
 	}
 	var (
-		r       flushed
+		na      *metapb.Inode
+		merged  []*metapb.Extent
 		covered int64
-		err     error
+		epoch   uint64
+		done    func(uint64)
 	)
-	a := fl.attr
 	for attempt := 0; ; attempt++ {
 		var zeros []*metapb.Extent
-		r.merged, zeros, err = n.m.fillGaps(ctx, n.ns, overlayExtents(base, upd, size))
+		merged, zeros, err = n.m.fillGaps(ctx, n.ns, overlayExtents(base, upd, size))
 		if err != nil {
 			n.m.cl.Discard(upd)
-			return flushed{}, err
+			return false, err
 		}
 		covered = 0
-		if len(r.merged) > 0 {
-			last := r.merged[len(r.merged)-1]
+		if len(merged) > 0 {
+			last := merged[len(merged)-1]
 			covered = int64(last.Offset + last.Length)
 		}
+		a := n.attr
 		req := &metapb.CommitRequest{
-			IfNoneMatch: fl.creating, Ns: n.ns, Path: p, Size: uint64(covered), Extents: r.merged,
+			IfNoneMatch: n.f.creating, Ino: createdIno(n),
+			Ns: n.ns, Path: p, Size: uint64(covered), Extents: merged,
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
 			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
 			MtimeNs: mtime,
 		}
-		if fl.creating {
-			// The first commit creates the file with the inode number
-			// the kernel was given.
-			req.Ino = a.Ino
-		} else {
+		if !n.f.creating {
 			req.IfMatch = tag
 		}
-		r.epoch = n.m.sess.epoch()
-		r.done = n.m.sess.mutating(n.ns, p)
-		r.na, err = n.m.meta.Commit(ctx, req)
+		epoch = n.m.sess.epoch()
+		done = n.m.sess.mutating(n.ns, p)
+		na, err = n.m.meta.Commit(ctx, req)
 		if err == nil {
 			break
 		}
-		r.done(0)
+		done(0)
 		n.m.cl.Discard(zeros) // a retry lays the writes over another version
-		if errors.Is(errors.Precondition, err) && !fl.creating && attempt < 8 {
+		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {
 			if err := refetch(); err != nil {
 				n.m.cl.Discard(upd)
-				return flushed{}, err
+				return false, err
 			}
 			continue
 		}
 		n.m.cl.Discard(upd)
-		return flushed{}, err
+		return false, err
 	}
+	defer func() { done(na.Seq) }()
 	if covered < size {
 		// A hole at the end (truncate up, then a write before it): meta
 		// extends a file with zeros without storing them.
 		sz := uint64(size)
 		sa, err := n.m.meta.SetAttr(ctx, &metapb.SetAttrRequest{Ns: n.ns, Path: p, Size: &sz})
 		if err != nil {
-			return r, err
+			return false, err
 		}
-		r.na = sa
+		na = sa
 	}
-	return r, nil
+	n.wb.mu.Lock()
+	pending := n.wb.attrs != nil
+	n.wb.mu.Unlock()
+	if pending {
+		// Attribute changes made while this commit was on its way are
+		// newer than its answer: keep them (their own commit follows).
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	}
+	n.f.creating = false
+	n.setAttrLocked(na, epoch)
+	defer n.tellParent(na) // after n.mu is released
+	n.f.exts, n.f.extsOK = merged, true
+	n.f.dirty, n.f.nDirty, n.f.sized = nil, 0, false
+	n.f.commit++
+	n.f.pageVersion = na.Version
+	return true, nil
+}
+
+// createdIno is the inode number a commit creating n must use (n.mu held).
+func createdIno(n *node) uint64 {
+	if n.f.creating {
+		return n.attr.Ino
+	}
+	return 0
 }
 
 func (n *node) isFile() bool { return n.StableAttr().Mode == 0o100000 }

@@ -106,8 +106,8 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 		if len(later) == 0 {
 			return
 		}
-		// Applied on another goroutine: a caller may release its paths
-		// while holding node locks, and applying
+		// Applied on another goroutine: callers release their paths while
+		// holding node locks (a flush answers under node.mu), and applying
 		// an event takes the locks of the nodes it names, which deadlocked
 		// two mounts writing one file. An event is only a drop of cached
 		// state, so arriving a moment later (or after a newer event) leaves

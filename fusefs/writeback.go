@@ -259,28 +259,18 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 		return err
 	}
 	n.mu.Lock()
-	na = n.keepQueuedAttrs(na)
+	n.wb.mu.Lock()
+	if n.wb.attrs != nil {
+		// Newer changes are queued: keep them (see flushAt).
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	}
+	n.wb.mu.Unlock()
 	n.attr = na // the content is as it was: extents stay
 	n.mu.Unlock()
 	n.tellParent(na)
 	done(na.Seq)
 	return nil
-}
-
-// keepQueuedAttrs returns a commit's answer na with the attributes of the
-// local record when attribute changes are queued (n.mu held): they were
-// made while the commit was on its way, so they are newer than its answer
-// (their own commit follows).
-func (n *node) keepQueuedAttrs(na *metapb.Inode) *metapb.Inode {
-	n.wb.mu.Lock()
-	queued := n.wb.attrs != nil
-	n.wb.mu.Unlock()
-	if !queued {
-		return na
-	}
-	na = proto.Clone(na).(*metapb.Inode)
-	na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
-	return na
 }
 
 // fail records an error of a queued commit for the next fsync or close.
@@ -343,22 +333,18 @@ func (w *writeBehind) drain() uint64 {
 	return w.epoch
 }
 
-// commitCreate commits an empty file created here (no write came). Like
-// a flush it runs under flushMu, not node.mu, while meta answers.
+// commitCreate commits an empty file created here (no write came).
 func (n *node) commitCreate(ctx context.Context, mtime int64) error {
-	n.f.flushMu.Lock()
-	defer n.f.flushMu.Unlock()
 	p, err := n.path()
 	if err != nil {
 		return err
 	}
 	n.mu.Lock()
-	creating, a := n.f.creating, n.attr
-	n.mu.Unlock()
-	if !creating {
+	defer n.mu.Unlock()
+	if !n.f.creating {
 		return nil
 	}
-	epoch := n.m.sess.epoch()
+	a := n.attr
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
 		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
@@ -368,17 +354,10 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 		done(0)
 		return err
 	}
-	n.mu.Lock()
-	na = n.keepQueuedAttrs(na)
 	n.f.creating = false
-	n.setAttrLocked(na, epoch)
-	if n.attr.Version == na.Version {
-		n.f.exts, n.f.extsOK = nil, true // empty: no Resolve for the first read or write
-	}
+	n.setAttrLocked(na, n.m.sess.epoch())
 	n.f.pageVersion = na.Version
-	a = n.attr
-	n.mu.Unlock()
-	n.tellParent(a)
+	defer n.tellParent(na)
 	done(na.Seq)
 	return nil
 }

@@ -544,6 +544,36 @@ func TestCutPrimary(t *testing.T) {
 	checkAll(t, c, "cutp", l.acked)
 }
 
+// readLoop reads files back over and over until the returned function is
+// called; that function returns the first failed read, if any (and may
+// be called again).
+func readLoop(c *Cluster, ns string, files map[string][]byte) func() error {
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			for p, d := range files {
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+				if err := c.Check(bg, ns, p, d); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { close(stop); err = <-done })
+		return err
+	}
+}
+
 func slicesContains(s []string, x string) bool {
 	for _, y := range s {
 		if y == x {
@@ -571,32 +601,14 @@ func TestDrain(t *testing.T) {
 	if _, err := c.MC.ClusterDrain(bg, &metapb.ClusterDrainRequest{Server: victim.Addr}); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	readErr := make(chan error, 1)
-	go func() { // reads keep working throughout
-		defer close(readErr)
-		for {
-			for p, d := range files {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if err := c.Check(bg, "drn", p, d); err != nil {
-					readErr <- err
-					return
-				}
-			}
-		}
-	}()
+	stopReads := readLoop(c, "drn", files) // reads keep working throughout
 	c.WaitReplicated(t, 60*time.Second, id)
 	r := chunk.NewRemote(victim.Addr)
 	WaitFor(t, 30*time.Second, "the drained server to delete its copies", func() bool {
 		vols, err := r.Volumes(bg)
 		return err == nil && len(vols) == 0
 	})
-	close(stop)
-	if err := <-readErr; err != nil {
+	if err := stopReads(); err != nil {
 		t.Fatalf("read during the drain: %v", err)
 	}
 	checkAll(t, c, "drn", files)
@@ -648,31 +660,8 @@ func TestRebalance(t *testing.T) {
 			// back after a restart, not a new one: wait that out.
 			time.Sleep(time.Until(started.Add(4 * time.Second)))
 
-			stop := make(chan struct{})
-			readErr := make(chan error, 1)
-			go func() { // reads keep working throughout
-				defer close(readErr)
-				for {
-					for p, d := range files {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						if err := c.Check(bg, "bal", p, d); err != nil {
-							readErr <- err
-							return
-						}
-					}
-				}
-			}()
-			defer func() {
-				select {
-				case <-stop:
-				default:
-					close(stop)
-				}
-			}()
+			stopReads := readLoop(c, "bal", files) // reads keep working throughout
+			defer stopReads()
 			joined := c.AddChunk(t)
 			id := joined.ID(t)
 			held := func(st *metapb.ClusterStatusResponse) int {
@@ -737,8 +726,7 @@ func TestRebalance(t *testing.T) {
 			if lo == 0 || hi-lo >= before {
 				t.Errorf("bytes per server after the rebalance from %d to %d (each of the first three held %d)", lo, hi, before)
 			}
-			close(stop)
-			if err := <-readErr; err != nil {
+			if err := stopReads(); err != nil {
 				t.Fatalf("read during the rebalance: %v", err)
 			}
 			moved := uint64(0)

@@ -251,6 +251,14 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if t != syscall.S_IFDIR {
 		return syscall.ENOTDIR
 	}
+	if ch := n.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*node); ok {
+			// Queued attribute changes must not run after the removal.
+			if err := cn.settle(ctx); err != nil {
+				n.m.log.Warn("mount: commit before rmdir failed", "err", err)
+			}
+		}
+	}
 	return n.remove(ctx, p, name)
 }
 

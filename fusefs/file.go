@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -129,33 +127,46 @@ type base struct {
 }
 
 func (n *node) base(ctx context.Context) (base, error) {
-	n.mu.Lock()
-	if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
+	for attempt := 0; ; attempt++ {
+		n.mu.Lock()
+		if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
+			defer n.mu.Unlock()
+			return base{n.f.exts, n.attr, n.f.commit}, nil
+		}
+		n.mu.Unlock()
+		if err := n.settle(ctx); err != nil {
+			return base{}, err
+		}
+		p, err := n.path()
+		if err != nil {
+			return base{}, err
+		}
+		epoch := n.m.sess.epoch()
+		r, err := n.resolveExtents(ctx, p)
+		if err != nil {
+			return base{}, err
+		}
+		n.mu.Lock()
+		if n.attr != nil && n.attr.Ino == r.Inode.Ino && n.attr.Version > r.Inode.Version {
+			// A commit of a newer version landed while the Resolve was
+			// out: its extents, if known, are the ones; else ask again
+			// (installing the older ones would pair them with the newer
+			// record).
+			if n.f.extsOK {
+				defer n.mu.Unlock()
+				return base{n.f.exts, n.attr, n.f.commit}, nil
+			}
+			n.mu.Unlock()
+			if attempt == 8 {
+				return base{}, errors.E(errors.Stale, "meta keeps answering an older version than this mount holds")
+			}
+			continue
+		}
+		n.setAttrLocked(r.Inode, epoch)
+		n.f.exts, n.f.extsOK = r.Extents, true
 		defer n.mu.Unlock()
-		return base{n.f.exts, n.attr, n.f.commit}, nil
+		return base{r.Extents, r.Inode, n.f.commit}, nil
 	}
-	n.mu.Unlock()
-	if err := n.settle(ctx); err != nil {
-		return base{}, err
-	}
-	p, err := n.path()
-	if err != nil {
-		return base{}, err
-	}
-	epoch := n.m.sess.epoch()
-	r, err := n.resolveExtents(ctx, p)
-	if err != nil {
-		return base{}, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.f.extsOK && n.attr != nil && n.attr.Version > r.Inode.Version {
-		// A flush committed a newer version while the Resolve was out.
-		return base{n.f.exts, n.attr, n.f.commit}, nil
-	}
-	n.setAttrLocked(r.Inode, epoch)
-	n.f.exts, n.f.extsOK = r.Extents, true
-	return base{r.Extents, r.Inode, n.f.commit}, nil
 }
 
 // resolveExtents fetches the file at p with its extents, riding through a
@@ -400,22 +411,8 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		}
 		na = sa
 	}
-	n.wb.mu.Lock()
-	pending := n.wb.attrs != nil
-	n.wb.mu.Unlock()
-	if pending {
-		// Attribute changes made while this commit was on its way are
-		// newer than its answer: keep them (their own commit follows).
-		na = proto.Clone(na).(*metapb.Inode)
-		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
-	}
-	n.f.creating = false
-	n.setAttrLocked(na, epoch)
+	na = n.committed(na, merged, epoch)
 	defer n.tellParent(na) // after n.mu is released
-	n.f.exts, n.f.extsOK = merged, true
-	n.f.dirty, n.f.nDirty, n.f.sized = nil, 0, false
-	n.f.commit++
-	n.f.pageVersion = na.Version
 	return true, nil
 }
 

@@ -128,7 +128,10 @@ func (n *node) setAttrLocked(ino *metapb.Inode, ep uint64) {
 		return // an older answer arriving late
 	}
 	if n.attr != nil && n.attr.Version != ino.Version {
-		n.f.exts, n.f.extsOK = nil, false // extents belong to the old version
+		// The extents belong to the old version; a read that started on
+		// them must start again (see base).
+		n.f.exts, n.f.extsOK = nil, false
+		n.f.commit++
 	}
 	n.attr = ino
 	n.valid = ep == n.m.sess.epoch() && n.m.sess.live()
@@ -189,21 +192,29 @@ func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
 }
 
 // fill writes a's attributes to out, with the size a file's unflushed
-// writes give it.
+// writes give it. The record and the dirty state are read together: a
+// flush that lands between a caller's look at the record and this one
+// takes the writes out of the dirty state and puts the record that holds
+// them in n.attr, and answering with the older record's size then would
+// shrink the file in the kernel. So the newer of a and n.attr answers.
 func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
+	n.mu.Lock()
+	if n.attr != nil && n.attr.Ino == a.Ino && n.attr.Version >= a.Version {
+		a = n.attr
+	}
+	size := a.Size
+	if n.f.hasDirty() {
+		size = uint64(n.f.size)
+	}
+	n.mu.Unlock()
 	out.Ino = a.Ino
 	out.Mode = typeBits(a.Type) | a.Mode&07777
 	out.Nlink = max(a.Nlink, 1)
 	out.Uid, out.Gid = a.Uid, a.Gid
-	out.Size = a.Size
+	out.Size = size
 	if a.Type == metapb.FileType_SYMLINK {
 		out.Size = uint64(len(a.SymlinkTarget))
 	}
-	n.mu.Lock()
-	if n.f.hasDirty() {
-		out.Size = uint64(n.f.size)
-	}
-	n.mu.Unlock()
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
 	mt := time.Unix(0, a.MtimeNs)
@@ -256,7 +267,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		// atime only: not kept.
 		return n.Getattr(ctx, fh, out)
 	}
-	if req.Size == nil && n.isFile() && n.setAttrBehind(ctx, req, out) {
+	if req.Size == nil && (n.isFile() || n.isDir()) && n.setAttrBehind(ctx, req, out) {
 		return 0
 	}
 	if err := n.settle(ctx); err != nil {
@@ -285,7 +296,8 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 
 // setAttrBehind applies an attribute change locally and queues it for
 // meta (tar sets owner, mode and times of every file right after writing
-// it: three synchronous commits otherwise).
+// it, and of every directory at the end: three synchronous commits each
+// otherwise).
 func (n *node) setAttrBehind(ctx context.Context, req *metapb.SetAttrRequest, out *fuse.AttrOut) bool {
 	n.mu.Lock()
 	if n.attr == nil {
@@ -342,6 +354,9 @@ func (n *node) child(ctx context.Context, name string, a *metapb.Inode, ep uint6
 	var cn *node
 	if ch != nil && ch.StableAttr().Ino == a.Ino {
 		cn = ch.Operations().(*node)
+	} else if kn := n.m.wb.revive(a.Ino); kn != nil && kn.ns == n.ns {
+		ch = n.NewInode(ctx, kn, stableOf(a)) // forgotten with work queued: the same node again
+		cn = kn
 	} else {
 		cn = n.m.newNode(n.ns, a)
 		ch = n.NewInode(ctx, cn, stableOf(a))

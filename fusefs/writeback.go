@@ -39,6 +39,45 @@ type writeBehind struct {
 	// parked chains hold only a create: they start with the file's first
 	// flush (one commit creates it with its content) or a drain.
 	parked map[*node]bool
+
+	pack packer // commits of small files created here, in groups
+
+	// kept holds the nodes the kernel forgot while their work was still
+	// queued (a closed file's dentry may be dropped at once). Their state
+	// is newer than meta's, so the next lookup of the inode must revive
+	// the node rather than build a new one from meta's record (which
+	// showed an older size, and older content, on this very mount).
+	keptMu sync.Mutex
+	kept   map[uint64]*node
+}
+
+// OnForget keeps n if its work is queued (see writeBehind.kept).
+func (n *node) OnForget() {
+	w := n.m.wb
+	w.keptMu.Lock()
+	if n.busy() {
+		w.kept[n.StableAttr().Ino] = n
+	}
+	w.keptMu.Unlock()
+}
+
+// revive returns the node kept for ino, if any; the caller links it into
+// the tree again.
+func (w *writeBehind) revive(ino uint64) *node {
+	w.keptMu.Lock()
+	defer w.keptMu.Unlock()
+	n := w.kept[ino]
+	delete(w.kept, ino)
+	return n
+}
+
+// unkeep drops n from kept once its queue is empty (meta is current).
+func (w *writeBehind) unkeep(n *node) {
+	w.keptMu.Lock()
+	if w.kept[n.StableAttr().Ino] == n {
+		delete(w.kept, n.StableAttr().Ino)
+	}
+	w.keptMu.Unlock()
 }
 
 // allocIno returns an inode number reserved in meta for a local create
@@ -97,8 +136,9 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}}
 	w.idle = sync.NewCond(&w.mu)
+	w.pack.w = w
 	return w
 }
 
@@ -162,7 +202,10 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		c.done = make(chan struct{})
 		w.pending++
 		go w.run(n)
-	case w.parked[n] && (c.flush || c.attrs != nil):
+	case w.parked[n] && c.flush:
+		// Attribute changes alone leave a create parked: tar sets the
+		// times, owner and mode of a file before closing it, and the
+		// close's one commit carries them all.
 		delete(w.parked, n)
 		go w.run(n)
 	}
@@ -181,12 +224,19 @@ func (w *writeBehind) unpark(n *node) {
 	w.mu.Unlock()
 }
 
-func (w *writeBehind) run(n *node) {
-	c := &n.wb
-	w.sem <- struct{}{}
-	ctx := w.m.begin(context.Background(), "writebehind")
+// chainContext is the context of work left behind, charged to the stats
+// line name: its meta calls never wait for recalls (see meta.DrainHeader)
+// and never wait for the chains they run in (settle).
+func (w *writeBehind) chainContext(name string) (context.Context, func()) {
+	ctx := w.m.begin(context.Background(), name)
 	ctx = metadata.AppendToOutgoingContext(ctx, meta.DrainHeader, "1")
 	ctx = context.WithValue(ctx, inChainKey{}, true)
+	return ctx, func() { end(ctx) }
+}
+
+func (w *writeBehind) run(n *node) {
+	c := &n.wb
+	ctx, finish := w.chainContext("writebehind")
 	for {
 		c.mu.Lock()
 		create, flush, attrs := c.create, c.flush, c.attrs
@@ -201,18 +251,31 @@ func (w *writeBehind) run(n *node) {
 			break
 		}
 		c.mu.Unlock()
+		if false && create && w.pack.commit(n, mtimeOf(attrs)) {
+			continue // committed with others (pack.go), attributes too
+		}
 		// Retried while meta is unreachable: the close was answered, so
 		// giving up would lose it. Committing the same extents or
 		// attributes twice leaves the same file.
+		w.sem <- struct{}{}
 		n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
+		<-w.sem
 	}
-	end(ctx)
-	<-w.sem
+	finish()
+	w.unkeep(n)
 	w.mu.Lock()
 	if w.pending--; w.pending == 0 {
 		w.idle.Broadcast()
 	}
 	w.mu.Unlock()
+}
+
+// mtimeOf is the mtime a commit carries for attrs (0: the commit's time).
+func mtimeOf(attrs *metapb.SetAttrRequest) int64 {
+	if attrs != nil && attrs.MtimeNs != nil {
+		return *attrs.MtimeNs
+	}
+	return 0
 }
 
 // commitBehind commits what a chain gathered: the writes with the
@@ -223,10 +286,7 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 	creating := n.f.creating
 	n.mu.Unlock()
 	if creating {
-		var mtime int64
-		if attrs != nil && attrs.MtimeNs != nil {
-			mtime = *attrs.MtimeNs
-		}
+		mtime := mtimeOf(attrs)
 		committed, err := n.flushAt(ctx, mtime)
 		if err != nil || committed {
 			return err
@@ -234,11 +294,7 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 		return n.commitCreate(ctx, mtime)
 	}
 	if flush {
-		var mtime int64
-		if attrs != nil && attrs.MtimeNs != nil {
-			mtime = *attrs.MtimeNs
-		}
-		committed, err := n.flushAt(ctx, mtime)
+		committed, err := n.flushAt(ctx, mtimeOf(attrs))
 		if err != nil || committed {
 			return err // the commit carried the node's attributes
 		}

@@ -66,6 +66,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_Commit:
 		op, p = "meta.Commit", fullPath(c.Commit.Ns, c.Commit.Path)
 		err = t.commit(c.Commit)
+	case *metapb.Command_CommitBatch:
+		op = "meta.CommitBatch"
+		err = t.commitBatch(c.CommitBatch)
 	case *metapb.Command_Append:
 		op, p = "meta.Append", fullPath(c.Append.Ns, c.Append.Path)
 		err = t.append(c.Append)
@@ -520,7 +523,10 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	case found && isDir:
 		return errors.E(errors.IsDir, "a directory of that name exists")
 	case found:
-		if r.IfNoneMatch {
+		// A mount's create names the inode number it reserved: finding
+		// that number here means an earlier attempt of this very commit
+		// applied (its answer was lost), and this one replaces it.
+		if r.IfNoneMatch && (r.Ino == 0 || r.Ino != ino) {
 			return errors.E(errors.Precondition, "file exists")
 		}
 		if n, err = t.v.inode(ino); err != nil {
@@ -565,6 +571,42 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	t.res.inode = n
 	t.event(r.Ns, p, false)
 	return t.put(inodeKey(n.Ino), n)
+}
+
+// commitBatch applies commits in order in this one batch. A needle that an
+// earlier commit of the batch took gains an owner for each later commit
+// that points into it (see s3objects.go), so deleting one packed file
+// leaves the others' data alone.
+func (t *txn) commitBatch(r *metapb.CommitBatchRequest) error {
+	owned := map[needle]bool{}
+	for _, c := range r.Commits {
+		mine := map[needle]bool{}
+		for _, e := range c.Extents {
+			nd := needle{e.Volume, e.Key}
+			if mine[nd] {
+				continue
+			}
+			mine[nd] = true
+			if owned[nd] {
+				if err := t.acquire(nd); err != nil {
+					return err
+				}
+			}
+		}
+		if err := t.commit(c); err != nil {
+			if errors.PathOf(err) == "" {
+				err = errors.E(fullPath(c.Ns, c.Path), err)
+			}
+			return err
+		}
+		t.res.inodes = append(t.res.inodes, t.res.inode)
+		t.res.seqs = append(t.res.seqs, t.res.events[len(t.res.events)-1])
+		for nd := range mine {
+			owned[nd] = true
+		}
+	}
+	t.res.inode = nil
+	return nil
 }
 
 func (t *txn) append(r *metapb.AppendRequest) error {

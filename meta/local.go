@@ -45,6 +45,10 @@ func (l *local) GetNamespace(ctx context.Context, in *metapb.NamespaceRequest, _
 	return call(ctx, l.s, "GetNamespace", l.s.GetNamespace, in)
 }
 
+func (l *local) CommitBatch(ctx context.Context, in *metapb.CommitBatchRequest, _ ...grpc.CallOption) (*metapb.CommitBatchResponse, error) {
+	return call(ctx, l.s, "CommitBatch", l.s.CommitBatch, in)
+}
+
 func (l *local) Resolve(ctx context.Context, in *metapb.ResolveRequest, _ ...grpc.CallOption) (*metapb.ResolveResponse, error) {
 	return call(ctx, l.s, "Resolve", l.s.Resolve, in)
 }

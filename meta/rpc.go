@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -174,6 +175,30 @@ func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metap
 		return nil, err
 	}
 	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Commit{Commit: req}})
+}
+
+// maxCommitBatch bounds CommitBatch: one mutation holds the apply mutex
+// while it runs.
+const maxCommitBatch = 1024
+
+// CommitBatch applies several commits as one mutation (one fsync).
+func (s *Service) CommitBatch(ctx context.Context, req *metapb.CommitBatchRequest) (*metapb.CommitBatchResponse, error) {
+	if len(req.Commits) > maxCommitBatch {
+		return nil, errors.E(errors.Op("meta.CommitBatch"), errors.TooLarge, fmt.Sprintf("more than %d commits", maxCommitBatch))
+	}
+	for _, c := range req.Commits {
+		if _, err := checkPath("meta.CommitBatch", c.Ns, c.Path); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CommitBatch{CommitBatch: req}})
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range res.inodes {
+		n.Seq = res.seqs[i].Seq // stored already; only the answer carries it
+	}
+	return &metapb.CommitBatchResponse{Inodes: res.inodes}, nil
 }
 
 func (s *Service) Append(ctx context.Context, req *metapb.AppendRequest) (*metapb.Inode, error) {

@@ -159,7 +159,9 @@ type result struct {
 	events  []*metapb.Event
 	garbage bool // needles were queued: wake the collector
 	server  *metapb.ClusterServerState
-	first   uint64 // MountReserve: the first inode number reserved
+	first   uint64          // MountReserve: the first inode number reserved
+	inodes  []*metapb.Inode // CommitBatch: one per commit
+	seqs    []*metapb.Event // CommitBatch: each commit's event
 }
 
 // propose applies cmd and returns once it is durable. It is the one path

@@ -28,7 +28,7 @@ const DrainHeader = "cairn-drain"
 // dataMethods are the calls that read or change namespace data.
 var dataMethods = map[string]bool{
 	"Resolve": true, "BatchResolve": true, "List": true,
-	"Mkdir": true, "Commit": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
+	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
 	"Symlink": true, "Link": true, "SetXattr": true, "DeleteNamespace": true,
 }
 

@@ -32,6 +32,7 @@ const (
 	Meta_List_FullMethodName              = "/cairn.meta.Meta/List"
 	Meta_Mkdir_FullMethodName             = "/cairn.meta.Meta/Mkdir"
 	Meta_Commit_FullMethodName            = "/cairn.meta.Meta/Commit"
+	Meta_CommitBatch_FullMethodName       = "/cairn.meta.Meta/CommitBatch"
 	Meta_Append_FullMethodName            = "/cairn.meta.Meta/Append"
 	Meta_Delete_FullMethodName            = "/cairn.meta.Meta/Delete"
 	Meta_Rename_FullMethodName            = "/cairn.meta.Meta/Rename"
@@ -87,6 +88,7 @@ type MetaClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	Mkdir(ctx context.Context, in *MkdirRequest, opts ...grpc.CallOption) (*Inode, error)
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*Inode, error)
+	CommitBatch(ctx context.Context, in *CommitBatchRequest, opts ...grpc.CallOption) (*CommitBatchResponse, error)
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*Inode, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*Empty, error)
 	Rename(ctx context.Context, in *RenameRequest, opts ...grpc.CallOption) (*Inode, error)
@@ -240,6 +242,16 @@ func (c *metaClient) Commit(ctx context.Context, in *CommitRequest, opts ...grpc
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Inode)
 	err := c.cc.Invoke(ctx, Meta_Commit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) CommitBatch(ctx context.Context, in *CommitBatchRequest, opts ...grpc.CallOption) (*CommitBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitBatchResponse)
+	err := c.cc.Invoke(ctx, Meta_CommitBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -662,6 +674,7 @@ type MetaServer interface {
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	Mkdir(context.Context, *MkdirRequest) (*Inode, error)
 	Commit(context.Context, *CommitRequest) (*Inode, error)
+	CommitBatch(context.Context, *CommitBatchRequest) (*CommitBatchResponse, error)
 	Append(context.Context, *AppendRequest) (*Inode, error)
 	Delete(context.Context, *DeleteRequest) (*Empty, error)
 	Rename(context.Context, *RenameRequest) (*Inode, error)
@@ -750,6 +763,9 @@ func (UnimplementedMetaServer) Mkdir(context.Context, *MkdirRequest) (*Inode, er
 }
 func (UnimplementedMetaServer) Commit(context.Context, *CommitRequest) (*Inode, error) {
 	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
+}
+func (UnimplementedMetaServer) CommitBatch(context.Context, *CommitBatchRequest) (*CommitBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitBatch not implemented")
 }
 func (UnimplementedMetaServer) Append(context.Context, *AppendRequest) (*Inode, error) {
 	return nil, status.Error(codes.Unimplemented, "method Append not implemented")
@@ -1065,6 +1081,24 @@ func _Meta_Commit_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MetaServer).Commit(ctx, req.(*CommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_CommitBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).CommitBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_CommitBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).CommitBatch(ctx, req.(*CommitBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1799,6 +1833,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Commit",
 			Handler:    _Meta_Commit_Handler,
+		},
+		{
+			MethodName: "CommitBatch",
+			Handler:    _Meta_CommitBatch_Handler,
 		},
 		{
 			MethodName: "Append",

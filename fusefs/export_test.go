@@ -1,0 +1,22 @@
+package fusefs
+
+// HoldWriteBehind keeps queued commits of files that exist in meta from
+// starting until release is called (it takes every slot of the queue).
+func HoldWriteBehind(m *Mount) (release func()) {
+	for range cap(m.wb.sem) {
+		m.wb.sem <- struct{}{}
+	}
+	return func() {
+		for range cap(m.wb.sem) {
+			<-m.wb.sem
+		}
+	}
+}
+
+// Kept is the number of nodes the kernel forgot while their work was
+// still queued.
+func Kept(m *Mount) int {
+	m.wb.keptMu.Lock()
+	defer m.wb.keptMu.Unlock()
+	return len(m.wb.kept)
+}

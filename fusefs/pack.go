@@ -1,0 +1,256 @@
+package fusefs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// Packing. An untar creates thousands of small files and closes each at
+// once. Committed one by one, every file costs a needle upload (a write
+// and an fsync on each replica) and a meta Commit, and on a small machine
+// that work, not the kernel's round trips, is what a tar waits for. The
+// packer commits small files created on this mount in groups instead:
+// their bytes go into one needle and one CommitBatch creates them all (one
+// upload, one meta round trip, one fsync each side). Meta counts each file
+// as an owner of the needle, so removing one leaves the others' bytes
+// alone; the needle's space returns when the last of them goes, as with
+// Haystack's packed photos.
+//
+// Grouping is natural, as in a group commit: a chain that arrives while a
+// group is on its way waits and goes with the next one, so a lone file
+// waits for nothing and a burst fills groups by itself.
+const (
+	packMaxFile  = 256 << 10 // a larger file gets a needle of its own
+	packMaxBytes = 4 << 20   // one group's needle
+	packMaxFiles = 256       // one group's CommitBatch
+)
+
+type packer struct {
+	w *writeBehind
+
+	mu      sync.Mutex
+	queue   []*packReq
+	leading bool // a goroutine is committing groups
+}
+
+type packReq struct {
+	n     *node
+	mtime int64
+	done  chan bool // true: committed; false: the caller commits it alone
+}
+
+// commit commits n (a file created here, not committed yet) with others
+// waiting at the same time. It returns false when n did not go with a
+// group (it no longer qualifies, or the group failed): the caller then
+// commits it alone, which also reports the error precisely.
+func (p *packer) commit(n *node, mtime int64) bool {
+	r := &packReq{n: n, mtime: mtime, done: make(chan bool, 1)}
+	p.mu.Lock()
+	p.queue = append(p.queue, r)
+	if !p.leading {
+		p.leading = true
+		go p.lead()
+	}
+	p.mu.Unlock()
+	return <-r.done
+}
+
+// lead commits groups until the queue is empty.
+func (p *packer) lead() {
+	ctx, finish := p.w.chainContext("pack")
+	defer finish()
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.leading = false
+			p.mu.Unlock()
+			return
+		}
+		// One namespace per group (one upload goes to one namespace's
+		// volumes); the others wait for a later group.
+		ns := p.queue[0].n.ns
+		var group, rest []*packReq
+		for _, r := range p.queue {
+			if r.n.ns == ns && len(group) < packMaxFiles {
+				group = append(group, r)
+			} else {
+				rest = append(rest, r)
+			}
+		}
+		p.queue = rest
+		p.mu.Unlock()
+		p.group(ctx, ns, group)
+	}
+}
+
+// packed is a file of a group: its node (locked), its bytes and its place
+// in the group's needle.
+type packed struct {
+	r    *packReq
+	path string
+	data []byte
+	off  int
+}
+
+// group commits the files of one group that still qualify. It holds each
+// file's lock from the check until its new state is installed, as a flush
+// does: a read or write of one of them waits for the group. Locks are only
+// tried: a file whose lock is taken (a reader waiting for its queued work,
+// say) is sent back to commit alone, so the group never waits on a holder
+// that waits on it.
+func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
+	var files []*packed
+	total := 0
+	for _, r := range reqs {
+		n := r.n
+		if !n.mu.TryLock() {
+			r.done <- false
+			continue
+		}
+		data, ok := n.packable()
+		var path string
+		if ok {
+			var err error
+			path, err = n.path()
+			ok = err == nil && total+len(data) <= packMaxBytes
+		}
+		if !ok {
+			n.mu.Unlock()
+			r.done <- false
+			continue
+		}
+		files = append(files, &packed{r: r, path: path, data: data, off: total})
+		total += len(data)
+	}
+	if len(files) == 0 {
+		return
+	}
+	release := func(ok bool) {
+		for _, f := range files {
+			f.r.n.mu.Unlock()
+			f.r.done <- ok
+		}
+	}
+	buf := make([]byte, 0, total)
+	for _, f := range files {
+		buf = append(buf, f.data...)
+	}
+	var exts []*metapb.Extent
+	if total > 0 {
+		var err error
+		if exts, err = p.w.m.upload(ctx, ns, buf); err != nil {
+			release(false)
+			return
+		}
+		for _, e := range exts {
+			p.w.m.blocks.insert(e.Volume, e.Key, buf[e.Offset:e.Offset+e.Length])
+		}
+	}
+	now := time.Now().UnixNano()
+	req := &metapb.CommitBatchRequest{Commits: make([]*metapb.CommitRequest, len(files))}
+	dones := make([]func(uint64), len(files))
+	for i, f := range files {
+		a := f.r.n.attr
+		etag := emptyETag
+		if len(f.data) > 0 {
+			etag = fmt.Sprintf("%x-m%x", a.Ino, now)
+		}
+		req.Commits[i] = &metapb.CommitRequest{
+			Ns: ns, Path: f.path, Size: uint64(len(f.data)), Extents: cut(exts, f.off, f.off+len(f.data)),
+			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
+			IfNoneMatch: true, Ino: a.Ino, MtimeNs: f.r.mtime,
+		}
+		dones[i] = p.w.m.sess.mutating(ns, f.path)
+	}
+	epoch := p.w.m.sess.epoch()
+	resp, err := p.w.m.meta.CommitBatch(ctx, req)
+	if err != nil {
+		for _, done := range dones {
+			done(0)
+		}
+		if !ambiguous(err) {
+			// Rejected whole: nothing points at the needle.
+			p.w.m.cl.Discard(exts)
+		}
+		// Each file is committed alone next (a create that did apply is
+		// repeated safely: meta knows its reserved inode number).
+		release(false)
+		return
+	}
+	for i, f := range files {
+		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epoch)
+	}
+	release(true)
+	for i, f := range files {
+		f.r.n.tellParent(resp.Inodes[i])
+		dones[i](resp.Inodes[i].Seq)
+	}
+}
+
+// ambiguous reports whether a failed call may have applied all the same
+// (its answer was lost).
+func ambiguous(err error) bool {
+	return errors.Is(errors.Unavailable, err) || errors.Is(errors.Canceled, err) ||
+		errors.Is(errors.IO, err) || errors.Is(errors.Other, err)
+}
+
+// packable returns the bytes of a file the packer may commit: created
+// here and not committed yet, written from 0 in one piece, small (n.mu
+// held).
+func (n *node) packable() ([]byte, bool) {
+	f := &n.f
+	if !f.creating || n.attr == nil || f.orphan.Load() != nil {
+		return nil, false
+	}
+	if !f.sized {
+		return nil, true // created empty
+	}
+	if len(f.dirty) != 1 || f.dirty[0].off != 0 || int64(len(f.dirty[0].data)) != f.size || f.size > packMaxFile {
+		return nil, false
+	}
+	return f.dirty[0].data, true
+}
+
+// committed installs the answer to a commit of all of n's unflushed
+// writes (n.mu held), as flushAt does.
+func (n *node) committed(na *metapb.Inode, exts []*metapb.Extent, epoch uint64) *metapb.Inode {
+	n.wb.mu.Lock()
+	pending := n.wb.attrs != nil
+	n.wb.mu.Unlock()
+	if pending {
+		// Attribute changes made while the commit was on its way are
+		// newer than its answer: keep them (their own commit follows).
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	}
+	n.f.creating = false
+	n.setAttrLocked(na, epoch)
+	n.f.exts, n.f.extsOK = exts, true
+	n.f.dirty, n.f.nDirty, n.f.sized = nil, 0, false
+	n.f.commit++
+	n.f.pageVersion = na.Version
+	return na
+}
+
+// cut returns the parts of exts (offsets into one buffer) that cover
+// [lo, hi), with offsets from lo.
+func cut(exts []*metapb.Extent, lo, hi int) []*metapb.Extent {
+	var out []*metapb.Extent
+	for _, e := range exts {
+		el, eh := max(e.Offset, uint64(lo)), min(e.Offset+e.Length, uint64(hi))
+		if el >= eh {
+			continue
+		}
+		c := piece(e, el, eh)
+		c.Offset -= uint64(lo)
+		out = append(out, c)
+	}
+	return out
+}

@@ -251,7 +251,7 @@ func (w *writeBehind) run(n *node) {
 			break
 		}
 		c.mu.Unlock()
-		if false && create && w.pack.commit(n, mtimeOf(attrs)) {
+		if create && w.pack.commit(n, mtimeOf(attrs)) {
 			continue // committed with others (pack.go), attributes too
 		}
 		// Retried while meta is unreachable: the close was answered, so

@@ -204,7 +204,10 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	uid, gid := caller(ctx)
 	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, join(p, name))
-	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, Uid: uid, Gid: gid})
+	// Durable at the next fsync, as on a local disk: meta answers before
+	// its log sync (NoSyncWait), and the log is ordered, so a file
+	// committed in the directory, or the directory's fsync, carries it.
+	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, Uid: uid, Gid: gid, NoSyncWait: true})
 	if err != nil {
 		done(0)
 		return nil, kernelErr(err)

@@ -181,6 +181,28 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return errno(h.n.flush(ctx))
 }
 
+// Fsync of a node: a file's goes to its handle; a directory's makes its
+// entries durable: everything queued here is committed, then meta syncs
+// its log (mkdir answers before that sync).
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if h, ok := f.(*handle); ok {
+		return h.Fsync(ctx, flags)
+	}
+	ctx = n.m.begin(ctx, "fsyncdir")
+	defer end(ctx)
+	if !n.isDir() {
+		if err := n.settle(ctx); err != nil {
+			return errno(err)
+		}
+		return errno(n.flush(ctx))
+	}
+	n.m.wb.drain()
+	return errno(retry(ctx, func() error {
+		_, err := n.m.meta.Sync(ctx, &metapb.Empty{})
+		return err
+	}))
+}
+
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	ctx = h.n.m.begin(ctx, "release")
 	defer end(ctx)

@@ -49,6 +49,10 @@ func (l *local) CommitBatch(ctx context.Context, in *metapb.CommitBatchRequest, 
 	return call(ctx, l.s, "CommitBatch", l.s.CommitBatch, in)
 }
 
+func (l *local) Sync(ctx context.Context, in *metapb.Empty, _ ...grpc.CallOption) (*metapb.Empty, error) {
+	return call(ctx, l.s, "Sync", l.s.Sync, in)
+}
+
 func (l *local) Resolve(ctx context.Context, in *metapb.ResolveRequest, _ ...grpc.CallOption) (*metapb.ResolveResponse, error) {
 	return call(ctx, l.s, "Resolve", l.s.Resolve, in)
 }

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2"
 
 	"google.golang.org/protobuf/proto"
 
@@ -167,7 +168,20 @@ func (s *Service) Mkdir(ctx context.Context, req *metapb.MkdirRequest) (*metapb.
 	if _, err := checkPath("meta.Mkdir", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Mkdir{Mkdir: req}})
+	res, err := s.proposeWait(&metapb.Command{Op: &metapb.Command_Mkdir{Mkdir: req}}, !req.NoSyncWait)
+	if err != nil {
+		return nil, err
+	}
+	return res.inode, nil
+}
+
+// Sync returns once everything applied so far is durable: it syncs a
+// log record of its own, and the log is ordered.
+func (s *Service) Sync(ctx context.Context, _ *metapb.Empty) (*metapb.Empty, error) {
+	if err := s.db.LogData([]byte("sync"), pebble.Sync); err != nil {
+		return nil, errors.E(errors.Op("meta.Sync"), errors.IO, err)
+	}
+	return &metapb.Empty{}, nil
 }
 
 func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metapb.Inode, error) {

@@ -53,6 +53,7 @@ type Service struct {
 	gcKick  chan struct{}
 	closing chan struct{}
 	wg      sync.WaitGroup
+	syncs   sync.WaitGroup // log syncs no caller waits for (proposeWait)
 	once    sync.Once
 }
 
@@ -141,6 +142,7 @@ func (s *Service) Close() error {
 		s.hub.closeAll()
 		s.wg.Wait()
 		s.mu.Lock()
+		s.syncs.Wait() // added under mu, so never concurrently with this Wait
 		err = s.db.Close()
 		s.mu.Unlock()
 	})
@@ -168,6 +170,12 @@ type result struct {
 // by which state changes; with Raft it becomes "append to the log, wait
 // for the commit index, apply".
 func (s *Service) propose(cmd *metapb.Command) (*result, error) {
+	return s.proposeWait(cmd, true)
+}
+
+// proposeWait is propose; without wait it answers once cmd is applied and
+// the log sync is requested, not done (see MkdirRequest.no_sync_wait).
+func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 	cmd.NowNs = time.Now().UnixNano()
 	s.mu.Lock()
 	select {
@@ -204,11 +212,23 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 		s.pmu.Unlock()
 	}
 	s.clusterApplied(res)
-	s.mu.Unlock()
-	err = b.SyncWait()
-	b.Close()
-	if err != nil {
-		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+	if !wait {
+		s.syncs.Add(1)
+		go func() {
+			defer s.syncs.Done()
+			if err := b.SyncWait(); err != nil {
+				s.log.Error("meta: log sync failed", "err", err)
+			}
+			b.Close()
+		}()
+		s.mu.Unlock()
+	} else {
+		s.mu.Unlock()
+		err = b.SyncWait()
+		b.Close()
+		if err != nil {
+			return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+		}
 	}
 	if res.garbage {
 		select {

@@ -468,7 +468,16 @@ func TestCrash(t *testing.T) {
 			t.Fatalf("acknowledged %s lost: %v", p, err)
 		}
 	}
-	t.Logf("%d acknowledged mutations survived kill -9", len(acked))
+	dirs := 0
+	for _, p := range acked {
+		if p[0] == 'm' || p[0] == 'n' {
+			dirs++
+		}
+	}
+	if dirs == 0 {
+		t.Fatal("no directory made without the sync wait was acknowledged")
+	}
+	t.Logf("%d acknowledged mutations survived kill -9 (%d of them directories made without the sync wait)", len(acked), dirs)
 }
 
 func crashChild(dir string) {
@@ -494,6 +503,36 @@ func crashChild(dir string) {
 			}
 		}()
 	}
+	// Directories made without waiting for the log sync are durable once
+	// a later call is: Sync, or a synced commit inside them.
+	go func() {
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("m%d", i)
+			_, err := svc.Mkdir(bg, &metapb.MkdirRequest{Ns: "crash", Path: p, NoSyncWait: true})
+			if err == nil {
+				_, err = svc.Sync(bg, &metapb.Empty{})
+			}
+			if err != nil {
+				fmt.Println("ERR", err)
+				os.Exit(1)
+			}
+			fmt.Println("ACK " + p)
+		}
+	}()
+	go func() {
+		for i := 0; ; i++ {
+			p := fmt.Sprintf("n%d", i)
+			_, err := svc.Mkdir(bg, &metapb.MkdirRequest{Ns: "crash", Path: p, NoSyncWait: true})
+			if err == nil {
+				_, err = svc.Commit(bg, &metapb.CommitRequest{Ns: "crash", Path: p + "/f"})
+			}
+			if err != nil {
+				fmt.Println("ERR", err)
+				os.Exit(1)
+			}
+			fmt.Println("ACK " + p + "/f")
+		}
+	}()
 	<-done // killed by the parent
 }
 

@@ -1180,13 +1180,18 @@ func (x *ListResponse) GetNextCursor() string {
 }
 
 type MkdirRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Mode          uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
-	Uid           uint32                 `protobuf:"varint,4,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,5,opt,name=gid,proto3" json:"gid,omitempty"`
-	Parents       bool                   `protobuf:"varint,6,opt,name=parents,proto3" json:"parents,omitempty"` // create missing parents, and succeed if it exists
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Ns      string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path    string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Mode    uint32                 `protobuf:"varint,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	Uid     uint32                 `protobuf:"varint,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid     uint32                 `protobuf:"varint,5,opt,name=gid,proto3" json:"gid,omitempty"`
+	Parents bool                   `protobuf:"varint,6,opt,name=parents,proto3" json:"parents,omitempty"` // create missing parents, and succeed if it exists
+	// Answer once applied, before the log is synced: the log is ordered, so
+	// whatever is answered durable later (a file created in the directory,
+	// a Sync) carries the directory too. A mount's mkdir, like a local
+	// file system's, is durable at the next fsync.
+	NoSyncWait    bool `protobuf:"varint,7,opt,name=no_sync_wait,json=noSyncWait,proto3" json:"no_sync_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1259,6 +1264,13 @@ func (x *MkdirRequest) GetGid() uint32 {
 func (x *MkdirRequest) GetParents() bool {
 	if x != nil {
 		return x.Parents
+	}
+	return false
+}
+
+func (x *MkdirRequest) GetNoSyncWait() bool {
+	if x != nil {
+		return x.NoSyncWait
 	}
 	return false
 }
@@ -6233,14 +6245,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fListResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.cairn.meta.ListEntryR\aentries\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\x84\x01\n" +
+	"nextCursor\"\xa6\x01\n" +
 	"\fMkdirRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
 	"\x04mode\x18\x03 \x01(\rR\x04mode\x12\x10\n" +
 	"\x03uid\x18\x04 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x05 \x01(\rR\x03gid\x12\x18\n" +
-	"\aparents\x18\x06 \x01(\bR\aparents\"\xdd\x05\n" +
+	"\aparents\x18\x06 \x01(\bR\aparents\x12 \n" +
+	"\fno_sync_wait\x18\a \x01(\bR\n" +
+	"noSyncWait\"\xdd\x05\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6685,7 +6699,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xe1\x19\n" +
+	"\bS3_WRITE\x10\x022\x8f\x1a\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -6739,7 +6753,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bSetXattr\x12\x1d.cairn.meta.MountXattrRequest\x1a\x11.cairn.meta.Inode\x12K\n" +
 	"\n" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
-	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
+	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.EmptyB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -7005,58 +7020,60 @@ var file_proto_meta_proto_depIdxs = []int32{
 	50,  // 139: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
 	47,  // 140: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
 	52,  // 141: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	3,   // 142: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	39,  // 143: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 144: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 145: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 146: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 147: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 148: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 149: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 150: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 151: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 152: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 153: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	39,  // 154: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
-	9,   // 155: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 156: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	28,  // 157: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	30,  // 158: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	33,  // 159: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	35,  // 160: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	41,  // 161: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	37,  // 162: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	54,  // 163: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	60,  // 164: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	39,  // 165: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	39,  // 166: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	61,  // 167: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	39,  // 168: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	63,  // 169: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	69,  // 170: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	39,  // 171: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	70,  // 172: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	68,  // 173: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	69,  // 174: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	72,  // 175: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	72,  // 176: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 177: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 178: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	75,  // 179: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	75,  // 180: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	77,  // 181: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 182: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	39,  // 183: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	82,  // 184: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	84,  // 185: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	37,  // 186: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 187: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 188: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 189: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	51,  // 190: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	53,  // 191: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	142, // [142:192] is the sub-list for method output_type
-	92,  // [92:142] is the sub-list for method input_type
+	39,  // 142: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	3,   // 143: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	39,  // 144: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 145: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 146: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 147: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 148: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 149: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 150: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 151: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 152: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 153: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 154: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	39,  // 155: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
+	9,   // 156: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 157: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	28,  // 158: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	30,  // 159: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	33,  // 160: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	35,  // 161: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	41,  // 162: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	37,  // 163: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	54,  // 164: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	60,  // 165: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	39,  // 166: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	39,  // 167: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	61,  // 168: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	39,  // 169: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	63,  // 170: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	69,  // 171: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	39,  // 172: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	70,  // 173: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	68,  // 174: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	69,  // 175: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	72,  // 176: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	72,  // 177: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 178: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 179: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	75,  // 180: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	75,  // 181: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	77,  // 182: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 183: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	39,  // 184: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	82,  // 185: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	84,  // 186: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	37,  // 187: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 188: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 189: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 190: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	51,  // 191: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	53,  // 192: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	39,  // 193: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	143, // [143:194] is the sub-list for method output_type
+	92,  // [92:143] is the sub-list for method input_type
 	92,  // [92:92] is the sub-list for extension type_name
 	92,  // [92:92] is the sub-list for extension extendee
 	0,   // [0:92] is the sub-list for field type_name

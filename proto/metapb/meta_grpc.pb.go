@@ -72,6 +72,7 @@ const (
 	Meta_SetXattr_FullMethodName          = "/cairn.meta.Meta/SetXattr"
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
+	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
 )
 
 // MetaClient is the client API for Meta service.
@@ -138,6 +139,9 @@ type MetaClient interface {
 	SetXattr(ctx context.Context, in *MountXattrRequest, opts ...grpc.CallOption) (*Inode, error)
 	MountDirty(ctx context.Context, in *MountDirtyRequest, opts ...grpc.CallOption) (*MountDirtyResponse, error)
 	MountReserve(ctx context.Context, in *MountReserveRequest, opts ...grpc.CallOption) (*MountReserveResponse, error)
+	// Sync returns once every change meta has applied so far is durable
+	// (a mount's fsync of a directory).
+	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type metaClient struct {
@@ -660,6 +664,16 @@ func (c *metaClient) MountReserve(ctx context.Context, in *MountReserveRequest, 
 	return out, nil
 }
 
+func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -724,6 +738,9 @@ type MetaServer interface {
 	SetXattr(context.Context, *MountXattrRequest) (*Inode, error)
 	MountDirty(context.Context, *MountDirtyRequest) (*MountDirtyResponse, error)
 	MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error)
+	// Sync returns once every change meta has applied so far is durable
+	// (a mount's fsync of a directory).
+	Sync(context.Context, *Empty) (*Empty, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -883,6 +900,9 @@ func (UnimplementedMetaServer) MountDirty(context.Context, *MountDirtyRequest) (
 }
 func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MountReserve not implemented")
+}
+func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1787,6 +1807,24 @@ func _Meta_MountReserve_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Sync(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1985,6 +2023,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MountReserve",
 			Handler:    _Meta_MountReserve_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _Meta_Sync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -27,6 +27,8 @@ type mountFlags struct {
 	opts       []string
 	daemon     bool
 	cacheSize  string
+	diskCache  string
+	diskSize   string
 	blockSize  string
 	readahead  int
 	parallel   int
@@ -55,6 +57,8 @@ Options (-o, comma separated): allow_other, ro, debug.`,
 	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug")
 	fl.BoolVarP(&f.daemon, "daemon", "d", false, "run in the background once mounted")
 	fl.StringVar(&f.cacheSize, "cache-size", "512MiB", "block cache size")
+	fl.StringVar(&f.diskCache, "disk-cache", "", "directory for a second block cache tier on local disk (blocks evicted from memory; emptied at mount)")
+	fl.StringVar(&f.diskSize, "disk-cache-size", "10GiB", "size of the --disk-cache tier")
 	fl.StringVar(&f.blockSize, "block-size", "1MiB", "block cache and readahead unit")
 	fl.IntVar(&f.readahead, "readahead", 8, "blocks fetched ahead of a sequential reader")
 	fl.IntVar(&f.parallel, "parallel", 8, "concurrent block fetches")
@@ -75,11 +79,11 @@ func runMount(ctx context.Context, f *mountFlags, args []string) error {
 	if f.daemon && !f.foreground {
 		return daemonize(dir)
 	}
-	cfg := fusefs.Config{Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose}
+	cfg := fusefs.Config{Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose, DiskCache: f.diskCache}
 	for _, s := range []struct {
 		v   string
 		dst *int64
-	}{{f.cacheSize, &cfg.CacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}} {
+	}{{f.cacheSize, &cfg.CacheSize}, {f.diskSize, &cfg.DiskCacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}} {
 		n, err := bench.ParseSize(s.v)
 		if err != nil {
 			return errors.E(op, errors.Invalid, err)

@@ -16,10 +16,11 @@ import (
 // right whichever file version, handle or offset asks for it, and it
 // survives seeks; a block being fetched is waited for, never fetched twice.
 type blockCache struct {
-	m   *Mount
-	bs  int64
-	max int64
-	sem chan struct{} // bounds background fetches
+	m    *Mount
+	bs   int64
+	max  int64
+	sem  chan struct{} // bounds background fetches
+	disk *diskCache    // the second tier, or nil (diskcache.go)
 
 	mu     sync.Mutex
 	used   int64
@@ -150,6 +151,13 @@ func (c *blockCache) start(k blockKey, lo, hi int64) *block {
 }
 
 func (c *blockCache) fetch(ctx context.Context, b *block) {
+	if c.disk != nil {
+		if data, lo, ok := c.disk.load(b.k, b.lo, b.hi); ok {
+			c.m.stats.Op("disk-cache-hit").Calls.Add(1)
+			c.fetched(b, data[b.lo-lo:b.hi-lo], nil)
+			return
+		}
+	}
 	if o := opOf(ctx); o != nil {
 		o.Data.Add(1)
 		if o == c.m.stats.Op("readahead") {
@@ -158,20 +166,27 @@ func (c *blockCache) fetch(ctx context.Context, b *block) {
 		}
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, b.hi-b.lo))
-	b.err = retry(ctx, func() error {
+	err := retry(ctx, func() error {
 		buf.Reset()
 		_, err := c.m.cl.ReadNeedle(ctx, b.k.vol, b.k.key, b.lo, b.hi-b.lo, buf)
 		return err
 	})
-	b.data = buf.Bytes()
+	c.fetched(b, buf.Bytes(), err)
+}
+
+// fetched completes a fetch of b with data (or err).
+func (c *blockCache) fetched(b *block, data []byte, err error) {
+	b.data, b.err = data, err
+	var evicted []*block
 	c.mu.Lock()
 	if b.err == nil && c.blocks[b.k] == b {
 		b.elem = c.lru.PushFront(b)
 		c.used += int64(len(b.data))
-		c.evictLocked()
+		evicted = c.evictLocked()
 	}
 	c.mu.Unlock()
 	close(b.done)
+	c.spill(evicted)
 }
 
 func (c *blockCache) drop(b *block) {
@@ -232,7 +247,6 @@ func (c *blockCache) insert(vol uint32, key uint64, data []byte) {
 	closed := make(chan struct{})
 	close(closed)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for off := int64(0); off < int64(len(data)); off += c.bs {
 		k := blockKey{vol, key, off / c.bs}
 		if old := c.blocks[k]; old != nil && old.elem != nil {
@@ -245,11 +259,14 @@ func (c *blockCache) insert(vol uint32, key uint64, data []byte) {
 		c.blocks[k] = b
 		c.used += int64(len(b.data))
 	}
-	c.evictLocked()
+	evicted := c.evictLocked()
+	c.mu.Unlock()
+	c.spill(evicted)
 }
 
-// evictLocked drops least recently used blocks until the cache fits.
-func (c *blockCache) evictLocked() {
+// evictLocked drops least recently used blocks until the cache fits and
+// returns them for spill (after c.mu is released).
+func (c *blockCache) evictLocked() (evicted []*block) {
 	for c.used > c.max && c.lru.Len() > 1 {
 		old := c.lru.Remove(c.lru.Back()).(*block)
 		old.elem = nil
@@ -257,5 +274,19 @@ func (c *blockCache) evictLocked() {
 		if c.blocks[old.k] == old {
 			delete(c.blocks, old.k)
 		}
+		if c.disk != nil {
+			evicted = append(evicted, old)
+		}
+	}
+	return evicted
+}
+
+// spill hands evicted blocks to the disk tier, if any. It may wait for
+// the disk (a bounded number of writes in flight): a reader that fills
+// memory faster than the disk takes blocks is slowed, rather than blocks
+// being lost to the second tier.
+func (c *blockCache) spill(evicted []*block) {
+	for _, b := range evicted {
+		c.disk.store(b.k, b.lo, b.data)
 	}
 }

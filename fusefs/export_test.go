@@ -20,3 +20,12 @@ func Kept(m *Mount) int {
 	defer m.wb.keptMu.Unlock()
 	return len(m.wb.kept)
 }
+
+// DiskCached is the number of complete blocks in the disk tier.
+func DiskCached(m *Mount) int {
+	if m.blocks.disk == nil {
+		return 0
+	}
+	n, _ := m.blocks.disk.stats()
+	return n
+}

@@ -42,6 +42,12 @@ type Config struct {
 	// (default 1 MiB); CacheSize bounds the block cache (default 512 MiB).
 	BlockSize int64
 	CacheSize int64
+	// DiskCache, if set, is a directory for the block cache's second
+	// tier: blocks evicted from memory are kept there, up to
+	// DiskCacheSize bytes (default 10 GiB), and read back instead of
+	// fetched. The mount uses (and empties at start) DiskCache/cairn-blocks.
+	DiskCache     string
+	DiskCacheSize int64
 	// Readahead is how many blocks sequential reading fetches ahead
 	// (default 8); Parallel bounds concurrent block fetches (default 8).
 	Readahead int
@@ -68,6 +74,9 @@ func (c *Config) validate() error {
 	}
 	if c.CacheSize <= 0 {
 		c.CacheSize = 512 << 20
+	}
+	if c.DiskCacheSize <= 0 {
+		c.DiskCacheSize = 10 << 30
 	}
 	if c.Readahead <= 0 {
 		c.Readahead = 8
@@ -122,6 +131,14 @@ func New(cfg Config) (*Mount, error) {
 		stats: newStats(), nsRoot: map[string]*node{}, cancel: cancel, done: make(chan struct{}),
 	}
 	m.blocks = newBlockCache(m, cfg.CacheSize)
+	if cfg.DiskCache != "" {
+		d, err := openDiskCache(cfg.DiskCache, cfg.DiskCacheSize)
+		if err != nil {
+			cancel()
+			return nil, errors.E(op, errors.IO, err)
+		}
+		m.blocks.disk = d
+	}
 	m.sess = newSession(m)
 	m.wb = newWriteBehind(m)
 	var root fs.InodeEmbedder

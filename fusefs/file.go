@@ -322,6 +322,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	for _, s := range n.f.dirty {
 		exts, err := n.m.upload(ctx, n.ns, s.data)
 		if err != nil {
+			n.m.cl.Discard(upd) // the spans stored so far: never committed
 			return false, err
 		}
 		for _, e := range exts {

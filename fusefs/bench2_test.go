@@ -137,7 +137,13 @@ func BenchmarkUntar(b *testing.B) {
 	tarball := makeTree(b, files, dirs, 4096)
 	loop := loopback(b)
 	for i := 0; i < b.N; i++ {
+		// The local disk's time swings 10x between runs on a shared
+		// machine (writeback of other work): its best of three is the
+		// baseline, which only makes the ratio less flattering.
 		l := untar(b, tarball, localDir(b))
+		for range 2 {
+			l = min(l, untar(b, tarball, localDir(b)))
+		}
 		f := untar(b, tarball, loop)
 		b.ReportMetric(f.Seconds(), "loopback-s")
 		b.ReportMetric(f.Seconds()/l.Seconds(), "loopback-ratio")

@@ -357,6 +357,11 @@ func (n *node) child(ctx context.Context, name string, a *metapb.Inode, ep uint6
 	} else if kn := n.m.wb.revive(a.Ino); kn != nil && kn.ns == n.ns {
 		ch = n.NewInode(ctx, kn, stableOf(a)) // forgotten with work queued: the same node again
 		cn = kn
+		// Its record is newer than meta's; a directory's listing, though,
+		// was out of the tree's reach of invalidations: ask again.
+		cn.mu.Lock()
+		cn.complete, cn.kids = false, nil
+		cn.mu.Unlock()
 	} else {
 		cn = n.m.newNode(n.ns, a)
 		ch = n.NewInode(ctx, cn, stableOf(a))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"cairn/bench"
 )
 
 // The benchmarks compare the mount with a local directory (t.TempDir, on
@@ -56,38 +58,6 @@ func loopback(b *testing.B) string {
 	return dir
 }
 
-// smallFiles writes n files of size bytes in 4-deep paths under root and
-// reads them back; it returns files/s of each phase.
-func smallFiles(b *testing.B, root string, n, size int) (write, read float64) {
-	data := make([]byte, size)
-	for i := range data {
-		data[i] = byte(i)
-	}
-	path := func(i int) string {
-		return filepath.Join(root, fmt.Sprintf("a%d", i%10), fmt.Sprintf("b%d", i/10%10), fmt.Sprintf("c%d", i/100%5), "d", fmt.Sprintf("f%05d", i))
-	}
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		p := path(i)
-		if i%1000 < 10 || i < 1000 {
-			os.MkdirAll(filepath.Dir(p), 0o755)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	write = float64(n) / time.Since(t0).Seconds()
-	t0 = time.Now()
-	for i := 0; i < n; i++ {
-		got, err := os.ReadFile(path(i))
-		if err != nil || len(got) != size {
-			b.Fatalf("read %s: %d bytes, %v", path(i), len(got), err)
-		}
-	}
-	read = float64(n) / time.Since(t0).Seconds()
-	return
-}
-
 // BenchmarkSmallFiles: 5,000 files of 64 KB in 4-deep paths, create+write
 // then read back (aim: at least 0.3x local files/s).
 func BenchmarkSmallFiles(b *testing.B) {
@@ -99,9 +69,16 @@ func BenchmarkSmallFiles(b *testing.B) {
 		fmt.Sscan(s, &n)
 	}
 	for i := 0; i < b.N; i++ {
-		lw, lr := smallFiles(b, filepath.Join(localDir(b), fmt.Sprint(i)), n, 64<<10)
-		fw, fr := smallFiles(b, filepath.Join(loop, fmt.Sprint(i)), n, 64<<10)
-		mw, mr := smallFiles(b, filepath.Join(dir, fmt.Sprint(i)), n, 64<<10)
+		smallFiles := func(root string) (w, r float64) {
+			w, r, err := bench.SmallFiles(filepath.Join(root, fmt.Sprint(i)), n, 64<<10)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return w, r
+		}
+		lw, lr := smallFiles(localDir(b))
+		fw, fr := smallFiles(loop)
+		mw, mr := smallFiles(dir)
 		b.ReportMetric(fw/lw, "loopback-write-ratio")
 		b.ReportMetric(fr/lr, "loopback-read-ratio")
 		t0 := time.Now()

@@ -1,0 +1,285 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"cairn/bench"
+	"cairn/fusefs"
+)
+
+// mountRow is one line of `cairn bench mount`: a workload on the local
+// disk and on the mount, and their ratio.
+type mountRow struct {
+	Test   string  `json:"test"`
+	Local  float64 `json:"local"`
+	Mount  float64 `json:"mount"`
+	Unit   string  `json:"unit"`
+	Ratio  float64 `json:"ratio"` // mount over local (for times: lower is better)
+	Target string  `json:"target"`
+}
+
+func benchMountCmd() *cobra.Command {
+	var (
+		local, seqSize string
+		tests          []string
+		files, small   int
+		asJSON         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "mount MOUNTDIR [--local DIR] [--tests lstat,untar,small,seq,random]",
+		Short: "the mount's speed figures: a mounted directory against the local disk (and FUSE's ceiling), in one run",
+		Long: `mount runs the file-system workloads of the mount's speed targets in a new
+directory under MOUNTDIR (a Cairn mount, or any other file system to compare)
+and under --local, and prints each pair with its ratio:
+
+  lstat   warm lstat of a 4-deep path, best of 7 rounds of 50,000
+  untar   GNU tar extracting --files files of 4 KB in files/17 directories
+          (the local side: best of 3)
+  small   --small-files files of 64 KB in 4-deep paths, written then read back
+  seq     a --seq-size file written through the mount, dropped from the page
+          cache and read with 1 MiB reads, against a do-nothing FUSE file
+          system (the ceiling of any FUSE file system here); needs root. Make
+          it larger than the mount's --cache-size, or the mount serves most
+          of it from its own memory
+  random  4 KiB reads at random offsets of a cached 64 MiB file, best of 7
+
+The directories it makes are removed at the end.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			size, err := bench.ParseSize(seqSize)
+			if err != nil {
+				return fmt.Errorf("--seq-size: %s", messageOf(err))
+			}
+			for _, t := range tests {
+				if !slices.Contains([]string{"lstat", "untar", "small", "seq", "random"}, t) {
+					return fmt.Errorf("--tests: unknown test %q", t)
+				}
+			}
+			mdir, err := os.MkdirTemp(args[0], "cairn-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(mdir)
+			ldir, err := os.MkdirTemp(local, "cairn-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(ldir)
+			var rows []mountRow
+			w := cmd.OutOrStdout()
+			const row = "%-38s %12s %12s %-8s %8s  %s\n"
+			if !asJSON {
+				fmt.Fprintf(w, row, "test", "local", "mount", "unit", "ratio", "target")
+			}
+			for _, t := range tests {
+				res, err := runMountTest(t, mdir, ldir, files, small, size)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t, err)
+				}
+				for _, r := range res {
+					rows = append(rows, r)
+					if !asJSON {
+						fmt.Fprintf(w, row, r.Test, num(r.Local), num(r.Mount), r.Unit, fmt.Sprintf("%.3gx", r.Ratio), r.Target)
+					}
+				}
+			}
+			if asJSON {
+				return writeJSON(w, rows)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&local, "local", os.TempDir(), "local directory to compare with")
+	fl.StringSliceVar(&tests, "tests", []string{"lstat", "untar", "small", "seq", "random"}, "workloads to run")
+	fl.IntVar(&files, "files", 17_477, "files in the untar tree")
+	fl.IntVar(&small, "small-files", 5000, "files of the small-files test")
+	fl.StringVar(&seqSize, "seq-size", "2GB", "size of the sequential-read file")
+	fl.BoolVar(&asJSON, "json", false, "print results as JSON")
+	return cmd
+}
+
+func runMountTest(test, mdir, ldir string, files, small int, seqSize int64) ([]mountRow, error) {
+	sub := func(d string) (string, error) {
+		p := filepath.Join(d, test)
+		return p, os.Mkdir(p, 0o755)
+	}
+	md, err := sub(mdir)
+	if err != nil {
+		return nil, err
+	}
+	ld, err := sub(ldir)
+	if err != nil {
+		return nil, err
+	}
+	switch test {
+	case "lstat":
+		lp, err := bench.LstatPath(ld)
+		if err != nil {
+			return nil, err
+		}
+		mp, err := bench.LstatPath(md)
+		if err != nil {
+			return nil, err
+		}
+		lat := func(p string) func() (time.Duration, error) {
+			return func() (time.Duration, error) { return bench.Lstat(p, 50_000) }
+		}
+		if _, err := lat(mp)(); err != nil { // warm
+			return nil, err
+		}
+		l, m, err := bench.BestOf(7, lat(lp), lat(mp))
+		if err != nil {
+			return nil, err
+		}
+		return []mountRow{timeRow("lstat, warm, 4-deep", l, m, "ns", "<= 1.2x")}, nil
+	case "untar":
+		tarball := filepath.Join(ldir, "tree.tar")
+		if err := bench.MakeTree(tarball, files, max(1, files/17), 4096); err != nil {
+			return nil, err
+		}
+		defer os.Remove(tarball)
+		var l time.Duration
+		for i := range 3 {
+			d := filepath.Join(ld, fmt.Sprint(i))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return nil, err
+			}
+			t, err := bench.Untar(tarball, d)
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 || t < l {
+				l = t
+			}
+		}
+		m, err := bench.Untar(tarball, md)
+		if err != nil {
+			return nil, err
+		}
+		return []mountRow{timeRow(fmt.Sprintf("untar, %d x 4 KB", files), l, m, "s", "<= 3x")}, nil
+	case "small":
+		lw, lr, err := bench.SmallFiles(ld, small, 64<<10)
+		if err != nil {
+			return nil, err
+		}
+		mw, mr, err := bench.SmallFiles(md, small, 64<<10)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("%d x 64 KB, ", small)
+		return []mountRow{
+			{Test: name + "write", Local: lw, Mount: mw, Unit: "files/s", Ratio: mw / lw, Target: ">= 0.3x"},
+			{Test: name + "read back", Local: lr, Mount: mr, Unit: "files/s", Ratio: mr / lr, Target: ">= 0.3x"},
+		}, nil
+	case "seq":
+		p := filepath.Join(md, "big")
+		if err := writeFile(p, io.LimitReader(bench.NewPatterned(0), seqSize)); err != nil {
+			return nil, err
+		}
+		if err := dropCached(p); err != nil {
+			return nil, err
+		}
+		ceil := filepath.Join(ldir, "ceiling")
+		if err := os.Mkdir(ceil, 0o755); err != nil {
+			return nil, err
+		}
+		unmount, err := bench.CeilingFS(ceil, seqSize)
+		if err != nil {
+			return nil, fmt.Errorf("the do-nothing FUSE file system: %w", err)
+		}
+		defer unmount()
+		fusefs.SetReadahead(ceil, 1<<20) // the mount's kernel settings
+		c, err := bench.SeqRead(filepath.Join(ceil, "file"))
+		if err != nil {
+			return nil, err
+		}
+		m, err := bench.SeqRead(p)
+		if err != nil {
+			return nil, err
+		}
+		return []mountRow{{Test: "sequential read, vs do-nothing FUSE", Local: c, Mount: m, Unit: "MB/s", Ratio: m / c, Target: ">= 0.85x"}}, nil
+	case "random":
+		const size = 64 << 20
+		open := func(d string) (*os.File, error) {
+			p := filepath.Join(d, "f")
+			if err := writeFile(p, io.LimitReader(bench.NewPatterned(1), size)); err != nil {
+				return nil, err
+			}
+			if _, err := bench.SeqRead(p); err != nil { // cached
+				return nil, err
+			}
+			return os.Open(p)
+		}
+		lf, err := open(ld)
+		if err != nil {
+			return nil, err
+		}
+		defer lf.Close()
+		mf, err := open(md)
+		if err != nil {
+			return nil, err
+		}
+		defer mf.Close()
+		lat := func(f *os.File) func() (time.Duration, error) {
+			return func() (time.Duration, error) { return bench.RandomRead(f, size, 20_000) }
+		}
+		l, m, err := bench.BestOf(7, lat(lf), lat(mf))
+		if err != nil {
+			return nil, err
+		}
+		return []mountRow{timeRow("random 4 KiB read, cached", l, m, "ns", "close to local")}, nil
+	}
+	return nil, fmt.Errorf("unknown test %q", test)
+}
+
+// num prints a figure with 4 significant digits, without exponents.
+func num(v float64) string {
+	switch {
+	case v >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.4g", v)
+	}
+	return fmt.Sprintf("%.4f", v)
+}
+
+// timeRow is a row of durations, shown in unit (ns or s).
+func timeRow(test string, l, m time.Duration, unit, target string) mountRow {
+	scale := float64(time.Nanosecond)
+	if unit == "s" {
+		scale = float64(time.Second)
+	}
+	return mountRow{Test: test, Local: float64(l) / scale, Mount: float64(m) / scale, Unit: unit, Ratio: float64(m) / float64(l), Target: target}
+}
+
+func writeFile(p string, r io.Reader) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyBuffer(f, r, make([]byte, 1<<20)); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// dropCached drops p's pages from the kernel's page cache, so that the
+// read that follows is served by the file system.
+func dropCached(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+}

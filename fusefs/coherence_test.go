@@ -164,3 +164,30 @@ func TestGatewayWriteSeenByMount(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnDeletesKeepCaches: removing files is this mount's own change, so
+// the events of the deletions must not drop the directory's cached
+// attributes: rm -r made a Resolve of the directory per file (the kernel
+// checks permission on it before each unlink).
+func TestOwnDeletesKeepCaches(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	d := filepath.Join(dir, "d")
+	must(t, os.Mkdir(d, 0o755))
+	const n = 100
+	for i := range n {
+		must(t, os.WriteFile(filepath.Join(d, fmt.Sprint(i)), []byte("x"), 0o644))
+	}
+	m.Sync()
+	ga := m.Stats().Op("getattr")
+	before := ga.Meta.Load()
+	for i := range n {
+		must(t, os.Remove(filepath.Join(d, fmt.Sprint(i))))
+	}
+	if got := ga.Meta.Load() - before; got > n/10 {
+		t.Fatalf("%d meta calls for getattr while removing %d files", got, n)
+	}
+	if names(t, d) != "" {
+		t.Fatalf("d still lists %q", names(t, d))
+	}
+}

@@ -297,11 +297,16 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 // remove deletes child name of n (at p) in meta.
 func (n *node) remove(ctx context.Context, p, name string) syscall.Errno {
 	done := n.m.sess.mutating(n.ns, join(p, name))
-	_, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name)})
-	done(0)
+	r, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name)})
 	if err != nil {
+		done(0)
 		return errno(err)
 	}
+	// By its sequence the session knows the deletion's event for this
+	// mount's own: the directory's cached listing and attributes (updated
+	// here) stay, and the kernel's next permission check in it costs no
+	// Resolve (rm -r made one per file).
+	done(r.Seq)
 	n.removed(name)
 	return 0
 }

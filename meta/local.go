@@ -77,7 +77,7 @@ func (l *local) Append(ctx context.Context, in *metapb.AppendRequest, _ ...grpc.
 	return call(ctx, l.s, "Append", l.s.Append, in)
 }
 
-func (l *local) Delete(ctx context.Context, in *metapb.DeleteRequest, _ ...grpc.CallOption) (*metapb.Empty, error) {
+func (l *local) Delete(ctx context.Context, in *metapb.DeleteRequest, _ ...grpc.CallOption) (*metapb.DeleteResponse, error) {
 	return call(ctx, l.s, "Delete", l.s.Delete, in)
 }
 

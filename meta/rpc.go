@@ -222,14 +222,19 @@ func (s *Service) Append(ctx context.Context, req *metapb.AppendRequest) (*metap
 	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Append{Append: req}})
 }
 
-func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metapb.Empty, error) {
+func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metapb.DeleteResponse, error) {
 	if _, err := checkPath("meta.Delete", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
-	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_Delete{Delete: req}}); err != nil {
+	res, err := s.propose(&metapb.Command{Op: &metapb.Command_Delete{Delete: req}})
+	if err != nil {
 		return nil, err
 	}
-	return &metapb.Empty{}, nil
+	resp := &metapb.DeleteResponse{}
+	if len(res.events) > 0 {
+		resp.Seq = res.events[len(res.events)-1].Seq
+	}
+	return resp, nil
 }
 
 func (s *Service) Rename(ctx context.Context, req *metapb.RenameRequest) (*metapb.Inode, error) {

@@ -1696,6 +1696,52 @@ func (x *DeleteRequest) GetIfMatch() string {
 	return ""
 }
 
+// DeleteResponse carries the sequence number of the deletion's event (a
+// mount recognizes its own change by it and keeps its caches).
+type DeleteResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteResponse) Reset() {
+	*x = DeleteResponse{}
+	mi := &file_proto_meta_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteResponse) ProtoMessage() {}
+
+func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
+func (*DeleteResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeleteResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type RenameRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
@@ -1709,7 +1755,7 @@ type RenameRequest struct {
 
 func (x *RenameRequest) Reset() {
 	*x = RenameRequest{}
-	mi := &file_proto_meta_proto_msgTypes[21]
+	mi := &file_proto_meta_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1767,7 @@ func (x *RenameRequest) String() string {
 func (*RenameRequest) ProtoMessage() {}
 
 func (x *RenameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[21]
+	mi := &file_proto_meta_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1780,7 @@ func (x *RenameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequest.ProtoReflect.Descriptor instead.
 func (*RenameRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{21}
+	return file_proto_meta_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenameRequest) GetNs() string {
@@ -1788,7 +1834,7 @@ type SetAttrRequest struct {
 
 func (x *SetAttrRequest) Reset() {
 	*x = SetAttrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[22]
+	mi := &file_proto_meta_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +1846,7 @@ func (x *SetAttrRequest) String() string {
 func (*SetAttrRequest) ProtoMessage() {}
 
 func (x *SetAttrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[22]
+	mi := &file_proto_meta_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +1859,7 @@ func (x *SetAttrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAttrRequest.ProtoReflect.Descriptor instead.
 func (*SetAttrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{22}
+	return file_proto_meta_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetAttrRequest) GetNs() string {
@@ -1888,7 +1934,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_proto_meta_proto_msgTypes[23]
+	mi := &file_proto_meta_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +1946,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[23]
+	mi := &file_proto_meta_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +1959,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{23}
+	return file_proto_meta_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Volume) GetId() uint32 {
@@ -1985,7 +2031,7 @@ type AssignRequest struct {
 
 func (x *AssignRequest) Reset() {
 	*x = AssignRequest{}
-	mi := &file_proto_meta_proto_msgTypes[24]
+	mi := &file_proto_meta_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2043,7 @@ func (x *AssignRequest) String() string {
 func (*AssignRequest) ProtoMessage() {}
 
 func (x *AssignRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[24]
+	mi := &file_proto_meta_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2056,7 @@ func (x *AssignRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignRequest.ProtoReflect.Descriptor instead.
 func (*AssignRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{24}
+	return file_proto_meta_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AssignRequest) GetNs() string {
@@ -2043,7 +2089,7 @@ type AssignResponse struct {
 
 func (x *AssignResponse) Reset() {
 	*x = AssignResponse{}
-	mi := &file_proto_meta_proto_msgTypes[25]
+	mi := &file_proto_meta_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2101,7 @@ func (x *AssignResponse) String() string {
 func (*AssignResponse) ProtoMessage() {}
 
 func (x *AssignResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[25]
+	mi := &file_proto_meta_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2114,7 @@ func (x *AssignResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignResponse.ProtoReflect.Descriptor instead.
 func (*AssignResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{25}
+	return file_proto_meta_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AssignResponse) GetVolume() *Volume {
@@ -2087,7 +2133,7 @@ type VolumesRequest struct {
 
 func (x *VolumesRequest) Reset() {
 	*x = VolumesRequest{}
-	mi := &file_proto_meta_proto_msgTypes[26]
+	mi := &file_proto_meta_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2145,7 @@ func (x *VolumesRequest) String() string {
 func (*VolumesRequest) ProtoMessage() {}
 
 func (x *VolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[26]
+	mi := &file_proto_meta_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2158,7 @@ func (x *VolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumesRequest.ProtoReflect.Descriptor instead.
 func (*VolumesRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{26}
+	return file_proto_meta_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VolumesRequest) GetIds() []uint32 {
@@ -2131,7 +2177,7 @@ type VolumesResponse struct {
 
 func (x *VolumesResponse) Reset() {
 	*x = VolumesResponse{}
-	mi := &file_proto_meta_proto_msgTypes[27]
+	mi := &file_proto_meta_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2189,7 @@ func (x *VolumesResponse) String() string {
 func (*VolumesResponse) ProtoMessage() {}
 
 func (x *VolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[27]
+	mi := &file_proto_meta_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2202,7 @@ func (x *VolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumesResponse.ProtoReflect.Descriptor instead.
 func (*VolumesResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{27}
+	return file_proto_meta_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VolumesResponse) GetVolumes() []*Volume {
@@ -2180,7 +2226,7 @@ type VolumeStat struct {
 
 func (x *VolumeStat) Reset() {
 	*x = VolumeStat{}
-	mi := &file_proto_meta_proto_msgTypes[28]
+	mi := &file_proto_meta_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2238,7 @@ func (x *VolumeStat) String() string {
 func (*VolumeStat) ProtoMessage() {}
 
 func (x *VolumeStat) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[28]
+	mi := &file_proto_meta_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2251,7 @@ func (x *VolumeStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeStat.ProtoReflect.Descriptor instead.
 func (*VolumeStat) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{28}
+	return file_proto_meta_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VolumeStat) GetId() uint32 {
@@ -2266,7 +2312,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_proto_meta_proto_msgTypes[29]
+	mi := &file_proto_meta_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2324,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[29]
+	mi := &file_proto_meta_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2337,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{29}
+	return file_proto_meta_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeartbeatRequest) GetServerId() string {
@@ -2355,7 +2401,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_proto_meta_proto_msgTypes[30]
+	mi := &file_proto_meta_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2413,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[30]
+	mi := &file_proto_meta_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2426,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{30}
+	return file_proto_meta_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HeartbeatResponse) GetMaxVolumeSize() uint64 {
@@ -2421,7 +2467,7 @@ type AuthRequest struct {
 
 func (x *AuthRequest) Reset() {
 	*x = AuthRequest{}
-	mi := &file_proto_meta_proto_msgTypes[31]
+	mi := &file_proto_meta_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2479,7 @@ func (x *AuthRequest) String() string {
 func (*AuthRequest) ProtoMessage() {}
 
 func (x *AuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[31]
+	mi := &file_proto_meta_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2492,7 @@ func (x *AuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRequest.ProtoReflect.Descriptor instead.
 func (*AuthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{31}
+	return file_proto_meta_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AuthRequest) GetAccessKey() string {
@@ -2473,7 +2519,7 @@ type AuthResponse struct {
 
 func (x *AuthResponse) Reset() {
 	*x = AuthResponse{}
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2531,7 @@ func (x *AuthResponse) String() string {
 func (*AuthResponse) ProtoMessage() {}
 
 func (x *AuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2544,7 @@ func (x *AuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthResponse.ProtoReflect.Descriptor instead.
 func (*AuthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{32}
+	return file_proto_meta_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AuthResponse) GetAccessKey() string {
@@ -2524,7 +2570,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2582,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2595,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{33}
+	return file_proto_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchRequest) GetAfter() uint64 {
@@ -2582,7 +2628,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2640,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2653,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{34}
+	return file_proto_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2672,7 +2718,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2730,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2743,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{35}
+	return file_proto_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Error) GetKind() uint32 {
@@ -2736,7 +2782,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2794,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2807,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{36}
+	return file_proto_meta_proto_rawDescGZIP(), []int{37}
 }
 
 type CreateUserRequest struct {
@@ -2772,7 +2818,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2830,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2843,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{37}
+	return file_proto_meta_proto_rawDescGZIP(), []int{38}
 }
 
 // CreateUserResponse carries a new access key and its secret. The secret is
@@ -2812,7 +2858,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2870,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2883,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{38}
+	return file_proto_meta_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CreateUserResponse) GetAccessKey() string {
@@ -2868,7 +2914,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2880,7 +2926,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2893,7 +2939,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{39}
+	return file_proto_meta_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *User) GetAccessKey() string {
@@ -2942,7 +2988,7 @@ type Needle struct {
 
 func (x *Needle) Reset() {
 	*x = Needle{}
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3000,7 @@ func (x *Needle) String() string {
 func (*Needle) ProtoMessage() {}
 
 func (x *Needle) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3013,7 @@ func (x *Needle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Needle.ProtoReflect.Descriptor instead.
 func (*Needle) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{40}
+	return file_proto_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Needle) GetVolume() uint32 {
@@ -2993,7 +3039,7 @@ type GarbageDone struct {
 
 func (x *GarbageDone) Reset() {
 	*x = GarbageDone{}
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3005,7 +3051,7 @@ func (x *GarbageDone) String() string {
 func (*GarbageDone) ProtoMessage() {}
 
 func (x *GarbageDone) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3018,7 +3064,7 @@ func (x *GarbageDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageDone.ProtoReflect.Descriptor instead.
 func (*GarbageDone) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{41}
+	return file_proto_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GarbageDone) GetNeedles() []*Needle {
@@ -3073,7 +3119,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3131,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3144,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{42}
+	return file_proto_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Command) GetNowNs() int64 {
@@ -3570,7 +3616,7 @@ type MountSessionMsg struct {
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +3628,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +3641,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{43}
+	return file_proto_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -3640,7 +3686,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3698,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3711,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+	return file_proto_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -3709,7 +3755,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3767,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3780,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{45}
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -3784,7 +3830,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3842,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3855,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -3848,7 +3894,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3906,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +3919,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -3938,7 +3984,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +3996,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4009,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -3984,7 +4030,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4042,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4055,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4029,7 +4075,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4041,7 +4087,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4054,7 +4100,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4081,7 +4127,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4139,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4152,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -4135,7 +4181,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4193,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4206,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4187,7 +4233,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4245,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4258,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -4248,7 +4294,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4260,7 +4306,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4273,7 +4319,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -4364,7 +4410,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4422,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4435,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -4428,7 +4474,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4486,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4499,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -4518,7 +4564,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4530,7 +4576,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4543,7 +4589,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -4592,7 +4638,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4604,7 +4650,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4617,7 +4663,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *S3User) GetName() string {
@@ -4643,7 +4689,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +4701,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +4714,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -4687,7 +4733,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +4745,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +4758,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -4739,7 +4785,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4751,7 +4797,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4764,7 +4810,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -4818,7 +4864,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +4876,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +4889,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -4863,7 +4909,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +4921,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +4934,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -4916,7 +4962,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4928,7 +4974,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4941,7 +4987,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -4979,7 +5025,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4991,7 +5037,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5004,7 +5050,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5052,7 +5098,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5064,7 +5110,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5077,7 +5123,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5103,7 +5149,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5161,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5174,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -5152,7 +5198,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5210,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5223,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -5235,7 +5281,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5247,7 +5293,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5260,7 +5306,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -5306,7 +5352,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5318,7 +5364,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5331,7 +5377,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -5429,7 +5475,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5487,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5500,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -5497,7 +5543,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5509,7 +5555,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5522,7 +5568,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -5599,7 +5645,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5611,7 +5657,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5624,7 +5670,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -5662,7 +5708,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5674,7 +5720,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5687,7 +5733,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -5736,7 +5782,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5748,7 +5794,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5761,7 +5807,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -5795,7 +5841,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5807,7 +5853,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5820,7 +5866,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -5848,7 +5894,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +5906,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +5919,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -5908,7 +5954,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5920,7 +5966,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5933,7 +5979,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -5968,7 +6014,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5980,7 +6026,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5993,7 +6039,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6030,7 +6076,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6042,7 +6088,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6055,7 +6101,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -6103,7 +6149,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6115,7 +6161,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6128,7 +6174,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -6298,7 +6344,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\x12\x19\n" +
-	"\bif_match\x18\x04 \x01(\tR\aifMatch\"|\n" +
+	"\bif_match\x18\x04 \x01(\tR\aifMatch\"\"\n" +
+	"\x0eDeleteResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"|\n" +
 	"\rRenameRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
@@ -6699,7 +6747,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\x8f\x1a\n" +
+	"\bS3_WRITE\x10\x022\x98\x1a\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -6712,8 +6760,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05Mkdir\x12\x18.cairn.meta.MkdirRequest\x1a\x11.cairn.meta.Inode\x126\n" +
 	"\x06Commit\x12\x19.cairn.meta.CommitRequest\x1a\x11.cairn.meta.Inode\x12N\n" +
 	"\vCommitBatch\x12\x1e.cairn.meta.CommitBatchRequest\x1a\x1f.cairn.meta.CommitBatchResponse\x126\n" +
-	"\x06Append\x12\x19.cairn.meta.AppendRequest\x1a\x11.cairn.meta.Inode\x126\n" +
-	"\x06Delete\x12\x19.cairn.meta.DeleteRequest\x1a\x11.cairn.meta.Empty\x126\n" +
+	"\x06Append\x12\x19.cairn.meta.AppendRequest\x1a\x11.cairn.meta.Inode\x12?\n" +
+	"\x06Delete\x12\x19.cairn.meta.DeleteRequest\x1a\x1a.cairn.meta.DeleteResponse\x126\n" +
 	"\x06Rename\x12\x19.cairn.meta.RenameRequest\x1a\x11.cairn.meta.Inode\x128\n" +
 	"\aSetAttr\x12\x1a.cairn.meta.SetAttrRequest\x1a\x11.cairn.meta.Inode\x12?\n" +
 	"\x06Assign\x12\x19.cairn.meta.AssignRequest\x1a\x1a.cairn.meta.AssignResponse\x12B\n" +
@@ -6769,7 +6817,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 102)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -6795,87 +6843,88 @@ var file_proto_meta_proto_goTypes = []any{
 	(*CommitBatchResponse)(nil),    // 21: cairn.meta.CommitBatchResponse
 	(*AppendRequest)(nil),          // 22: cairn.meta.AppendRequest
 	(*DeleteRequest)(nil),          // 23: cairn.meta.DeleteRequest
-	(*RenameRequest)(nil),          // 24: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),         // 25: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                 // 26: cairn.meta.Volume
-	(*AssignRequest)(nil),          // 27: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),         // 28: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),         // 29: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),        // 30: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),             // 31: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),       // 32: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 33: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),            // 34: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),           // 35: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),           // 36: cairn.meta.WatchRequest
-	(*Event)(nil),                  // 37: cairn.meta.Event
-	(*Error)(nil),                  // 38: cairn.meta.Error
-	(*Empty)(nil),                  // 39: cairn.meta.Empty
-	(*CreateUserRequest)(nil),      // 40: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 41: cairn.meta.CreateUserResponse
-	(*User)(nil),                   // 42: cairn.meta.User
-	(*Needle)(nil),                 // 43: cairn.meta.Needle
-	(*GarbageDone)(nil),            // 44: cairn.meta.GarbageDone
-	(*Command)(nil),                // 45: cairn.meta.Command
-	(*MountSessionMsg)(nil),        // 46: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),      // 47: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),    // 48: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),       // 49: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),      // 50: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),     // 51: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),    // 52: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),   // 53: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),           // 54: cairn.meta.InfoResponse
-	(*ClusterServerState)(nil),     // 55: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),    // 56: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),          // 57: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),          // 58: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),          // 59: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),  // 60: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                 // 61: cairn.meta.S3User
-	(*S3UserRequest)(nil),          // 62: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),             // 63: cairn.meta.S3UserList
-	(*S3Key)(nil),                  // 64: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),           // 65: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),     // 66: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),         // 67: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),              // 68: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),            // 69: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),              // 70: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),             // 71: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),         // 72: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),          // 73: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),          // 74: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),               // 75: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),        // 76: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                 // 77: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),       // 78: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),         // 79: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),      // 80: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),     // 81: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),             // 82: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),   // 83: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),           // 84: cairn.meta.S3UploadList
-	nil,                            // 85: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 86: cairn.meta.Inode.HeadersEntry
-	nil,                            // 87: cairn.meta.Inode.TagsEntry
-	nil,                            // 88: cairn.meta.Inode.XattrsEntry
-	nil,                            // 89: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 90: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 91: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 92: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 93: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 94: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 95: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 96: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 97: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 98: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 99: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 100: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 101: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 102: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 103: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 104: cairn.meta.S3Upload.TagsEntry
+	(*DeleteResponse)(nil),         // 24: cairn.meta.DeleteResponse
+	(*RenameRequest)(nil),          // 25: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),         // 26: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                 // 27: cairn.meta.Volume
+	(*AssignRequest)(nil),          // 28: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),         // 29: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),         // 30: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),        // 31: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),             // 32: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),       // 33: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),      // 34: cairn.meta.HeartbeatResponse
+	(*AuthRequest)(nil),            // 35: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),           // 36: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),           // 37: cairn.meta.WatchRequest
+	(*Event)(nil),                  // 38: cairn.meta.Event
+	(*Error)(nil),                  // 39: cairn.meta.Error
+	(*Empty)(nil),                  // 40: cairn.meta.Empty
+	(*CreateUserRequest)(nil),      // 41: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),     // 42: cairn.meta.CreateUserResponse
+	(*User)(nil),                   // 43: cairn.meta.User
+	(*Needle)(nil),                 // 44: cairn.meta.Needle
+	(*GarbageDone)(nil),            // 45: cairn.meta.GarbageDone
+	(*Command)(nil),                // 46: cairn.meta.Command
+	(*MountSessionMsg)(nil),        // 47: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),      // 48: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),    // 49: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),       // 50: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),      // 51: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),     // 52: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),    // 53: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),   // 54: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),           // 55: cairn.meta.InfoResponse
+	(*ClusterServerState)(nil),     // 56: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),    // 57: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),          // 58: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),          // 59: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),          // 60: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),  // 61: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                 // 62: cairn.meta.S3User
+	(*S3UserRequest)(nil),          // 63: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),             // 64: cairn.meta.S3UserList
+	(*S3Key)(nil),                  // 65: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),           // 66: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),     // 67: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),         // 68: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),              // 69: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),            // 70: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),              // 71: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),             // 72: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),         // 73: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),          // 74: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),          // 75: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),               // 76: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),        // 77: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                 // 78: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),       // 79: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),         // 80: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),      // 81: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),     // 82: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),             // 83: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),   // 84: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),           // 85: cairn.meta.S3UploadList
+	nil,                            // 86: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 87: cairn.meta.Inode.HeadersEntry
+	nil,                            // 88: cairn.meta.Inode.TagsEntry
+	nil,                            // 89: cairn.meta.Inode.XattrsEntry
+	nil,                            // 90: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 91: cairn.meta.CommitRequest.HeadersEntry
+	nil,                            // 92: cairn.meta.CommitRequest.TagsEntry
+	nil,                            // 93: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                            // 94: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 95: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 96: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 97: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 98: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 99: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 100: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 101: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 102: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 103: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 104: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 105: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -6883,31 +6932,31 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	85,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	86,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	87,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	88,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	86,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	87,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	88,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	89,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
 	11,  // 12: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
-	38,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
+	39,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
 	13,  // 14: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	89,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	90,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	91,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	90,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	91,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	92,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	26,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	26,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	92,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	31,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	26,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	43,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	93,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	4,   // 30: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	5,   // 31: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
 	6,   // 32: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
@@ -6915,65 +6964,65 @@ var file_proto_meta_proto_depIdxs = []int32{
 	19,  // 34: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
 	22,  // 35: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
 	23,  // 36: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	24,  // 37: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	25,  // 38: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	26,  // 39: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	42,  // 40: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	44,  // 41: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	25,  // 37: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 38: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 39: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 40: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 41: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	20,  // 42: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	55,  // 43: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	64,  // 44: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	65,  // 45: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	61,  // 46: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	62,  // 47: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	72,  // 48: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	73,  // 49: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	75,  // 50: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	78,  // 51: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	80,  // 52: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	76,  // 53: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	74,  // 54: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	48,  // 55: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	49,  // 56: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	50,  // 57: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	52,  // 58: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	93,  // 59: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	26,  // 60: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	57,  // 61: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	58,  // 62: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	59,  // 63: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	61,  // 64: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	94,  // 65: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	95,  // 66: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	56,  // 43: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	65,  // 44: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	66,  // 45: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	62,  // 46: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	63,  // 47: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	73,  // 48: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	74,  // 49: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	76,  // 50: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	79,  // 51: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	81,  // 52: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	77,  // 53: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	75,  // 54: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 55: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 56: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 57: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 58: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	94,  // 59: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	27,  // 60: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	58,  // 61: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	59,  // 62: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	60,  // 63: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	62,  // 64: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	95,  // 65: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	96,  // 66: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 67: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	96,  // 68: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	68,  // 69: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	68,  // 70: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	71,  // 71: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	97,  // 72: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	98,  // 73: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	99,  // 74: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	100, // 75: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	101, // 76: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	102, // 77: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	103, // 78: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	104, // 79: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	97,  // 68: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	69,  // 69: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	69,  // 70: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	72,  // 71: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	98,  // 72: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	99,  // 73: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	100, // 74: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	101, // 75: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	102, // 76: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	103, // 77: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	104, // 78: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	105, // 79: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	8,   // 80: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	76,  // 81: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	77,  // 82: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	76,  // 83: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 84: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	76,  // 85: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	77,  // 86: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	75,  // 87: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	75,  // 88: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	77,  // 81: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	78,  // 82: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	77,  // 83: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 84: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	77,  // 85: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	78,  // 86: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	76,  // 87: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	76,  // 88: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
 	2,   // 89: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
 	2,   // 90: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
 	2,   // 91: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
 	4,   // 92: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
 	5,   // 93: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
 	5,   // 94: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	39,  // 95: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	40,  // 95: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
 	6,   // 96: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
 	10,  // 97: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
 	12,  // 98: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
@@ -6983,46 +7032,46 @@ var file_proto_meta_proto_depIdxs = []int32{
 	20,  // 102: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
 	22,  // 103: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
 	23,  // 104: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	24,  // 105: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	25,  // 106: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	27,  // 107: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	29,  // 108: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	32,  // 109: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	34,  // 110: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	40,  // 111: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	36,  // 112: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	39,  // 113: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	39,  // 114: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	56,  // 115: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	39,  // 116: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	61,  // 117: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	62,  // 118: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	39,  // 119: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	66,  // 120: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	65,  // 121: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	62,  // 122: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	67,  // 123: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	65,  // 124: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	25,  // 105: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 106: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 107: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 108: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 109: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 110: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 111: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 112: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 113: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 114: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	57,  // 115: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 116: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	62,  // 117: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	63,  // 118: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 119: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	67,  // 120: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	66,  // 121: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	63,  // 122: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	68,  // 123: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	66,  // 124: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
 	5,   // 125: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	72,  // 126: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	73,  // 127: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	74,  // 128: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	75,  // 129: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	76,  // 130: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	78,  // 131: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	80,  // 132: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	76,  // 133: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	81,  // 134: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	83,  // 135: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	46,  // 136: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	48,  // 137: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	49,  // 138: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	50,  // 139: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	47,  // 140: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	52,  // 141: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	39,  // 142: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	73,  // 126: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	74,  // 127: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	75,  // 128: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	76,  // 129: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	77,  // 130: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	79,  // 131: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	81,  // 132: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	77,  // 133: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	82,  // 134: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	84,  // 135: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 136: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 137: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 138: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 139: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 140: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 141: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 142: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
 	3,   // 143: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	39,  // 144: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	40,  // 144: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
 	3,   // 145: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
 	7,   // 146: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
 	3,   // 147: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
@@ -7033,45 +7082,45 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 152: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
 	21,  // 153: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
 	9,   // 154: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	39,  // 155: cairn.meta.Meta.Delete:output_type -> cairn.meta.Empty
+	24,  // 155: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
 	9,   // 156: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
 	9,   // 157: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	28,  // 158: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	30,  // 159: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	33,  // 160: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	35,  // 161: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	41,  // 162: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	37,  // 163: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	54,  // 164: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	60,  // 165: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	39,  // 166: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	39,  // 167: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	61,  // 168: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	39,  // 169: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	63,  // 170: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	69,  // 171: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	39,  // 172: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	70,  // 173: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	68,  // 174: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	69,  // 175: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	72,  // 176: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	72,  // 177: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	29,  // 158: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 159: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 160: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 161: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 162: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 163: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 164: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	61,  // 165: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 166: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 167: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	62,  // 168: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 169: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	64,  // 170: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	70,  // 171: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 172: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	71,  // 173: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	69,  // 174: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	70,  // 175: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	73,  // 176: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	73,  // 177: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
 	9,   // 178: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
 	9,   // 179: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	75,  // 180: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	75,  // 181: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	77,  // 182: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	76,  // 180: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	76,  // 181: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	78,  // 182: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
 	9,   // 183: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	39,  // 184: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	82,  // 185: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	84,  // 186: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	37,  // 187: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	40,  // 184: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	83,  // 185: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	85,  // 186: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 187: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
 	9,   // 188: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
 	9,   // 189: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
 	9,   // 190: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	51,  // 191: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	53,  // 192: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	39,  // 193: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	52,  // 191: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 192: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 193: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
 	143, // [143:194] is the sub-list for method output_type
 	92,  // [92:143] is the sub-list for method input_type
 	92,  // [92:92] is the sub-list for extension type_name
@@ -7084,8 +7133,8 @@ func file_proto_meta_proto_init() {
 	if File_proto_meta_proto != nil {
 		return
 	}
-	file_proto_meta_proto_msgTypes[22].OneofWrappers = []any{}
-	file_proto_meta_proto_msgTypes[42].OneofWrappers = []any{
+	file_proto_meta_proto_msgTypes[23].OneofWrappers = []any{}
+	file_proto_meta_proto_msgTypes[43].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
 		(*Command_SetVisibility)(nil),
@@ -7122,7 +7171,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   102,
+			NumMessages:   103,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

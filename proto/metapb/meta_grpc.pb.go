@@ -91,7 +91,7 @@ type MetaClient interface {
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*Inode, error)
 	CommitBatch(ctx context.Context, in *CommitBatchRequest, opts ...grpc.CallOption) (*CommitBatchResponse, error)
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*Inode, error)
-	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*Empty, error)
+	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	Rename(ctx context.Context, in *RenameRequest, opts ...grpc.CallOption) (*Inode, error)
 	SetAttr(ctx context.Context, in *SetAttrRequest, opts ...grpc.CallOption) (*Inode, error)
 	Assign(ctx context.Context, in *AssignRequest, opts ...grpc.CallOption) (*AssignResponse, error)
@@ -272,9 +272,9 @@ func (c *metaClient) Append(ctx context.Context, in *AppendRequest, opts ...grpc
 	return out, nil
 }
 
-func (c *metaClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*Empty, error) {
+func (c *metaClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(Empty)
+	out := new(DeleteResponse)
 	err := c.cc.Invoke(ctx, Meta_Delete_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
@@ -690,7 +690,7 @@ type MetaServer interface {
 	Commit(context.Context, *CommitRequest) (*Inode, error)
 	CommitBatch(context.Context, *CommitBatchRequest) (*CommitBatchResponse, error)
 	Append(context.Context, *AppendRequest) (*Inode, error)
-	Delete(context.Context, *DeleteRequest) (*Empty, error)
+	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	Rename(context.Context, *RenameRequest) (*Inode, error)
 	SetAttr(context.Context, *SetAttrRequest) (*Inode, error)
 	Assign(context.Context, *AssignRequest) (*AssignResponse, error)
@@ -787,7 +787,7 @@ func (UnimplementedMetaServer) CommitBatch(context.Context, *CommitBatchRequest)
 func (UnimplementedMetaServer) Append(context.Context, *AppendRequest) (*Inode, error) {
 	return nil, status.Error(codes.Unimplemented, "method Append not implemented")
 }
-func (UnimplementedMetaServer) Delete(context.Context, *DeleteRequest) (*Empty, error) {
+func (UnimplementedMetaServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
 }
 func (UnimplementedMetaServer) Rename(context.Context, *RenameRequest) (*Inode, error) {

@@ -44,8 +44,11 @@ func openDiskCache(dir string, max int64) (*diskCache, error) {
 	return &diskCache{dir: d, max: max, sem: make(chan struct{}, 4), ents: map[blockKey]*diskEnt{}, lru: list.New()}, nil
 }
 
-func (d *diskCache) path(k blockKey) string {
-	return filepath.Join(d.dir, fmt.Sprintf("%d-%x-%d", k.vol, k.key, k.idx))
+// path names the file of entry e: every field of its key and range, so
+// that an entry replaced while its file is being written (another range
+// of the same block) never shares a file with its successor.
+func (d *diskCache) path(e *diskEnt) string {
+	return filepath.Join(d.dir, fmt.Sprintf("%d-%x-%d-%d-%d", e.k.vol, e.k.key, e.k.idx, e.lo, e.hi))
 }
 
 // store writes data, the needle range [lo, lo+len(data)) of block k, in
@@ -71,9 +74,8 @@ func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 	d.mu.Unlock()
 	go func() {
 		defer func() { <-d.sem }()
-		p := d.path(k)
-		tmp := p + ".tmp"
-		err := os.WriteFile(tmp, data, 0o600)
+		p := d.path(e)
+		tmp, err := writeTemp(d.dir, data)
 		if err == nil {
 			err = os.Rename(tmp, p)
 		}
@@ -86,12 +88,27 @@ func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 				os.Remove(p)
 			}
 		case err != nil:
-			os.Remove(tmp)
+			if tmp != "" {
+				os.Remove(tmp)
+			}
 			d.removeLocked(e)
 		default:
 			e.ready = true
 		}
 	}()
+}
+
+// writeTemp writes data to a new file of its own in dir.
+func writeTemp(dir string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, "tmp-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return f.Name(), err
+	}
+	return f.Name(), f.Close()
 }
 
 // load returns the bytes of block k holding [lo, hi) and the needle
@@ -105,7 +122,7 @@ func (d *diskCache) load(k blockKey, lo, hi int64) ([]byte, int64, bool) {
 	}
 	d.lru.MoveToFront(e.elem)
 	d.mu.Unlock()
-	data, err := os.ReadFile(d.path(k))
+	data, err := os.ReadFile(d.path(e))
 	if err != nil || int64(len(data)) != e.hi-e.lo {
 		return nil, 0, false // evicted meanwhile, or damaged: fetch it
 	}
@@ -121,7 +138,7 @@ func (d *diskCache) removeLocked(e *diskEnt) {
 	d.lru.Remove(e.elem)
 	d.used -= e.hi - e.lo
 	if e.ready {
-		os.Remove(d.path(e.k))
+		os.Remove(d.path(e))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
+	"cairn/pathname"
 	"cairn/proto/metapb"
 )
 
@@ -202,6 +203,14 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno(err)
 	}
 	uid, gid := caller(ctx)
+	if err := pathname.ValidName(name); err != nil {
+		return nil, errno(err) // answered here: meta sees the name only later
+	}
+	if n.m.wb.enabled() {
+		if ch, ok := n.mkdirBehind(ctx, p, name, mode, uid, gid, out); ok {
+			return ch, 0
+		}
+	}
 	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, join(p, name))
 	// Durable at the next fsync, as on a local disk: meta answers before
@@ -225,6 +234,76 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		cn.mu.Unlock()
 	}
 	return ch, 0
+}
+
+// mkdirBehind makes a directory here and leaves its Mkdir behind, as
+// createBehind does for files: the kernel gets an inode number meta
+// reserved for this mount, other mounts drop the name, and the commit
+// (with that number) runs at once in the background. Calls naming paths
+// wait for it (mkdirGate); an untar's mkdirs cost no round trip each.
+func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid uint32, out *fuse.EntryOut) (*fs.Inode, bool) {
+	ino, err := n.m.wb.allocIno(ctx)
+	if err != nil {
+		return nil, false
+	}
+	now := time.Now().UnixNano()
+	a := &metapb.Inode{
+		Ino: ino, Type: metapb.FileType_DIRECTORY, Mode: mode & 07777, Uid: uid, Gid: gid,
+		MtimeNs: now, CtimeNs: now, Nlink: 2, Version: 1,
+	}
+	cn := n.m.newNode(n.ns, a)
+	// A new directory is empty: its listing is known.
+	cn.kids, cn.complete, cn.listGen = map[string]*metapb.Inode{}, true, n.m.sess.generation()
+	// The inode first: the commit starts at once and looks at it.
+	ch := n.NewInode(ctx, cn, stableOf(a))
+	cn.mkdirTicket = n.m.wb.mkdirs.add()
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true}) {
+		n.m.wb.mkdirs.done(cn.mkdirTicket)
+		return nil, false
+	}
+	n.added(name, a)
+	n.dirChanged(now)
+	cn.fill(a, &out.Attr)
+	t := n.m.timeout()
+	out.SetEntryTimeout(t)
+	out.SetAttrTimeout(t)
+	return ch, true
+}
+
+// commitMkdir commits a directory made here (mkdirBehind) with the inode
+// number the kernel was given; a repeat after a lost answer finds it.
+func (n *node) commitMkdir(ctx context.Context) error {
+	p, err := n.path()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	a := n.attr
+	n.mu.Unlock()
+	epoch := n.m.sess.epoch()
+	done := n.m.sess.mutating(n.ns, p)
+	na, err := n.m.meta.Mkdir(context.WithValue(ctx, mkdirKey{}, true), &metapb.MkdirRequest{
+		Ns: n.ns, Path: p, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid, Ino: a.Ino, NoSyncWait: true,
+	})
+	if err != nil {
+		done(0)
+		return err
+	}
+	n.mu.Lock()
+	n.wb.mu.Lock()
+	if n.wb.attrs != nil || n.attr.MtimeNs > na.MtimeNs {
+		// Changes made here meanwhile (entries added, attributes queued)
+		// are newer than the answer: keep them.
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid = n.attr.Mode, n.attr.Uid, n.attr.Gid
+		na.MtimeNs, na.CtimeNs = max(na.MtimeNs, n.attr.MtimeNs), max(na.CtimeNs, n.attr.CtimeNs)
+	}
+	n.wb.mu.Unlock()
+	n.setAttrLocked(na, epoch)
+	n.mu.Unlock()
+	n.tellParent(na)
+	done(na.Seq)
+	return nil
 }
 
 // typeOf returns the type of child name: from the kernel's tree when it
@@ -254,14 +333,11 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if t != syscall.S_IFDIR {
 		return syscall.ENOTDIR
 	}
-	if ch := n.GetChild(name); ch != nil {
-		if cn, ok := ch.Operations().(*node); ok {
-			// Queued attribute changes must not run after the removal.
-			if err := cn.settle(ctx); err != nil {
-				n.m.log.Warn("mount: commit before rmdir failed", "err", err)
-			}
-		}
-	}
+	// Everything queued first: meta must see the entries created in the
+	// directory (else it removes a directory that is not empty, and their
+	// commits fail after), and the directory's own queued changes must
+	// not run after the removal.
+	n.m.wb.drain()
 	return n.remove(ctx, p, name)
 }
 
@@ -432,6 +508,9 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	uid, gid := caller(ctx)
+	if err := pathname.ValidName(name); err != nil {
+		return nil, nil, 0, errno(err) // answered here: meta sees the name only later
+	}
 	if n.m.wb.enabled() {
 		if ch, h, ok := n.createBehind(ctx, p, name, flags, mode, uid, gid, out); ok {
 			return ch, h, 0, 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -368,6 +369,7 @@ type call struct {
 	op      *OpStats
 	session string
 	start   time.Time
+	mkdirs  *mkdirGate // data calls wait for mkdirs answered before them
 }
 
 // begin marks ctx as serving FUSE operation name; meta calls made with the
@@ -375,7 +377,7 @@ type call struct {
 func (m *Mount) begin(ctx context.Context, name string) context.Context {
 	o := m.stats.Op(name)
 	o.Calls.Add(1)
-	return context.WithValue(ctx, opKey{}, call{op: o, session: m.sess.id, start: time.Now()})
+	return context.WithValue(ctx, opKey{}, call{op: o, session: m.sess.id, start: time.Now(), mkdirs: &m.wb.mkdirs})
 }
 
 // end charges the time since begin to the operation.
@@ -404,6 +406,9 @@ func CountCalls() grpc.DialOption {
 		}
 		opts = append(opts, grpc.WaitForReady(true))
 		if c, ok := ctx.Value(opKey{}).(call); ok {
+			if c.mkdirs != nil && gated[path.Base(method)] && ctx.Value(mkdirKey{}) == nil {
+				c.mkdirs.wait()
+			}
 			if c.op != nil {
 				c.op.Meta.Add(1)
 			}

@@ -37,6 +37,8 @@ type node struct {
 	f fileState
 	// Commits left behind by close and attribute changes (writeback.go).
 	wb chain
+	// mkdirTicket orders the commit of a directory made here (mkdirGate).
+	mkdirTicket uint64
 }
 
 var (

@@ -490,7 +490,9 @@ func TestPOSIX(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(dir, "plain"), []byte("p"), 0o644))
 		_, err := os.OpenFile(dir, os.O_WRONLY, 0)
 		wantErrno(t, "open a dir for writing", err, syscall.EISDIR)
+		names(t, dir) // listed: a lookup of a new name is answered here, not by meta
 		wantErrno(t, "mkdir long name", os.Mkdir(filepath.Join(dir, strings.Repeat("d", 256)), 0o755), syscall.ENAMETOOLONG)
+		wantErrno(t, "create long name", os.WriteFile(filepath.Join(dir, strings.Repeat("f", 256)), nil, 0o644), syscall.ENAMETOOLONG)
 		wantErrno(t, "symlink long name", os.Symlink("x", filepath.Join(dir, strings.Repeat("s", 256))), syscall.ENAMETOOLONG)
 		wantErrno(t, "rmdir missing", unix.Rmdir(filepath.Join(dir, "nope")), syscall.ENOENT)
 		wantErrno(t, "mkdir under a file", os.Mkdir(filepath.Join(dir, "plain", "x"), 0o755), syscall.ENOTDIR)
@@ -634,4 +636,57 @@ func TestPOSIX(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRmdirQueuedCreate: a file created in a directory and closed has its
+// commit queued; rmdir of the directory right after must still answer
+// ENOTEMPTY (meta had not heard of the file) and the file must survive.
+func TestRmdirQueuedCreate(t *testing.T) {
+	srv := store(t)
+	dir, _ := mount(t, srv, "data", nil)
+	for i := range 20 {
+		d := filepath.Join(dir, fmt.Sprint("d", i))
+		must(t, os.Mkdir(d, 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "f"), []byte("kept"), 0o644))
+		wantErrno(t, "rmdir with a queued create", unix.Rmdir(d), syscall.ENOTEMPTY)
+		if got := readFile(t, filepath.Join(d, "f")); got != "kept" {
+			t.Fatalf("%s/f reads %q", d, got)
+		}
+	}
+}
+
+// TestMkdirBehind: mkdir answers before meta has the directory; the
+// mount's later calls below it (a create, a rename, a symlink, a chmod)
+// and other clients' looks must all find it, parents before children.
+func TestMkdirBehind(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	for i := range 30 {
+		deep := filepath.Join(dir, fmt.Sprint("t", i), "a", "b", "c", "d", "e")
+		must(t, os.MkdirAll(deep, 0o755))
+		must(t, os.WriteFile(filepath.Join(deep, "f"), []byte(fmt.Sprint(i)), 0o644))
+		must(t, os.Rename(filepath.Join(deep, "f"), filepath.Join(deep, "g")))
+		must(t, os.Symlink("g", filepath.Join(deep, "s")))
+		must(t, os.Chmod(deep, 0o700))
+		// Another client looks at once: meta recalls the mount first.
+		rel := fmt.Sprintf("t%d/a/b/c/d/e/g", i)
+		f, err := srv.Client().StatFresh(t.Context(), "data", rel)
+		must(t, err)
+		got, err := srv.Client().ReadAll(t.Context(), f)
+		must(t, err)
+		if string(got) != fmt.Sprint(i) {
+			t.Fatalf("%s reads %q", rel, got)
+		}
+	}
+	m.Sync()
+	d, err := srv.Client().StatFresh(t.Context(), "data", "t29/a/b/c/d/e")
+	must(t, err)
+	if d.Inode.Mode != 0o700 {
+		t.Fatalf("mode %o after chmod", d.Inode.Mode)
+	}
+	// 180 mkdirs; their own meta calls are the MountDirty after each
+	// recall (30) and a MountReserve, never a Mkdir.
+	if got := m.Stats().Op("mkdir").Meta.Load(); got > 31 {
+		t.Fatalf("180 mkdirs made %d meta calls, want at most 31 (committed behind)", got)
+	}
 }

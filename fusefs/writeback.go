@@ -49,6 +49,71 @@ type writeBehind struct {
 	// showed an older size, and older content, on this very mount).
 	keptMu sync.Mutex
 	kept   map[uint64]*node
+
+	mkdirs mkdirGate // mkdirs answered and not yet committed
+}
+
+// mkdirGate orders a mount's meta calls after the mkdirs it answered
+// before them: mkdir answers the kernel at once (mkdirBehind) and commits
+// in the background, and a call naming a path below a directory meta does
+// not have yet would fail. Mkdirs commit one at a time in the order they
+// were answered (a directory's parent first), and every other data call
+// waits for the mkdirs answered before it began.
+type mkdirGate struct {
+	mu       sync.Mutex
+	cond     *sync.Cond // on mu: doneUpTo moved
+	issued   uint64     // tickets handed out
+	doneUpTo uint64     // every ticket up to this one is committed (or failed)
+	finished map[uint64]bool
+}
+
+type mkdirKey struct{} // marks the context of a mkdir's own commit
+
+// gated are the calls that name namespace paths.
+var gated = map[string]bool{
+	"Resolve": true, "BatchResolve": true, "List": true, "Mkdir": true, "Commit": true, "CommitBatch": true,
+	"Append": true, "Delete": true, "Rename": true, "SetAttr": true, "Symlink": true, "Link": true, "SetXattr": true,
+}
+
+// add hands out the next ticket (a mkdir answered).
+func (g *mkdirGate) add() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+		g.finished = map[uint64]bool{}
+	}
+	g.issued++
+	return g.issued
+}
+
+// turn waits until every ticket before t is done.
+func (g *mkdirGate) turn(t uint64) {
+	g.mu.Lock()
+	for g.doneUpTo < t-1 {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *mkdirGate) done(t uint64) {
+	g.mu.Lock()
+	g.finished[t] = true
+	for g.finished[g.doneUpTo+1] {
+		delete(g.finished, g.doneUpTo+1)
+		g.doneUpTo++
+	}
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+// wait returns once every mkdir answered so far is done.
+func (g *mkdirGate) wait() {
+	g.mu.Lock()
+	for t := g.issued; g.doneUpTo < t; {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
 }
 
 // OnForget keeps n if its work is queued (see writeBehind.kept).
@@ -251,6 +316,21 @@ func (w *writeBehind) run(n *node) {
 			break
 		}
 		c.mu.Unlock()
+		if create && n.isDir() {
+			// A directory made here: its Mkdir first, then whatever
+			// attributes were changed meanwhile. Not counted against
+			// w.sem: commits holding its slots may be waiting for this
+			// very mkdir (mkdirGate).
+			w.mkdirs.turn(n.mkdirTicket)
+			n.fail(retry(ctx, func() error { return n.commitMkdir(ctx) }))
+			w.mkdirs.done(n.mkdirTicket)
+			if attrs != nil {
+				w.sem <- struct{}{}
+				n.fail(retry(ctx, func() error { return n.commitBehind(ctx, false, attrs) }))
+				<-w.sem
+			}
+			continue
+		}
 		if create && w.pack.commit(n, mtimeOf(attrs)) {
 			continue // committed with others (pack.go), attributes too
 		}

@@ -350,14 +350,27 @@ func (t *txn) mkdir(r *metapb.MkdirRequest) error {
 		return err
 	}
 	if found {
-		if isDir && r.Parents {
+		// A mount's mkdir names the inode number it reserved: finding
+		// that number here means an earlier attempt of it applied.
+		if isDir && (r.Parents || r.Ino != 0 && r.Ino == ino) {
 			t.res.inode, err = t.v.inode(ino)
 			return err
 		}
 		return errors.E(errors.Exist, "file exists")
 	}
-	n, err := t.newInode(metapb.FileType_DIRECTORY, r.Mode, r.Uid, r.Gid)
-	if err != nil {
+	var n *metapb.Inode
+	if r.Ino != 0 {
+		if err := t.reserved(r.Ino); err != nil {
+			return err
+		}
+		n = &metapb.Inode{
+			Ino: r.Ino, Type: metapb.FileType_DIRECTORY, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
+			MtimeNs: t.now, CtimeNs: t.now, Nlink: 2, Version: 1,
+		}
+		if n.Mode == 0 {
+			n.Mode = 0o755
+		}
+	} else if n, err = t.newInode(metapb.FileType_DIRECTORY, r.Mode, r.Uid, r.Gid); err != nil {
 		return err
 	}
 	if err := t.link(parent, name, true, n); err != nil {

@@ -123,3 +123,31 @@ func TestCommitCreateRetry(t *testing.T) {
 	_, err = cl.Commit(bg, packed("f", 0, 1, 3))
 	wantKind(t, err, errors.Precondition)
 }
+
+// TestMkdirReserved: a mount's mkdir takes the inode number it reserved,
+// and repeating it (its answer lost) finds the directory it made.
+func TestMkdirReserved(t *testing.T) {
+	ts := start(t, nil)
+	cl := ts.cl
+	mkns(t, cl, "nsp")
+	res, err := cl.MountReserve(bg, &metapb.MountReserveRequest{Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &metapb.MkdirRequest{Ns: "nsp", Path: "d", Mode: 0o750, Ino: res.First, NoSyncWait: true}
+	for range 2 {
+		n, err := cl.Mkdir(bg, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Ino != res.First || n.Type != metapb.FileType_DIRECTORY || n.Mode != 0o750 {
+			t.Fatalf("mkdir gave %v", n)
+		}
+	}
+	_, err = cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "nsp", Path: "e", Ino: res.First})
+	wantKind(t, err, errors.Exist) // number in use
+	_, err = cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "nsp", Path: "e", Ino: res.First + 1000})
+	wantKind(t, err, errors.Invalid) // not reserved
+	_, err = cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "nsp", Path: "d"})
+	wantKind(t, err, errors.Exist) // anyone else's mkdir of the name
+}

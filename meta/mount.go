@@ -73,17 +73,8 @@ func (t *txn) newFileInode(r *metapb.CommitRequest) (*metapb.Inode, error) {
 	if r.Ino == 0 {
 		return t.newInode(metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid)
 	}
-	val, _, err := t.v.get(keyInoCounter)
-	if err != nil {
+	if err := t.reserved(r.Ino); err != nil {
 		return nil, err
-	}
-	if r.Ino > u64(val) {
-		return nil, errors.E(errors.Invalid, "inode number not reserved")
-	}
-	if used, err := t.v.has(inodeKey(r.Ino)); err != nil {
-		return nil, err
-	} else if used {
-		return nil, errors.E(errors.Exist, "inode number in use")
 	}
 	mode := r.Mode
 	if mode == 0 {
@@ -93,6 +84,23 @@ func (t *txn) newFileInode(r *metapb.CommitRequest) (*metapb.Inode, error) {
 		Ino: r.Ino, Type: metapb.FileType_REGULAR, Mode: mode, Uid: r.Uid, Gid: r.Gid,
 		MtimeNs: t.now, CtimeNs: t.now, Nlink: 1, Version: 1,
 	}, nil
+}
+
+// reserved checks that ino was handed out by MountReserve and is free.
+func (t *txn) reserved(ino uint64) error {
+	val, _, err := t.v.get(keyInoCounter)
+	if err != nil {
+		return err
+	}
+	if ino > u64(val) {
+		return errors.E(errors.Invalid, "inode number not reserved")
+	}
+	if used, err := t.v.has(inodeKey(ino)); err != nil {
+		return err
+	} else if used {
+		return errors.E(errors.Exist, "inode number in use")
+	}
+	return nil
 }
 
 // newName finds the parent of a path that must not exist yet.

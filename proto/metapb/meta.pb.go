@@ -1191,7 +1191,8 @@ type MkdirRequest struct {
 	// whatever is answered durable later (a file created in the directory,
 	// a Sync) carries the directory too. A mount's mkdir, like a local
 	// file system's, is durable at the next fsync.
-	NoSyncWait    bool `protobuf:"varint,7,opt,name=no_sync_wait,json=noSyncWait,proto3" json:"no_sync_wait,omitempty"`
+	NoSyncWait    bool   `protobuf:"varint,7,opt,name=no_sync_wait,json=noSyncWait,proto3" json:"no_sync_wait,omitempty"`
+	Ino           uint64 `protobuf:"varint,8,opt,name=ino,proto3" json:"ino,omitempty"` // the new directory takes this inode number, reserved by MountReserve
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1273,6 +1274,13 @@ func (x *MkdirRequest) GetNoSyncWait() bool {
 		return x.NoSyncWait
 	}
 	return false
+}
+
+func (x *MkdirRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
 }
 
 // CommitRequest creates or atomically replaces a file whose data is
@@ -6291,7 +6299,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fListResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.cairn.meta.ListEntryR\aentries\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xa6\x01\n" +
+	"nextCursor\"\xb8\x01\n" +
 	"\fMkdirRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6300,7 +6308,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x05 \x01(\rR\x03gid\x12\x18\n" +
 	"\aparents\x18\x06 \x01(\bR\aparents\x12 \n" +
 	"\fno_sync_wait\x18\a \x01(\bR\n" +
-	"noSyncWait\"\xdd\x05\n" +
+	"noSyncWait\x12\x10\n" +
+	"\x03ino\x18\b \x01(\x04R\x03ino\"\xdd\x05\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +

@@ -59,7 +59,10 @@ func (f *fileState) write(off int64, data []byte, size int64) {
 	i := sort.Search(len(f.dirty), func(i int) bool { return f.dirty[i].end() >= off })
 	j := sort.Search(len(f.dirty), func(i int) bool { return f.dirty[i].off > end })
 	if i == j {
-		s := span{off: off, data: append(make([]byte, 0, max(len(data), 64<<10)), data...)}
+		// Sized to the write (page-rounded): a 4 KB file must not hold
+		// 64 KiB until its commit; a sequential writer grows the span by
+		// doubling below.
+		s := span{off: off, data: append(make([]byte, 0, (len(data)+4095)&^4095), data...)}
 		f.dirty = append(f.dirty, span{})
 		copy(f.dirty[i+1:], f.dirty[i:])
 		f.dirty[i] = s

@@ -261,13 +261,19 @@ func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid u
 		n.m.wb.mkdirs.done(cn.mkdirTicket)
 		return nil, false
 	}
+	n.madeHere(name, cn, a, out)
+	return ch, true
+}
+
+// madeHere records in n a child made by this mount whose commit is left
+// behind, and answers the kernel's entry for it.
+func (n *node) madeHere(name string, cn *node, a *metapb.Inode, out *fuse.EntryOut) {
 	n.added(name, a)
-	n.dirChanged(now)
+	n.dirChanged(a.MtimeNs)
 	cn.fill(a, &out.Attr)
 	t := n.m.timeout()
 	out.SetEntryTimeout(t)
 	out.SetAttrTimeout(t)
-	return ch, true
 }
 
 // commitMkdir commits a directory made here (mkdirBehind) with the inode
@@ -559,12 +565,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 		return nil, nil, false
 	}
 	ch := n.NewInode(ctx, cn, stableOf(a))
-	n.added(name, a)
-	n.dirChanged(now)
-	cn.fill(a, &out.Attr)
-	t := n.m.timeout()
-	out.SetEntryTimeout(t)
-	out.SetAttrTimeout(t)
+	n.madeHere(name, cn, a, out)
 	return ch, cn.open(flags), true
 }
 

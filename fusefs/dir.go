@@ -258,6 +258,7 @@ func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid u
 	ch := n.NewInode(ctx, cn, stableOf(a))
 	cn.mkdirTicket = n.m.wb.mkdirs.add()
 	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true}) {
+		n.m.wb.mkdirs.turn(cn.mkdirTicket) // tickets are done in order
 		n.m.wb.mkdirs.done(cn.mkdirTicket)
 		return nil, false
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -406,7 +405,7 @@ func CountCalls() grpc.DialOption {
 		}
 		opts = append(opts, grpc.WaitForReady(true))
 		if c, ok := ctx.Value(opKey{}).(call); ok {
-			if c.mkdirs != nil && gated[path.Base(method)] && ctx.Value(mkdirKey{}) == nil {
+			if c.mkdirs != nil && meta.DataMethod(method) && ctx.Value(mkdirKey{}) == nil {
 				c.mkdirs.wait()
 			}
 			if c.op != nil {

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -221,15 +219,7 @@ func (n *node) packable() ([]byte, bool) {
 // committed installs the answer to a commit of all of n's unflushed
 // writes (n.mu held), as flushAt does.
 func (n *node) committed(na *metapb.Inode, exts []*metapb.Extent, epoch uint64) *metapb.Inode {
-	n.wb.mu.Lock()
-	pending := n.wb.attrs != nil
-	n.wb.mu.Unlock()
-	if pending {
-		// Attribute changes made while the commit was on its way are
-		// newer than its answer: keep them (their own commit follows).
-		na = proto.Clone(na).(*metapb.Inode)
-		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
-	}
+	na = n.keepQueued(na)
 	n.f.creating = false
 	n.setAttrLocked(na, epoch)
 	n.f.exts, n.f.extsOK = exts, true

@@ -61,28 +61,17 @@ type writeBehind struct {
 // waits for the mkdirs answered before it began.
 type mkdirGate struct {
 	mu       sync.Mutex
-	cond     *sync.Cond // on mu: doneUpTo moved
+	cond     *sync.Cond // on mu: done moved
 	issued   uint64     // tickets handed out
-	doneUpTo uint64     // every ticket up to this one is committed (or failed)
-	finished map[uint64]bool
+	doneUpTo uint64     // tickets are done in order: this one and every one before
 }
 
 type mkdirKey struct{} // marks the context of a mkdir's own commit
-
-// gated are the calls that name namespace paths.
-var gated = map[string]bool{
-	"Resolve": true, "BatchResolve": true, "List": true, "Mkdir": true, "Commit": true, "CommitBatch": true,
-	"Append": true, "Delete": true, "Rename": true, "SetAttr": true, "Symlink": true, "Link": true, "SetXattr": true,
-}
 
 // add hands out the next ticket (a mkdir answered).
 func (g *mkdirGate) add() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.cond == nil {
-		g.cond = sync.NewCond(&g.mu)
-		g.finished = map[uint64]bool{}
-	}
 	g.issued++
 	return g.issued
 }
@@ -96,13 +85,10 @@ func (g *mkdirGate) turn(t uint64) {
 	g.mu.Unlock()
 }
 
+// done marks ticket t done; its turn came first.
 func (g *mkdirGate) done(t uint64) {
 	g.mu.Lock()
-	g.finished[t] = true
-	for g.finished[g.doneUpTo+1] {
-		delete(g.finished, g.doneUpTo+1)
-		g.doneUpTo++
-	}
+	g.doneUpTo = t
 	g.cond.Broadcast()
 	g.mu.Unlock()
 }
@@ -204,6 +190,7 @@ func newWriteBehind(m *Mount) *writeBehind {
 	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}}
 	w.idle = sync.NewCond(&w.mu)
 	w.pack.w = w
+	w.mkdirs.cond = sync.NewCond(&w.mkdirs.mu)
 	return w
 }
 
@@ -395,18 +382,27 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 		return err
 	}
 	n.mu.Lock()
-	n.wb.mu.Lock()
-	if n.wb.attrs != nil {
-		// Newer changes are queued: keep them (see flushAt).
-		na = proto.Clone(na).(*metapb.Inode)
-		na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
-	}
-	n.wb.mu.Unlock()
+	na = n.keepQueued(na)
 	n.attr = na // the content is as it was: extents stay
 	n.mu.Unlock()
 	n.tellParent(na)
 	done(na.Seq)
 	return nil
+}
+
+// keepQueued returns a commit's answer na with the attributes changed
+// here while it was on its way, if their own commit is still queued: they
+// are newer than na (n.mu held).
+func (n *node) keepQueued(na *metapb.Inode) *metapb.Inode {
+	n.wb.mu.Lock()
+	queued := n.wb.attrs != nil
+	n.wb.mu.Unlock()
+	if !queued {
+		return na
+	}
+	na = proto.Clone(na).(*metapb.Inode)
+	na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	return na
 }
 
 // fail records an error of a queued commit for the next fsync or close.

@@ -165,7 +165,18 @@ func (t *txn) nextIno() (uint64, error) {
 }
 
 func (t *txn) newInode(typ metapb.FileType, mode, uid, gid uint32) (*metapb.Inode, error) {
-	ino, err := t.nextIno()
+	return t.newInodeAt(0, typ, mode, uid, gid)
+}
+
+// newInodeAt is newInode with the number a mount reserved (MountReserve)
+// and answered its create or mkdir with; 0 takes the next one.
+func (t *txn) newInodeAt(ino uint64, typ metapb.FileType, mode, uid, gid uint32) (*metapb.Inode, error) {
+	var err error
+	if ino == 0 {
+		ino, err = t.nextIno()
+	} else {
+		err = t.reserved(ino)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -358,19 +369,8 @@ func (t *txn) mkdir(r *metapb.MkdirRequest) error {
 		}
 		return errors.E(errors.Exist, "file exists")
 	}
-	var n *metapb.Inode
-	if r.Ino != 0 {
-		if err := t.reserved(r.Ino); err != nil {
-			return err
-		}
-		n = &metapb.Inode{
-			Ino: r.Ino, Type: metapb.FileType_DIRECTORY, Mode: r.Mode, Uid: r.Uid, Gid: r.Gid,
-			MtimeNs: t.now, CtimeNs: t.now, Nlink: 2, Version: 1,
-		}
-		if n.Mode == 0 {
-			n.Mode = 0o755
-		}
-	} else if n, err = t.newInode(metapb.FileType_DIRECTORY, r.Mode, r.Uid, r.Gid); err != nil {
+	n, err := t.newInodeAt(r.Ino, metapb.FileType_DIRECTORY, r.Mode, r.Uid, r.Gid)
+	if err != nil {
 		return err
 	}
 	if err := t.link(parent, name, true, n); err != nil {
@@ -566,7 +566,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		if r.IfMatch != "" {
 			return errors.E(errors.Precondition, "file does not exist")
 		}
-		if n, err = t.newFileInode(r); err != nil {
+		if n, err = t.newInodeAt(r.Ino, metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid); err != nil {
 			return err
 		}
 		if err := t.b.Set(direntKey(parent, name, false), be64(n.Ino), nil); err != nil {

@@ -67,25 +67,6 @@ func (t *txn) mountReserve(r *metapb.MountReserveRequest) error {
 	return t.b.Set(keyInoCounter, be64(u64(val)+uint64(r.Count)), nil)
 }
 
-// newFileInode is the inode of a file a commit creates: a new number, or
-// the one a mount reserved and chose (it answered the create already).
-func (t *txn) newFileInode(r *metapb.CommitRequest) (*metapb.Inode, error) {
-	if r.Ino == 0 {
-		return t.newInode(metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid)
-	}
-	if err := t.reserved(r.Ino); err != nil {
-		return nil, err
-	}
-	mode := r.Mode
-	if mode == 0 {
-		mode = 0o644
-	}
-	return &metapb.Inode{
-		Ino: r.Ino, Type: metapb.FileType_REGULAR, Mode: mode, Uid: r.Uid, Gid: r.Gid,
-		MtimeNs: t.now, CtimeNs: t.now, Nlink: 1, Version: 1,
-	}, nil
-}
-
 // reserved checks that ino was handed out by MountReserve and is free.
 func (t *txn) reserved(ino uint64) error {
 	val, _, err := t.v.get(keyInoCounter)

@@ -32,6 +32,10 @@ var dataMethods = map[string]bool{
 	"Symlink": true, "Link": true, "SetXattr": true, "DeleteNamespace": true,
 }
 
+// DataMethod reports whether the call of full method name (or its bare
+// name) reads or changes namespace data.
+func DataMethod(method string) bool { return dataMethods[path.Base(method)] }
+
 func (s *Service) MountDirty(ctx context.Context, req *metapb.MountDirtyRequest) (*metapb.MountDirtyResponse, error) {
 	t := s.sessions()
 	t.mu.Lock()
@@ -114,7 +118,7 @@ func (ms *mountSession) clean(e uint64) {
 // written-behind changes before a data call is served.
 func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
 	t := s.sessions()
-	if t.dirty.Load() == 0 || !dataMethods[path.Base(fullMethod)] {
+	if t.dirty.Load() == 0 || !DataMethod(fullMethod) {
 		return
 	}
 	var self string

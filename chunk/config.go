@@ -45,6 +45,9 @@ type Config struct {
 	ScrubRate int64
 	// ScrubInterval is the pause between two scrub passes. Default 24h.
 	ScrubInterval time.Duration
+	// NoLocalReads turns off the local-read socket (local.go): clients on
+	// this host then read over HTTP like everyone else.
+	NoLocalReads bool
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.

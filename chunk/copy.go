@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 
 	"cairn/errors"
 	"cairn/volume"
@@ -100,6 +101,13 @@ func (s *Store) RepairNeedle(ctx context.Context, vid uint32, key uint64) (err e
 	set := s.repl.sets[vid]
 	s.repl.mu.Unlock()
 	path := errors.Path(fmt.Sprintf("%d/%d", vid, key))
+	// A reader on this host checks blocks itself (local.go) and reports
+	// what it found: look before rewriting, and count the damage here.
+	if size, err := v.Size(key); err == nil {
+		if _, err := s.ReadTo(ctx, vid, key, 0, size, io.Discard); err == nil {
+			return nil // intact: nothing to repair
+		}
+	}
 	if set.gen != v.Gen() {
 		return errors.E(op, errors.Unavailable, path, "no current replica set to repair from")
 	}

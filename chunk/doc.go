@@ -26,6 +26,8 @@
 //	GET    /admin/volumes/{vid}/needles      [{"k":key,"n":size},...]
 //	POST   /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N  copy from a peer
 //	POST   /v/{vid}/{key}/repair             restore a corrupt needle from a peer
+//	GET    /local                   {"socket":"@cairn-chunk-ID"}: the local-read
+//	                                socket (local.go); 404 when off
 //
 // In a cluster (replicate.go) a POST to the volume's primary is forwarded
 // to the other replicas and answered once every copy is durable; every
@@ -72,7 +74,9 @@
 // Run sends a heartbeat to meta every HeartbeatInterval (server id, address,
 // labels, capacity and free space from statfs, every volume's stats) and
 // compacts, one at a time, volumes whose garbage ratio passes CompactRatio.
-// Every operation is counted in metrics.Ops (role "chunk": put, putkey,
-// get, head, delete, create, compact, volumes), and corrupt reads in
+// Run also serves local reads (local.go): clients on this host read
+// needles straight from the volume files, asking the server where each
+// lies. Every operation is counted in metrics.Ops (role "chunk": put,
+// putkey, get, head, delete, create, compact, volumes, locate, repair), and corrupt reads in
 // cairn_chunk_corrupt_reads_total.
 package chunk

@@ -97,6 +97,7 @@ func (s *Store) Handler() http.Handler {
 	mux.HandleFunc("PUT /v/{vid}/{key}", s.handlePut)
 	mux.HandleFunc("GET /v/{vid}/{key}", s.handleGet) // and HEAD
 	mux.HandleFunc("DELETE /v/{vid}/{key}", s.handleDelete)
+	mux.HandleFunc("GET /local", s.handleLocal)
 	mux.HandleFunc("PUT /admin/volumes/{vid}", s.handleCreate)
 	mux.HandleFunc("GET /admin/volumes", s.handleList)
 	mux.HandleFunc("POST /admin/volumes/{vid}/compact", s.handleCompact)

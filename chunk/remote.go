@@ -11,6 +11,8 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +42,13 @@ type Remote struct {
 	addr string
 	base string
 	c    *http.Client
+
+	// local is the data server's local-read path, if it is on this host
+	// (local.go); looked for at the first read, again localRetry after a
+	// failure.
+	localMu   sync.Mutex
+	local     *localReader
+	localNext time.Time
 }
 
 // NewRemote returns a client of the data server at addr (host:port).
@@ -196,6 +205,14 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 		}
 		return 0, nil
 	}
+	if l := r.localReader(ctx); l != nil {
+		n, err := l.readTo(ctx, vid, key, off, length, w)
+		down, ok := err.(errLocalDown)
+		if !ok {
+			return n, err
+		}
+		r.localFailed(l, down)
+	}
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+length-1)}}
 	resp, err := r.do(ctx, op, http.MethodGet, r.needleURL(vid, key), nil, hdr)
 	if err != nil {
@@ -217,6 +234,72 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 		return n, errors.E(op, errors.IO, path, fmt.Errorf("body cut short after %d bytes (server found damage or failed): %w", n, err))
 	}
 	return n, nil
+}
+
+// ReadLocal reads bytes [off, off+len(p)) of a needle into p through the
+// local path, verified, if the data server is on this host; local is
+// false if it is not (or the path just failed), and the caller reads
+// another way.
+func (r *Remote) ReadLocal(ctx context.Context, vid uint32, key uint64, p []byte, off int64) (n int, local bool, err error) {
+	l := r.localReader(ctx)
+	if l == nil {
+		return 0, false, nil
+	}
+	n, err = l.readAt(ctx, vid, key, p, off)
+	if down, ok := err.(errLocalDown); ok {
+		r.localFailed(l, down)
+		return 0, false, nil
+	}
+	return n, true, err
+}
+
+// Local says whether reads from this data server take the local path
+// (its files are on this host).
+func (r *Remote) Local() bool {
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	return r.local != nil
+}
+
+// localReader returns the data server's local-read path, asking the
+// server for it (GET /local, then a connection to its socket) at the
+// first read and again localRetry after it was refused or failed.
+func (r *Remote) localReader(ctx context.Context) *localReader {
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	if r.local != nil || time.Now().Before(r.localNext) {
+		return r.local
+	}
+	r.localNext = time.Now().Add(localRetry)
+	resp, err := r.do(ctx, "chunk.Remote.Local", http.MethodGet, r.base+"/local", nil, nil)
+	if err != nil {
+		return nil
+	}
+	var info localInfo
+	err = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&info)
+	drain(resp)
+	if err != nil || !strings.HasPrefix(info.Socket, "@cairn-chunk-") {
+		return nil
+	}
+	c, err := dialLocal(ctx, info.Socket)
+	if err != nil {
+		return nil // another host's server, or another network namespace's
+	}
+	r.local = &localReader{socket: info.Socket, files: map[uint32]*sharedFile{}}
+	r.local.put(&localConn{c: c})
+	return r.local
+}
+
+// localFailed gives up the local path after a failure of it; HTTP serves
+// until the next look.
+func (r *Remote) localFailed(l *localReader, err error) {
+	r.localMu.Lock()
+	if r.local == l {
+		r.local = nil
+		r.localNext = time.Now().Add(localRetry)
+	}
+	r.localMu.Unlock()
+	l.close()
 }
 
 // Size returns a needle's length.

@@ -45,6 +45,8 @@ type Store struct {
 	closed     bool
 
 	repl replication // replica sets, lease, copies (replicate.go)
+	// localOn: the local-read socket is listening (local.go).
+	localOn atomic.Bool
 	// maxVolumeSize is meta's volume size limit, once a heartbeat has
 	// brought it (0: cfg.MaxVolumeSize).
 	maxVolumeSize atomic.Int64
@@ -416,8 +418,9 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run sends heartbeats to meta (if configured) and compacts volumes whose
-// garbage passes Config.CompactRatio, until ctx ends.
+// Run sends heartbeats to meta (if configured), compacts volumes whose
+// garbage passes Config.CompactRatio, scrubs, and serves local readers
+// (local.go), until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if s.cfg.Meta != nil {
@@ -428,6 +431,9 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	if s.cfg.ScrubRate > 0 {
 		wg.Go(func() { s.scrubber(ctx) })
+	}
+	if !s.cfg.NoLocalReads {
+		wg.Go(func() { s.serveLocal(ctx) })
 	}
 	wg.Wait()
 	return ctx.Err()

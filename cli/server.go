@@ -125,6 +125,7 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 	sizeFlag(fs, &cfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
 	sizeFlag(fs, &cfg.ExtentSize, "extent-size", "largest needle one write creates; bigger files are split")
 	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
+	fs.BoolVar(&cfg.NoLocalReads, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
 	s3Flags(fs, &cfg.S3, &cfg.S3Domain, &cfg.S3UploadMaxAge)
 	return cmd
 }
@@ -209,6 +210,7 @@ func chunkCmd() *cobra.Command {
 	var labels []string
 	var maxNeedle int64 = 64 << 20
 	var scrubRate int64 = 8 << 20
+	var noLocal bool
 	scrubInterval, replicaTimeout := 24*time.Hour, 2*time.Second
 	cmd := &cobra.Command{
 		Use:   "chunk",
@@ -239,7 +241,7 @@ func chunkCmd() *cobra.Command {
 				scrubRate = -1 // the flag's 0 means off
 			}
 			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger(),
-				ScrubRate: scrubRate, ScrubInterval: scrubInterval, ReplicaTimeout: replicaTimeout})
+				ScrubRate: scrubRate, ScrubInterval: scrubInterval, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal})
 			if err != nil {
 				return err
 			}
@@ -270,6 +272,7 @@ func chunkCmd() *cobra.Command {
 	sizeFlag(fs, &scrubRate, "scrub-rate", "bytes/s the background scrub re-reads and verifies (0 disables)")
 	fs.DurationVar(&scrubInterval, "scrub-interval", scrubInterval, "pause between two scrub passes")
 	fs.DurationVar(&replicaTimeout, "replica-timeout", replicaTimeout, "how long a primary waits for a replica's write (plus 1s per 16MiB) before the volume turns read-only")
+	fs.BoolVar(&noLocal, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
 	return cmd
 }
 

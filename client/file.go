@@ -143,8 +143,9 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 		if err != nil {
 			return done, err
 		}
+		first := c.firstReplica(v.Servers, key)
 		for i := range v.Servers {
-			addr := v.Servers[(int(key)+i)%len(v.Servers)]
+			addr := v.Servers[(first+i)%len(v.Servers)]
 			last := i == len(v.Servers)-1 && (attempt == 1 || len(v.Servers) == 1)
 			// A data server checks each block before it sends it, so the
 			// bytes that arrived before a failure (a corrupt block past the
@@ -164,6 +165,21 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 		}
 	}
 	return done, lastErr
+}
+
+// firstReplica is the index of the replica a read of needle key tries
+// first: one on this host if the client has found one (its bytes come
+// without the network), else one picked by key, spreading reads (also
+// among several on this host).
+func (c *Client) firstReplica(servers []string, key uint64) int {
+	first := int(key % uint64(len(servers)))
+	for i := range servers {
+		j := (first + i) % len(servers)
+		if l, ok := c.chunkFor(servers[j]).(interface{ Local() bool }); ok && l.Local() {
+			return j
+		}
+	}
+	return first
 }
 
 // firstByte is how long a replica may take to start answering a read

@@ -106,7 +106,8 @@ func BenchmarkUntar(b *testing.B) {
 
 // BenchmarkSeqRead: a 2 GB file read sequentially through the mount vs a
 // do-nothing go-fuse file system (aim: at least 0.85x of that ceiling).
-// CAIRN_BENCH_SEQ_MB sets the size.
+// CAIRN_BENCH_SEQ_MB sets the size, CAIRN_BENCH_ROUNDS the runs of
+// each (best taken; default 3).
 func BenchmarkSeqRead(b *testing.B) {
 	srv := store(b)
 	dir, m := mount(b, srv, "data", func(c *fusefs.Config) {
@@ -118,9 +119,12 @@ func BenchmarkSeqRead(b *testing.B) {
 			fmt.Sscan(s, &c.Readahead, &c.Parallel)
 		}
 	})
-	mb := int64(2000)
+	mb, rounds := int64(2000), 3
 	if s := os.Getenv("CAIRN_BENCH_SEQ_MB"); s != "" {
 		fmt.Sscan(s, &mb)
+	}
+	if s := os.Getenv("CAIRN_BENCH_ROUNDS"); s != "" {
+		fmt.Sscan(s, &rounds)
 	}
 	size := mb * 1e6
 	if _, err := srv.Client().Put(context.Background(), "data", "big", io.LimitReader(bench.NewPatterned(0), size), client.PutOptions{SizeHint: size}); err != nil {
@@ -158,11 +162,7 @@ func BenchmarkSeqRead(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(size)/1e6/time.Since(t0).Seconds(), "dataplane-MB/s")
-		c, err := bench.SeqRead(filepath.Join(ceilDir, "file"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		mt, err := bench.SeqRead(filepath.Join(dir, "big"))
+		c, mt, err := bench.SeqReadVs(filepath.Join(ceilDir, "file"), filepath.Join(dir, "big"), rounds)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package fusefs
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"sort"
@@ -75,6 +74,9 @@ func (c *blockCache) slice(ctx context.Context, exts []*metapb.Extent, off, n in
 		return nil, false, nil
 	}
 	e := exts[i]
+	if c.m.cl.Local(ctx, e.Volume) {
+		return nil, false, nil // read straight into the caller's buffer
+	}
 	nlo := int64(e.NeedleOffset) + off - int64(e.Offset)
 	idx := nlo / c.bs
 	if (nlo+n-1)/c.bs != idx {
@@ -91,6 +93,14 @@ func (c *blockCache) slice(ctx context.Context, exts []*metapb.Extent, off, n in
 func (c *blockCache) readExtent(ctx context.Context, e *metapb.Extent, lo, hi int64, dst []byte) error {
 	nlo := int64(e.NeedleOffset) + lo - int64(e.Offset)
 	nhi := nlo + hi - lo
+	if c.m.cl.Local(ctx, e.Volume) {
+		// The volume's file is on this host: read it in place. The
+		// kernel's page cache of that file is the cache.
+		if o := opOf(ctx); o != nil {
+			o.Data.Add(1)
+		}
+		return retry(ctx, func() error { return c.m.cl.ReadNeedleAt(ctx, e.Volume, e.Key, dst, nlo) })
+	}
 	eLo, eHi := int64(e.NeedleOffset), int64(e.NeedleOffset+e.Length)
 	for at := nlo; at < nhi; {
 		idx := at / c.bs
@@ -165,13 +175,11 @@ func (c *blockCache) fetch(ctx context.Context, b *block) {
 			defer func() { o.Nanos.Add(int64(time.Since(t0))); o.Calls.Add(1) }()
 		}
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, b.hi-b.lo))
+	buf := make([]byte, b.hi-b.lo)
 	err := retry(ctx, func() error {
-		buf.Reset()
-		_, err := c.m.cl.ReadNeedle(ctx, b.k.vol, b.k.key, b.lo, b.hi-b.lo, buf)
-		return err
+		return c.m.cl.ReadNeedleAt(ctx, b.k.vol, b.k.key, buf, b.lo)
 	})
-	c.fetched(b, buf.Bytes(), err)
+	c.fetched(b, buf, err)
 }
 
 // fetched completes a fetch of b with data (or err).
@@ -209,6 +217,9 @@ func (c *blockCache) prefetch(exts []*metapb.Extent, committed, from, to int64) 
 	c.mu.Lock()
 	for ; i < len(exts) && int64(exts[i].Offset) < to; i++ {
 		e := exts[i]
+		if c.m.cl.Local(ctx, e.Volume) {
+			continue // read in place when asked; the kernel reads ahead in its file
+		}
 		lo, hi := max(from, int64(e.Offset)), min(to, int64(e.Offset+e.Length))
 		eLo, eHi := int64(e.NeedleOffset), int64(e.NeedleOffset+e.Length)
 		nlo := eLo + lo - int64(e.Offset)

@@ -20,7 +20,7 @@ import (
 // file again is served by the disk tier (no fetch from the data servers)
 // and reads the same bytes.
 func TestDiskCache(t *testing.T) {
-	srv := store(t)
+	srv := remoteStore(t)
 	cacheDir := t.TempDir()
 	// A leftover of an earlier mount (another cluster, maybe): emptied.
 	stale := filepath.Join(cacheDir, "cairn-blocks", "1-1-0")

@@ -23,11 +23,20 @@ import (
 
 // store starts a real store on loopback with namespace "data".
 func store(t testing.TB) *server.Server {
+	// CAIRN_BENCH_NO_LOCAL measures what local reads bring.
+	return startStore(t, os.Getenv("CAIRN_BENCH_NO_LOCAL") != "")
+}
+
+// remoteStore is store with local reads off: the mount reads over HTTP and
+// through its block cache, as from a data server on another host.
+func remoteStore(t testing.TB) *server.Server { return startStore(t, true) }
+
+func startStore(t testing.TB, noLocal bool) *server.Server {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Fatalf("FUSE is required: %v", err)
 	}
-	srv := servertest.Start(t, nil)
+	srv := servertest.Start(t, func(c *server.Config) { c.NoLocalReads = noLocal })
 	if _, err := srv.Client().CreateNamespace(context.Background(), "data", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,16 @@ import (
 // close's write-behind commit, which once made a read answer short (and
 // the kernel shrink the file): several seeds give that race more chances.
 func TestRandomOps(t *testing.T) {
-	srv := store(t)
-	dir, _ := mount(t, srv, "data", func(c *fusefs.Config) { c.BlockSize = 64 << 10; c.DirtyMax = 1 << 20 })
-	for seed := uint64(1); seed <= 3; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomOps(t, dir, seed) })
+	// Reads take two paths: in place from the volume files of a data
+	// server on this host, or over HTTP through the block cache.
+	for _, remote := range []bool{false, true} {
+		t.Run(map[bool]string{false: "local", true: "remote"}[remote], func(t *testing.T) {
+			srv := startStore(t, remote)
+			dir, _ := mount(t, srv, "data", func(c *fusefs.Config) { c.BlockSize = 64 << 10; c.DirtyMax = 1 << 20 })
+			for seed := uint64(1); seed <= 3; seed++ {
+				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { randomOps(t, dir, seed) })
+			}
+		})
 	}
 }
 

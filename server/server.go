@@ -50,6 +50,7 @@ type Config struct {
 	HotObjectMax  int64         // largest object the hot cache keeps. Default 1 MiB
 	ExtentSize    int64         // largest needle a write creates. Default 8 MiB
 	MaxVolumeSize uint64        // bytes before a volume turns read-only. Default 8 GiB
+	NoLocalReads  bool          // clients on this host read over HTTP, not from the volume files (chunk/local.go)
 
 	Logger *slog.Logger
 }
@@ -141,7 +142,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.cancel = cancel
 	s.store, err = chunk.Open(chunk.Config{
 		Dir: filepath.Join(cfg.Data, "chunk"), Addr: chunkAddr, Meta: mc,
-		MaxVolumeSize: int64(cfg.MaxVolumeSize), Logger: cfg.Logger,
+		MaxVolumeSize: int64(cfg.MaxVolumeSize), NoLocalReads: cfg.NoLocalReads, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

@@ -121,7 +121,7 @@ func (v *Volume) Compact() error {
 	}
 
 	v.mu.Lock()
-	v.df = newDataFile(nf)
+	v.df = newDataFile(nf, sb.instance)
 	v.idx = c.idx
 	v.garbage = c.garbage
 	oldIdx := v.idxf

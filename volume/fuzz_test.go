@@ -117,3 +117,57 @@ func FuzzOpenTail(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadLocated: a shared-file reader, told a needle's location (or a
+// made-up one), returns exactly what ReadTo returns for any range, or an
+// error; it never returns bytes that are not the needle's.
+func FuzzReadLocated(f *testing.F) {
+	f.Add(uint32(0), uint32(100), int64(0), int64(0))
+	f.Add(uint32(65530), uint32(70000), int64(0), int64(0))
+	f.Add(uint32(1), uint32(200000), int64(8), int64(0))
+	f.Add(uint32(0), uint32(10), int64(-24), int64(-1))
+	dir := f.TempDir()
+	v, err := Create(dir, 3, 1, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer v.Close()
+	data := make([]byte, 3*BlockSize+77)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	v.Append(1, []byte("before"))
+	key, err := v.Append(1, data)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fh, release, loc := shareForTest(f, v, key)
+	defer release()
+	f.Fuzz(func(t *testing.T, off, length uint32, dataShift, sizeShift int64) {
+		o, n := int64(off%uint32(len(data)+2)), int64(length%uint32(len(data)+2))
+		var want bytes.Buffer
+		_, werr := v.ReadTo(key, o, n, &want)
+		l := loc
+		l.Data += dataShift
+		l.Size += sizeShift
+		p := make([]byte, n)
+		got, err := ReadLocatedAt(fh, key, l, p, o)
+		var w bytes.Buffer
+		m, err2 := ReadLocated(fh, key, l, o, n, &w)
+		if l == loc {
+			if (werr == nil) != (err == nil) || (werr == nil) != (err2 == nil) {
+				t.Fatalf("[%d,+%d): ReadTo %v, ReadLocatedAt %v, ReadLocated %v", o, n, werr, err, err2)
+			}
+			if werr == nil && (got != int(n) || !bytes.Equal(p, want.Bytes()) || !bytes.Equal(w.Bytes(), want.Bytes())) {
+				t.Fatalf("[%d,+%d): bytes differ from ReadTo", o, n)
+			}
+			return
+		}
+		// A wrong location: whatever verified must be the needle's own
+		// bytes at that offset (a shift by whole blocks cannot verify: the
+		// block index is in the checksum).
+		if !bytes.Equal(p[:got], data[o:o+int64(got)]) || !bytes.Equal(w.Bytes(), data[o:o+m]) {
+			t.Fatalf("a made-up location (%+d data, %+d size) returned bytes that are not the needle's", dataShift, sizeShift)
+		}
+	})
+}

@@ -53,7 +53,21 @@ func (v *Volume) ReadTo(key uint64, off, length int64, w io.Writer) (int64, erro
 	if length == 0 {
 		return 0, nil
 	}
-	dataStart := int64(s.off)*8 + headerSize
+	n, err := readNeedle(df.f, key, int64(s.off)*8+headerSize, int64(s.size), off, length, w)
+	if errors.Is(errors.Corrupt, err) {
+		v.corrupt.Add(1)
+	}
+	if err != nil {
+		return n, errors.E(op, v.keyPath(key), err)
+	}
+	return n, nil
+}
+
+// readNeedle writes bytes [off, off+length) of needle key, whose n data
+// bytes start at dataStart in f, to w: the blocks the range touches are
+// read with their checksums and verified before any byte reaches w. The
+// range must lie inside the needle and be non-empty.
+func readNeedle(f io.ReaderAt, key uint64, dataStart, n, off, length int64, w io.Writer) (int64, error) {
 	sumsStart := dataStart + n
 	last := (n - 1) / BlockSize // last block of the needle
 	b0, b1 := off/BlockSize, (off+length-1)/BlockSize
@@ -75,25 +89,24 @@ func (v *Volume) ReadTo(key uint64, off, length int64, w io.Writer) (int64, erro
 		if wb1 == last {
 			// Data runs up to the checksum array: one pread for both.
 			span := buf[:sumsStart+4*(wb1+1)-(dataStart+dlo)]
-			if _, err := df.f.ReadAt(span, dataStart+dlo); err != nil {
-				return written, errors.E(op, errors.IO, v.keyPath(key), err)
+			if _, err := f.ReadAt(span, dataStart+dlo); err != nil {
+				return written, errors.E(errors.IO, err)
 			}
 			sums = span[n-dlo+4*wb0:]
 		} else {
 			sums = buf[len(data) : len(data)+int(4*(wb1-wb0+1))]
-			if _, err := df.f.ReadAt(data, dataStart+dlo); err != nil {
-				return written, errors.E(op, errors.IO, v.keyPath(key), err)
+			if _, err := f.ReadAt(data, dataStart+dlo); err != nil {
+				return written, errors.E(errors.IO, err)
 			}
-			if _, err := df.f.ReadAt(sums, sumsStart+4*wb0); err != nil {
-				return written, errors.E(op, errors.IO, v.keyPath(key), err)
+			if _, err := f.ReadAt(sums, sumsStart+4*wb0); err != nil {
+				return written, errors.E(errors.IO, err)
 			}
 		}
 		for b := wb0; b <= wb1; b++ {
 			blk := data[(b-wb0)*BlockSize : min((b-wb0+1)*BlockSize, int64(len(data)))]
 			want := binary.LittleEndian.Uint32(sums[4*(b-wb0):])
 			if got := blockSum(crc32.Checksum(blk, castagnoli), key, uint32(b)); got != want {
-				v.corrupt.Add(1)
-				return written, errors.E(op, errors.Corrupt, v.keyPath(key),
+				return written, errors.E(errors.Corrupt,
 					fmt.Sprintf("block %d at offset %d: checksum %#x, want %#x", b, dataStart+b*BlockSize, got, want))
 			}
 		}
@@ -101,7 +114,7 @@ func (v *Volume) ReadTo(key uint64, off, length int64, w io.Writer) (int64, erro
 		m, err := w.Write(data[lo:hi])
 		written += int64(m)
 		if err != nil {
-			return written, errors.E(op, errors.IO, v.keyPath(key), err)
+			return written, errors.E(errors.IO, err)
 		}
 	}
 	return written, nil

@@ -81,12 +81,13 @@ func (s Stats) GarbageRatio() float64 {
 // dataFile is a reference-counted .dat handle: compaction swaps in a new
 // file while reads on the old one finish; the last reader closes it.
 type dataFile struct {
-	f    *os.File
-	refs atomic.Int64
+	f        *os.File
+	instance uint64 // the superblock's: tells this file from its compacted successor
+	refs     atomic.Int64
 }
 
-func newDataFile(f *os.File) *dataFile {
-	d := &dataFile{f: f}
+func newDataFile(f *os.File, instance uint64) *dataFile {
+	d := &dataFile{f: f, instance: instance}
 	d.refs.Store(1) // the volume's own reference
 	return d
 }
@@ -280,7 +281,7 @@ func (v *Volume) load(f *os.File) error {
 	}
 	datSize := fi.Size()
 	v.sb = sb
-	v.df = newDataFile(f)
+	v.df = newDataFile(f, sb.instance)
 	maxKey := uint64(0)
 	apply := func(key uint64, off int64, size uint32, flags byte) {
 		v.apply(key, off, size, flags)

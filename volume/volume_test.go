@@ -695,3 +695,24 @@ func TestCloseWithReaders(t *testing.T) {
 	}
 	_ = io.Discard
 }
+
+// shareForTest opens the volume's file the way another process would get
+// it, and returns it with needle key's location.
+func shareForTest(t testing.TB, v *Volume, key uint64) (*os.File, func(), Location) {
+	t.Helper()
+	f, instance, release, err := v.Share()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckShared(f, v.id, instance); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckShared(f, v.id+1, instance); !errors.Is(errors.Stale, err) {
+		t.Fatalf("another volume's file passed: %v", err)
+	}
+	loc, err := v.Locate(key)
+	if err != nil || loc.Instance != instance {
+		t.Fatalf("locate: %+v, %v", loc, err)
+	}
+	return f, release, loc
+}

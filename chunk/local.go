@@ -63,6 +63,14 @@ const (
 	// localIdle is how long a client keeps a volume file, or a connection,
 	// it has not used.
 	localIdle = 30 * time.Second
+	// localTrust is how long after the server last named a file its
+	// volume's current one a client reads needles it already located in
+	// that file without asking again. Needles never change, so the worst
+	// a stale location can do is read a needle's bytes from the file a
+	// compaction replaced, for at most this long.
+	localTrust = 2 * time.Second
+	// localMaxLocs bounds the locations a client keeps per volume file.
+	localMaxLocs = 1 << 16
 	// localRetry is how long a client waits before asking a data server
 	// again for local reads after they were refused or failed.
 	localRetry = 10 * time.Second
@@ -289,6 +297,12 @@ type sharedFile struct {
 	refs     int
 	gone     bool // replaced or dropped: close at the last release
 	used     time.Time
+
+	// locs are needles located in this file, read again without asking
+	// while the server named this file its current one less than
+	// localTrust ago (confirmed).
+	locs      map[uint64]volume.Location
+	confirmed time.Time
 }
 
 // errLocalDown marks a failure of the local path itself (the socket, a
@@ -339,18 +353,22 @@ func (l *localReader) readAt(ctx context.Context, vid uint32, key uint64, p []by
 func (l *localReader) located(ctx context.Context, vid uint32, key uint64, read func(*os.File, volume.Location) error) error {
 	const op errors.Op = "chunk.Remote.ReadTo"
 	for range 3 {
-		a, err := l.call(ctx, localRequest{op: localLocate, vid: vid, key: key})
-		if err != nil {
-			return err
+		sf, loc, ok := l.known(vid, key)
+		if !ok {
+			a, err := l.call(ctx, localRequest{op: localLocate, vid: vid, key: key})
+			if err != nil {
+				return err
+			}
+			if sf, err = l.file(ctx, vid, a.loc.Instance); err != nil {
+				return err
+			}
+			if sf == nil {
+				continue // the volume was compacted meanwhile: locate again
+			}
+			loc = a.loc
+			l.remember(sf, key, loc)
 		}
-		sf, err := l.file(ctx, vid, a.loc.Instance)
-		if err != nil {
-			return err
-		}
-		if sf == nil {
-			continue // the volume was compacted meanwhile: locate again
-		}
-		err = read(sf.f, a.loc)
+		err := read(sf.f, loc)
 		l.release(sf)
 		if err != nil {
 			return errors.E(op, errors.Path(fmt.Sprintf("%d/%d", vid, key)), err)
@@ -358,6 +376,36 @@ func (l *localReader) located(ctx context.Context, vid uint32, key uint64, read 
 		return nil
 	}
 	return errLocalDown{fmt.Errorf("volume %d changed file three times during one read", vid)}
+}
+
+// known returns the file and location of a needle located recently, with
+// a reference held on the file.
+func (l *localReader) known(vid uint32, key uint64) (*sharedFile, volume.Location, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sf := l.files[vid]
+	if sf == nil || time.Since(sf.confirmed) >= localTrust {
+		return nil, volume.Location{}, false
+	}
+	loc, ok := sf.locs[key]
+	if !ok {
+		return nil, volume.Location{}, false
+	}
+	sf.refs++
+	sf.used = time.Now()
+	return sf, loc, true
+}
+
+// remember notes that the server just located needle key in sf, its
+// volume's current file.
+func (l *localReader) remember(sf *sharedFile, key uint64, loc volume.Location) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(sf.locs) >= localMaxLocs {
+		clear(sf.locs)
+	}
+	sf.locs[key] = loc
+	sf.confirmed = time.Now()
 }
 
 // file returns volume vid's file of the given instance, asking the server
@@ -380,7 +428,7 @@ func (l *localReader) file(ctx context.Context, vid uint32, instance uint64) (*s
 		f.Close()
 		return nil, errLocalDown{err}
 	}
-	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, used: time.Now()}
+	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, used: time.Now(), locs: map[uint64]volume.Location{}}
 	l.mu.Lock()
 	if old := l.files[vid]; old != nil {
 		l.dropLocked(old)

@@ -89,8 +89,13 @@ func TestLocalReads(t *testing.T) {
 	if !r.Local() {
 		t.Fatal("reads did not take the local path")
 	}
-	if locates(s) == 0 {
+	asked := locates(s)
+	if asked == 0 {
 		t.Fatal("the server answered no locate")
+	}
+	check(t)
+	if n := locates(s); n != asked {
+		t.Errorf("needles located a moment ago were located again (%d locates, then %d)", asked, n)
 	}
 	// Errors come from the server's answer, as over HTTP.
 	if _, err := r.ReadTo(ctx, 1, 9999, 0, 1, &bytes.Buffer{}); !errors.Is(errors.NotExist, err) {
@@ -116,6 +121,10 @@ func TestLocalReads(t *testing.T) {
 		data[i] = nil
 	}
 	must(t, s.Compact(1))
+	check(t) // locations still trusted: the old file, same bytes
+	r.local.mu.Lock()
+	old.confirmed = time.Time{} // as localTrust later
+	r.local.mu.Unlock()
 	check(t)
 	r.local.mu.Lock()
 	cur := r.local.files[1]

@@ -90,6 +90,9 @@ func BenchmarkUntar(b *testing.B) {
 		f := untar(loop)
 		b.ReportMetric(f.Seconds(), "loopback-s")
 		b.ReportMetric(f.Seconds()/l.Seconds(), "loopback-ratio")
+		fl := untar(floorFS(b))
+		b.ReportMetric(fl.Seconds(), "floor-s")
+		b.ReportMetric(fl.Seconds()/l.Seconds(), "floor-ratio")
 		d := filepath.Join(dir, fmt.Sprint(i))
 		os.Mkdir(d, 0o755)
 		mt := untar(d)
@@ -99,6 +102,7 @@ func BenchmarkUntar(b *testing.B) {
 		b.ReportMetric(l.Seconds(), "local-s")
 		b.ReportMetric(mt.Seconds(), "mount-s")
 		b.ReportMetric(mt.Seconds()/l.Seconds(), "ratio")
+		b.ReportMetric(mt.Seconds()/fl.Seconds(), "mount-vs-floor")
 		b.ReportMetric(drain.Seconds(), "then-commit-s")
 	}
 	b.Log("\n" + m.Stats().String())

@@ -58,6 +58,18 @@ func loopback(b *testing.B) string {
 	return dir
 }
 
+// floorFS mounts an in-memory FUSE file system that does nothing else
+// (bench.MemFS): FUSE's own cost, the floor under the mount's ratios.
+func floorFS(b *testing.B) string {
+	dir := b.TempDir()
+	unmount, err := bench.MemFS(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unmount() })
+	return dir
+}
+
 // BenchmarkSmallFiles: 5,000 files of 64 KB in 4-deep paths, create+write
 // then read back (aim: at least 0.3x local files/s).
 func BenchmarkSmallFiles(b *testing.B) {
@@ -78,9 +90,12 @@ func BenchmarkSmallFiles(b *testing.B) {
 		}
 		lw, lr := smallFiles(localDir(b))
 		fw, fr := smallFiles(loop)
+		flw, flr := smallFiles(floorFS(b))
 		mw, mr := smallFiles(dir)
 		b.ReportMetric(fw/lw, "loopback-write-ratio")
 		b.ReportMetric(fr/lr, "loopback-read-ratio")
+		b.ReportMetric(flw/lw, "floor-write-ratio")
+		b.ReportMetric(flr/lr, "floor-read-ratio")
 		t0 := time.Now()
 		m.Sync()
 		b.ReportMetric(time.Since(t0).Seconds(), "then-commit-s")

@@ -23,6 +23,7 @@ func MemFS(dir string) (unmount func() error, err error) {
 		MountOptions: fuse.MountOptions{
 			MaxWrite: 1 << 20, MaxReadAhead: 1 << 20, DisableSplice: true, MaxBackground: 64,
 			ExplicitDataCacheControl: true, Options: []string{"default_permissions"},
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2, // as a Cairn mount: no set-ID bits to drop here
 		},
 		EntryTimeout: &hour, AttrTimeout: &hour, NegativeTimeout: &zero,
 	})

@@ -21,8 +21,8 @@ func TestBenchMount(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(rows) != 9 {
-		t.Fatalf("%d rows, want 9: %s", len(rows), out)
+	if len(rows) != 10 {
+		t.Fatalf("%d rows, want 10: %s", len(rows), out)
 	}
 	for _, r := range rows {
 		if r.Local <= 0 || r.Mount <= 0 || r.Ratio <= 0 {

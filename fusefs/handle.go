@@ -95,6 +95,9 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	ctx = h.n.m.begin(ctx, "write")
 	defer end(ctx)
+	if err := h.n.dropSetID(ctx); err != nil {
+		return 0, errno(err)
+	}
 	if h.append {
 		// O_APPEND is atomic across mounts: the data goes to meta's
 		// Append, which places it at the end as of the commit.

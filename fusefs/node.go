@@ -258,6 +258,18 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		ns := t.UnixNano()
 		req.MtimeNs = &ns
 	}
+	if req.Mode == nil && n.isFile() {
+		// The kernel leaves dropping set-ID bits to us (fs.go): on a
+		// change of owner, and on an unprivileged truncate.
+		chown := req.Uid != nil || req.Gid != nil
+		if chown || in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+			if m, drop, err := n.setIDDropped(ctx); err != nil {
+				return errno(err)
+			} else if drop {
+				req.Mode = &m
+			}
+		}
+	}
 	if sz, ok := in.GetSize(); ok {
 		// Unflushed writes first, so the cut applies to them too.
 		if err := n.flush(ctx); err != nil {
@@ -294,6 +306,41 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	n.fill(a, &out.Attr)
 	out.SetTimeout(n.m.timeout())
 	return 0
+}
+
+// setIDDropped returns n's permission bits without set-user-ID, and
+// without set-group-ID if the file is group-executable, as a local file
+// system leaves them after a change of owner or of content; drop says
+// there was something to drop.
+func (n *node) setIDDropped(ctx context.Context) (mode uint32, drop bool, err error) {
+	a, err := n.stat(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	m := a.Mode & 07777
+	mode = m &^ syscall.S_ISUID
+	if m&syscall.S_IXGRP != 0 {
+		mode &^= syscall.S_ISGID
+	}
+	return mode, mode != m, nil
+}
+
+// dropSetID drops n's set-ID bits before a change of content by a caller
+// without CAP_FSETID (anyone but root, here), as the kernel does for a
+// local file system and leaves to us (fs.go).
+func (n *node) dropSetID(ctx context.Context) error {
+	if uid, _ := caller(ctx); uid == 0 {
+		return nil
+	}
+	m, drop, err := n.setIDDropped(ctx)
+	if err != nil || !drop {
+		return err
+	}
+	var out fuse.AttrOut
+	if e := n.Setattr(ctx, nil, &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: m}}, &out); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // setAttrBehind applies an attribute change locally and queues it for

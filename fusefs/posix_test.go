@@ -303,6 +303,62 @@ func TestPOSIX(t *testing.T) {
 		}
 	})
 
+	t.Run("setid-bits-dropped", func(t *testing.T) {
+		// As on a local file system: a change of owner drops set-user-ID,
+		// and set-group-ID of a group-executable file; so does a change of
+		// content by a writer without CAP_FSETID; root's writes keep them.
+		const suid, sgid = os.ModeSetuid, os.ModeSetgid
+		p := filepath.Join(dir, "setid")
+		mode := func() os.FileMode {
+			st, err := os.Stat(p)
+			must(t, err)
+			return st.Mode() & (suid | sgid | os.ModePerm)
+		}
+		check := func(what string, want os.FileMode) {
+			t.Helper()
+			if got := mode(); got != want {
+				t.Errorf("%s: mode %v, want %v", what, got, want)
+			}
+		}
+		must(t, os.WriteFile(p, []byte("x"), 0o755))
+		must(t, os.Chmod(p, suid|sgid|0o755))
+		must(t, os.WriteFile(p, []byte("root writes"), 0o755))
+		check("after root's write", suid|sgid|0o755)
+		must(t, os.Chown(p, 4321, 4321))
+		check("after chown", 0o755)
+
+		must(t, os.Chmod(p, suid|sgid|0o777))
+		must(t, asUser(t, 4321, func() error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, err = f.WriteAt([]byte("owner writes"), 3)
+			return errors.Join(err, f.Close())
+		}))
+		check("after the owner's write", 0o777)
+
+		must(t, os.Chmod(p, sgid|0o767)) // not group-executable: kept
+		must(t, asUser(t, 4321, func() error { return os.WriteFile(p, []byte("again"), 0o644) }))
+		check("after a write, set-group-ID without group execute", sgid|0o767)
+
+		must(t, os.Chmod(p, suid|0o777))
+		must(t, asUser(t, 4321, func() error { return os.Truncate(p, 2) }))
+		check("after the owner's truncate", 0o777)
+		if got := readFile(t, p); got != "ag" {
+			t.Errorf("content %q", got)
+		}
+		must(t, os.Chmod(p, suid|sgid|0o777))
+		must(t, asUser(t, 4321, func() error {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_TRUNC, 0)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}))
+		check("after the owner's O_TRUNC open", 0o777)
+	})
+
 	t.Run("permissions", func(t *testing.T) {
 		p := filepath.Join(dir, "private")
 		must(t, os.WriteFile(p, []byte("secret"), 0o600))

@@ -49,6 +49,7 @@ type Remote struct {
 	localMu   sync.Mutex
 	local     *localReader
 	localNext time.Time
+	probing   bool // a look is under way: readers meanwhile use HTTP
 }
 
 // NewRemote returns a client of the data server at addr (host:port).
@@ -266,11 +267,22 @@ func (r *Remote) Local() bool {
 // first read and again localRetry after it was refused or failed.
 func (r *Remote) localReader(ctx context.Context) *localReader {
 	r.localMu.Lock()
-	defer r.localMu.Unlock()
-	if r.local != nil || time.Now().Before(r.localNext) {
+	if r.local != nil || r.probing || time.Now().Before(r.localNext) {
+		defer r.localMu.Unlock()
 		return r.local
 	}
-	r.localNext = time.Now().Add(localRetry)
+	r.probing, r.localNext = true, time.Now().Add(localRetry)
+	r.localMu.Unlock()
+	l := r.probeLocal(ctx)
+	r.localMu.Lock()
+	defer r.localMu.Unlock()
+	r.probing, r.local = false, l
+	return l
+}
+
+// probeLocal asks the server for its local-read socket and connects to it;
+// nil if there is none or this process cannot reach it.
+func (r *Remote) probeLocal(ctx context.Context) *localReader {
 	resp, err := r.do(ctx, "chunk.Remote.Local", http.MethodGet, r.base+"/local", nil, nil)
 	if err != nil {
 		return nil
@@ -285,9 +297,9 @@ func (r *Remote) localReader(ctx context.Context) *localReader {
 	if err != nil {
 		return nil // another host's server, or another network namespace's
 	}
-	r.local = &localReader{socket: info.Socket, files: map[uint32]*sharedFile{}}
-	r.local.put(&localConn{c: c})
-	return r.local
+	l := &localReader{socket: info.Socket, files: map[uint32]*sharedFile{}}
+	l.put(&localConn{c: c})
+	return l
 }
 
 // localFailed gives up the local path after a failure of it; HTTP serves

@@ -213,12 +213,21 @@ func (c *blockCache) drop(b *block) {
 func (c *blockCache) prefetch(exts []*metapb.Extent, committed, from, to int64) int64 {
 	ctx := c.m.begin(context.Background(), "readahead")
 	var todo []*block
-	i := sort.Search(len(exts), func(i int) bool { return int64(exts[i].Offset+exts[i].Length) > from })
+	i0 := sort.Search(len(exts), func(i int) bool { return int64(exts[i].Offset+exts[i].Length) > from })
+	// Needles of volumes on this host are read in place when asked (the
+	// kernel reads ahead in their files): not fetched. Asked before c.mu,
+	// as it may ask meta.
+	local := map[uint32]bool{}
+	for i := i0; i < len(exts) && int64(exts[i].Offset) < to; i++ {
+		if v := exts[i].Volume; !local[v] {
+			local[v] = c.m.cl.Local(ctx, v)
+		}
+	}
 	c.mu.Lock()
-	for ; i < len(exts) && int64(exts[i].Offset) < to; i++ {
+	for i := i0; i < len(exts) && int64(exts[i].Offset) < to; i++ {
 		e := exts[i]
-		if c.m.cl.Local(ctx, e.Volume) {
-			continue // read in place when asked; the kernel reads ahead in its file
+		if local[e.Volume] {
+			continue
 		}
 		lo, hi := max(from, int64(e.Offset)), min(to, int64(e.Offset+e.Length))
 		eLo, eHi := int64(e.NeedleOffset), int64(e.NeedleOffset+e.Length)

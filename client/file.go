@@ -175,7 +175,7 @@ func (c *Client) firstReplica(servers []string, key uint64) int {
 	first := int(key % uint64(len(servers)))
 	for i := range servers {
 		j := (first + i) % len(servers)
-		if l, ok := c.chunkFor(servers[j]).(interface{ Local() bool }); ok && l.Local() {
+		if c.isLocal(servers[j]) {
 			return j
 		}
 	}

@@ -45,11 +45,18 @@ func (c *Client) Local(ctx context.Context, vid uint32) bool {
 		return false
 	}
 	for _, addr := range v.Servers {
-		if l, ok := c.chunkFor(addr).(interface{ Local() bool }); ok && l.Local() {
+		if c.isLocal(addr) {
 			return true
 		}
 	}
 	return false
+}
+
+// isLocal says whether reads from the data server at addr take the local
+// path (chunk.Remote, once it has found the server on this host).
+func (c *Client) isLocal(addr string) bool {
+	l, ok := c.chunkFor(addr).(interface{ Local() bool })
+	return ok && l.Local()
 }
 
 // ReadNeedleAt fills p with bytes of needle (vid, key) from off. A replica

@@ -178,6 +178,7 @@ func TestArgumentErrors(t *testing.T) {
 	// checking the arguments, before any request.
 	c := cairn{t, "http://127.0.0.1:1"}
 	setCredentials(t, "k", "s")
+	t.Setenv("CAIRN_META", "")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -192,6 +193,9 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"bench", "get", "--size", "12 apples"}, "--size: "},
 		{[]string{"put", "--bogus"}, "unknown flag: --bogus (see 'cairn put --help')"},
 		{[]string{"stat", "ns1/x"}, "is the gateway running?"},
+		// An explicit endpoint that does not answer is an error, not a
+		// silent fall back to a meta at the default address.
+		{[]string{"mount", t.TempDir()}, "finding meta through the gateway at http://127.0.0.1:1 (or give --meta)"},
 	} {
 		c.fails(tc.want, tc.args...)
 	}

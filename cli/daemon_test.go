@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,14 @@ func TestMountDaemon(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "cairn/cmd/cairn").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// A child that cannot mount: its reason reaches the caller.
+	fail := exec.Command(bin, "mount", "-d", "--endpoint", "http://127.0.0.1:1", "docs", t.TempDir())
+	fail.Env = append(os.Environ(), "CAIRN_META=")
+	out, err := fail.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "the mount process exited: finding meta through the gateway at http://127.0.0.1:1") {
+		t.Fatalf("mount -d with no gateway: %v: %s", err, out)
+	}
+
 	srv := servertest.Start(t, nil)
 	if _, err := srv.Client().CreateNamespace(context.Background(), "docs", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
 		t.Fatal(err)

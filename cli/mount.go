@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"cairn"
 	"cairn/api"
@@ -45,15 +47,17 @@ func mountCmd(o *options) *cobra.Command {
 		Short: "mount a namespace (or every visible one, a directory each) as a POSIX file system (FUSE)",
 		Long: `mount serves a namespace over FUSE until it is unmounted (umount, fusermount3 -u,
 or Ctrl-C). Without NS every namespace the credentials can see appears as a
-directory. Meta is found at --meta (default $CAIRN_META or 127.0.0.1:8090);
-credentials come from the environment as for the other commands.
+directory. The store is found as the other commands find it: the gateway at
+--endpoint (default $CAIRN_ENDPOINT or http://127.0.0.1:8080) says where meta
+is. --meta (or $CAIRN_META) names meta directly instead. Credentials come
+from the environment as for the other commands.
 
 Options (-o, comma separated): allow_other, ro, debug.`,
 		Args: nArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), f, args) },
+		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), o, f, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.meta, "meta", "", "meta address (default $CAIRN_META or 127.0.0.1:8090)")
+	fl.StringVar(&f.meta, "meta", "", "meta address (default $CAIRN_META, else what the gateway at --endpoint advertises)")
 	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug")
 	fl.BoolVarP(&f.daemon, "daemon", "d", false, "run in the background once mounted")
 	fl.StringVar(&f.cacheSize, "cache-size", "512MiB", "block cache size")
@@ -70,7 +74,7 @@ Options (-o, comma separated): allow_other, ro, debug.`,
 	return cmd
 }
 
-func runMount(ctx context.Context, f *mountFlags, args []string) error {
+func runMount(ctx context.Context, o *options, f *mountFlags, args []string) error {
 	const op = errors.Op("cli.mount")
 	ns, dir := "", args[0]
 	if len(args) == 2 {
@@ -103,12 +107,9 @@ func runMount(ctx context.Context, f *mountFlags, args []string) error {
 			return errors.E(op, errors.Invalid, "unknown mount option "+o)
 		}
 	}
-	addr := f.meta
-	if addr == "" {
-		addr = os.Getenv("CAIRN_META")
-	}
-	if addr == "" {
-		addr = "127.0.0.1:8090"
+	addr, err := findMeta(ctx, o, f.meta)
+	if err != nil {
+		return err
 	}
 	mc, conn, err := meta.Dial(addr, fusefs.CountCalls())
 	if err != nil {
@@ -132,12 +133,43 @@ func runMount(ctx context.Context, f *mountFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if f.foreground {
+		detachStderr()
+	}
 	go func() {
 		<-ctx.Done() // Ctrl-C, SIGTERM
 		m.Unmount()
 	}()
 	m.Wait()
 	return nil
+}
+
+// findMeta returns meta's address: flag, else $CAIRN_META, else what the
+// gateway at --endpoint (or $CAIRN_ENDPOINT) advertises. When neither
+// names a gateway and the default one does not answer, it is meta's
+// default beside it, as before gateways advertised it.
+func findMeta(ctx context.Context, o *options, flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if env := os.Getenv("CAIRN_META"); env != "" {
+		return env, nil
+	}
+	c, err := o.client()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addr, err := c.MetaAddr(ctx)
+	if err != nil {
+		explicit := o.endpoint != "" || os.Getenv("CAIRN_ENDPOINT") != ""
+		if !explicit && errors.Is(errors.Unavailable, err) {
+			return defaultMeta, nil
+		}
+		return "", errors.E(errors.Op("cli.mount"), fmt.Errorf("finding meta through the gateway at %s (or give --meta): %w", c.Endpoint(), err))
+	}
+	return addr, nil
 }
 
 // visibility decides which namespaces an all-namespaces mount shows: all
@@ -163,35 +195,64 @@ func visibility(ctx context.Context, mc metapb.MetaClient) (func(*metapb.Namespa
 }
 
 // daemonize re-executes the command in the background, detached from the
-// terminal, and returns once dir is mounted (or the child failed).
+// terminal, and returns once dir is mounted (or the child failed). The
+// child's stderr is a pipe read here until the child closes it (see
+// detachStderr), so why a child could not mount is shown, not lost.
 func daemonize(dir string) error {
+	const op = errors.Op("cli.mount")
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	var st0 syscall.Stat_t
 	if err := syscall.Stat(dir, &st0); err != nil {
-		return errors.E(errors.Op("cli.mount"), errors.NotExist, errors.Path(dir), err)
+		return errors.E(op, errors.NotExist, errors.Path(dir), err)
 	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	args := append(os.Args[1:], "--foreground-child")
 	c := exec.Command(self, args...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
+	c.Stderr = w
+	err = c.Start()
+	w.Close()
+	if err != nil {
 		return err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
-		var st syscall.Stat_t
-		if syscall.Stat(dir, &st) == nil && st.Dev != st0.Dev {
-			fmt.Fprintf(os.Stderr, "cairn: mounted on %s (pid %d)\n", dir, c.Process.Pid)
-			return nil
-		}
-		select {
-		case err := <-exited:
-			return errors.E(errors.Op("cli.mount"), errors.IO, "the mount process exited", err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	said := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+		said <- b
+	}()
+	var out []byte
+	select {
+	case out = <-said: // the child mounted, or exited
+	case <-time.After(15 * time.Second):
+		r.Close()
+		return errors.E(op, errors.Unavailable, "not mounted after 15s")
 	}
-	return errors.E(errors.Op("cli.mount"), errors.Unavailable, "not mounted after 15s")
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) == nil && st.Dev != st0.Dev {
+		fmt.Fprintf(os.Stderr, "cairn: mounted on %s (pid %d)\n", dir, c.Process.Pid)
+		go c.Wait()
+		return nil
+	}
+	werr := c.Wait()
+	msg := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "cairn: "))
+	if msg == "" {
+		msg = fmt.Sprint(werr)
+	}
+	return errors.E(op, errors.IO, "the mount process exited: "+msg)
+}
+
+// detachStderr points stderr at /dev/null: the daemon is mounted, and the
+// parent that read the pipe until now is about to exit.
+func detachStderr() {
+	if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+		unix.Dup2(int(null.Fd()), 2)
+		null.Close()
+	}
 }

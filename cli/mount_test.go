@@ -13,7 +13,8 @@ import (
 	"cairn/server/servertest"
 )
 
-// TestMountCommand runs `cairn mount` in-process against a real store:
+// TestMountCommand runs `cairn mount` in-process against a real store,
+// found as users find it (the gateway at --endpoint says where meta is):
 // every visible namespace appears as a directory, a file written through
 // it reaches the store, and cancelling the command (Ctrl-C) unmounts.
 func TestMountCommand(t *testing.T) {
@@ -21,6 +22,7 @@ func TestMountCommand(t *testing.T) {
 	t.Setenv("CAIRN_ROOT_USER", servertest.Root)
 	t.Setenv("CAIRN_ROOT_PASSWORD", servertest.RootSecret)
 	t.Setenv("CAIRN_ACCESS_KEY", "")
+	t.Setenv("CAIRN_META", "")
 	if _, err := srv.Client().CreateNamespace(context.Background(), "docs", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +31,7 @@ func TestMountCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		root := cli.Root()
-		root.SetArgs([]string{"mount", "--meta", srv.Addr("meta"), "--cache-size", "16MiB", dir})
+		root.SetArgs([]string{"mount", "--endpoint", srv.URL(), "--cache-size", "16MiB", dir})
 		done <- root.ExecuteContext(ctx)
 	}()
 	t.Cleanup(func() {

@@ -298,6 +298,9 @@ func gatewayCmd() *cobra.Command {
 			}
 			defer cl.Close()
 			gcfg.Client, gcfg.Logger = cl, logger()
+			if gcfg.MetaAddr == "" {
+				gcfg.MetaAddr = metaAddr
+			}
 			g, err := gateway.New(gcfg)
 			if err != nil {
 				return err
@@ -335,6 +338,7 @@ func gatewayCmd() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&metaAddr, "meta", "127.0.0.1:8090", "meta gRPC address")
+	fs.StringVar(&gcfg.MetaAddr, "meta-advertise", "", "meta address told to mounts that find the store through this gateway (default: --meta)")
 	fs.StringVar(&listen, "http", ":8080", "HTTP listen address")
 	fs.StringVar(&admin, "admin", "127.0.0.1:8095", `admin listen address; "off" disables`)
 	fs.DurationVar(&gcfg.PublicMaxAge, "public-max-age", gcfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")

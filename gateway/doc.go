@@ -7,6 +7,7 @@
 // Routes (the README documents them for users):
 //
 //	GET    /                        namespaces the caller may see
+//	GET    /.well-known/cairn       {"meta": ADDR}: where a mount finds meta
 //	PUT    /{ns}[?visibility=V]     create a namespace, or change its visibility
 //	DELETE /{ns}                    remove an empty namespace
 //	GET    /{ns}/[dir/][?prefix=P&delimiter=/&limit=N&cursor=C]   list

@@ -35,8 +35,12 @@ type Config struct {
 	HotObjectMax int64
 	// MaxObjectSize refuses larger uploads with 413. Default 5 TiB.
 	MaxObjectSize int64
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// MetaAddr is the meta address told to clients that ask at
+	// GET /.well-known/cairn (a mount given only --endpoint). "" answers
+	// 404 there.
+	MetaAddr   string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() error {
@@ -134,6 +138,12 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) (string, int) {
 		}
 		return "list-namespaces", g.listNamespaces(w, r, p)
 	}
+	if raw == wellKnown {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return "discover", methodNotAllowed(w, "GET, HEAD")
+		}
+		return "discover", g.discover(w)
+	}
 	nsName, rest, hasSlash := strings.Cut(raw, "/")
 	if err := pathname.ValidNamespace(nsName); err != nil {
 		return "bad-request", writeError(w, err)
@@ -214,6 +224,23 @@ func parseVisibility(s string) (metapb.Visibility, error) {
 		return metapb.Visibility_PRIVATE, nil
 	}
 	return 0, errors.E(errors.Invalid, "visibility must be public or private")
+}
+
+// wellKnown is where a gateway says where the rest of the store is. A
+// namespace name cannot begin with '.', so it shadows none.
+const wellKnown = ".well-known/cairn"
+
+// discover answers where meta is, for clients that speak gRPC to it (the
+// mount). The address is not a secret (meta authenticates every call), so
+// no credentials are needed to ask.
+func (g *Gateway) discover(w http.ResponseWriter) int {
+	if g.cfg.MetaAddr == "" {
+		return writeError(w, errors.E(errors.NotExist, errors.Path("/"+wellKnown), "this gateway does not advertise a meta address; use --meta"))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Meta string `json:"meta"`
+	}{g.cfg.MetaAddr})
+	return http.StatusOK
 }
 
 func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request, p principal) int {

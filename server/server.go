@@ -168,7 +168,7 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	s.gateway, err = gateway.New(gateway.Config{
 		Client: s.client, PublicMaxAge: cfg.PublicMaxAge, HotCacheSize: cfg.HotCacheSize,
-		HotObjectMax: cfg.HotObjectMax, Logger: cfg.Logger,
+		HotObjectMax: cfg.HotObjectMax, MetaAddr: s.Addr("meta"), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

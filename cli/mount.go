@@ -61,7 +61,7 @@ Options (-o, comma separated): allow_other, ro, debug.`,
 	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug")
 	fl.BoolVarP(&f.daemon, "daemon", "d", false, "run in the background once mounted")
 	fl.StringVar(&f.cacheSize, "cache-size", "512MiB", "block cache size")
-	fl.StringVar(&f.diskCache, "disk-cache", "", "directory for a second block cache tier on local disk (blocks evicted from memory; emptied at mount)")
+	fl.StringVar(&f.diskCache, "disk-cache", "", "directory for a second block cache tier on local disk (blocks evicted from memory; kept across mounts of the same cluster)")
 	fl.StringVar(&f.diskSize, "disk-cache-size", "10GiB", "size of the --disk-cache tier")
 	fl.StringVar(&f.blockSize, "block-size", "1MiB", "block cache and readahead unit")
 	fl.IntVar(&f.readahead, "readahead", 8, "blocks fetched ahead of a sequential reader")

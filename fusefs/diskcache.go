@@ -2,23 +2,44 @@ package fusefs
 
 import (
 	"container/list"
+	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
+	"math"
+	"net"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
 )
 
 // diskCache is the block cache's second tier (Config.DiskCache): blocks
 // the memory tier evicts are written to files, up to Config.DiskCacheSize,
 // and a later miss reads them from there instead of the network. A data
 // set larger than memory and read again (a training epoch) then costs
-// local disk reads, not fetches. Needles are immutable, so a block file
-// needs no invalidation; but needle keys are unique only within one
-// cluster, so the tier starts empty with every mount.
+// local disk reads, not fetches.
+//
+// The tier outlives the mount. Needles are immutable and a volume never
+// reuses a key (compaction included), so a block file stays right for as
+// long as its cluster exists: files live in DIR/cairn-blocks/<cluster id>/
+// and the next mount of the same cluster finds them again. Each file ends
+// with a CRC-32C of its bytes, so a file torn by a crash or damaged on
+// disk is dropped and fetched again, never served. A lock file keeps a
+// second mount process out of a directory in use.
 type diskCache struct {
-	dir string // the mount's own subdirectory, emptied at start
-	max int64
-	sem chan struct{} // bounds writes in flight
+	dir  string   // DIR/cairn-blocks/<cluster>
+	lock *os.File // flock'ed DIR/cairn-blocks/lock, held while mounted
+	max  int64
+	sem  chan struct{} // bounds writes in flight
 
 	mu   sync.Mutex
 	used int64
@@ -33,15 +54,109 @@ type diskEnt struct {
 	elem   *list.Element
 }
 
-func openDiskCache(dir string, max int64) (*diskCache, error) {
-	d := filepath.Join(dir, "cairn-blocks")
-	if err := os.RemoveAll(d); err != nil {
+// crcSize is the trailer of a block file: the CRC-32C of the bytes before.
+const crcSize = 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// openDiskCache opens the disk tier of the cluster meta belongs to.
+func (m *Mount) openDiskCache(ctx context.Context) (*diskCache, error) {
+	info, err := m.meta.Info(ctx, &metapb.Empty{})
+	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(d, 0o700); err != nil {
+	d, err := openDiskCacheAt(m.cfg.DiskCache, info.ClusterId, m.cfg.DiskCacheSize)
+	if err != nil {
+		return nil, errors.E(errors.IO, err)
+	}
+	return d, nil
+}
+
+// openDiskCacheAt opens the tier of cluster under dir, taking over the
+// blocks an earlier mount left there and removing those of other
+// clusters (and of earlier formats).
+func openDiskCacheAt(dir, cluster string, max int64) (*diskCache, error) {
+	if cluster == "" || strings.ContainsAny(cluster, "/.") {
+		return nil, fmt.Errorf("meta names no usable cluster id (%q): is it older than this mount?", cluster)
+	}
+	root := filepath.Join(dir, "cairn-blocks")
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	return &diskCache{dir: d, max: max, sem: make(chan struct{}, 4), ents: map[blockKey]*diskEnt{}, lru: list.New()}, nil
+	lock, err := os.OpenFile(filepath.Join(root, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if err == unix.EWOULDBLOCK {
+			return nil, fmt.Errorf("disk cache %s is in use by another mount; give each mount its own --disk-cache", dir)
+		}
+		return nil, err
+	}
+	d := &diskCache{dir: filepath.Join(root, cluster), lock: lock, max: max, sem: make(chan struct{}, 4),
+		ents: map[blockKey]*diskEnt{}, lru: list.New()}
+	if err := d.adopt(root, cluster); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// adopt removes everything under root but the lock and this cluster's
+// directory, and indexes the complete block files in it, least recently
+// written last in the LRU.
+func (d *diskCache) adopt(root, cluster string) error {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "lock" && n != cluster {
+			if err := os.RemoveAll(filepath.Join(root, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return err
+	}
+	entries, err = os.ReadDir(d.dir)
+	if err != nil {
+		return err
+	}
+	type found struct {
+		e     *diskEnt
+		mtime time.Time
+	}
+	var all []found
+	for _, de := range entries {
+		e, ok := parseBlockName(de.Name())
+		info, err := de.Info()
+		if !ok || err != nil || !info.Mode().IsRegular() || info.Size() != e.hi-e.lo+crcSize {
+			os.Remove(filepath.Join(d.dir, de.Name())) // a temporary file, or torn
+			continue
+		}
+		e.ready = true
+		all = append(all, found{e, info.ModTime()})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mtime.Before(all[j].mtime) })
+	for _, f := range all {
+		d.removeLocked(d.ents[f.e.k]) // an older range of the same block
+		f.e.elem = d.lru.PushFront(f.e)
+		d.ents[f.e.k] = f.e
+		d.used += f.e.hi - f.e.lo
+	}
+	d.evictLocked() // the size may have been lowered since
+	return nil
+}
+
+// close waits for the writes in flight and releases the directory.
+func (d *diskCache) close() {
+	for range cap(d.sem) {
+		d.sem <- struct{}{}
+	}
+	d.lock.Close()
 }
 
 // path names the file of entry e: every field of its key and range, so
@@ -49,6 +164,27 @@ func openDiskCache(dir string, max int64) (*diskCache, error) {
 // of the same block) never shares a file with its successor.
 func (d *diskCache) path(e *diskEnt) string {
 	return filepath.Join(d.dir, fmt.Sprintf("%d-%x-%d-%d-%d", e.k.vol, e.k.key, e.k.idx, e.lo, e.hi))
+}
+
+// parseBlockName is path's inverse.
+func parseBlockName(name string) (*diskEnt, bool) {
+	f := strings.Split(name, "-")
+	if len(f) != 5 {
+		return nil, false
+	}
+	var n [5]uint64
+	for i, base := range []int{10, 16, 10, 10, 10} {
+		v, err := strconv.ParseUint(f[i], base, 63)
+		if err != nil {
+			return nil, false
+		}
+		n[i] = v
+	}
+	vol, key, idx, lo, hi := n[0], n[1], int64(n[2]), int64(n[3]), int64(n[4])
+	if vol > math.MaxUint32 || hi <= lo {
+		return nil, false
+	}
+	return &diskEnt{k: blockKey{vol: uint32(vol), key: key, idx: idx}, lo: lo, hi: hi}, true
 }
 
 // store writes data, the needle range [lo, lo+len(data)) of block k, in
@@ -104,7 +240,8 @@ func writeTemp(dir string, data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.Write(data); err != nil {
+	sum := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
+	if _, err := (&net.Buffers{data, sum}).WriteTo(f); err != nil {
 		f.Close()
 		return f.Name(), err
 	}
@@ -123,10 +260,18 @@ func (d *diskCache) load(k blockKey, lo, hi int64) ([]byte, int64, bool) {
 	d.lru.MoveToFront(e.elem)
 	d.mu.Unlock()
 	data, err := os.ReadFile(d.path(e))
-	if err != nil || int64(len(data)) != e.hi-e.lo {
-		return nil, 0, false // evicted meanwhile, or damaged: fetch it
+	n := len(data) - crcSize
+	if err != nil || int64(n) != e.hi-e.lo || crc32.Checksum(data[:n], castagnoli) != binary.BigEndian.Uint32(data[n:]) {
+		// Evicted meanwhile, or damaged: fetch it, and drop a damaged
+		// file (if the entry is still this one).
+		if err == nil {
+			d.mu.Lock()
+			d.removeLocked(e)
+			d.mu.Unlock()
+		}
+		return nil, 0, false
 	}
-	return data, e.lo, true
+	return data[:n], e.lo, true
 }
 
 // removeLocked forgets e and deletes its file (if written).

@@ -45,7 +45,8 @@ type Config struct {
 	// DiskCache, if set, is a directory for the block cache's second
 	// tier: blocks evicted from memory are kept there, up to
 	// DiskCacheSize bytes (default 10 GiB), and read back instead of
-	// fetched. The mount uses (and empties at start) DiskCache/cairn-blocks.
+	// fetched. The mount uses DiskCache/cairn-blocks/<cluster id>, kept
+	// across mounts (one mount process at a time; see diskcache.go).
 	DiskCache     string
 	DiskCacheSize int64
 	// Readahead is how many blocks sequential reading fetches ahead
@@ -131,14 +132,6 @@ func New(cfg Config) (*Mount, error) {
 		stats: newStats(), nsRoot: map[string]*node{}, cancel: cancel, done: make(chan struct{}),
 	}
 	m.blocks = newBlockCache(m, cfg.CacheSize)
-	if cfg.DiskCache != "" {
-		d, err := openDiskCache(cfg.DiskCache, cfg.DiskCacheSize)
-		if err != nil {
-			cancel()
-			return nil, errors.E(op, errors.IO, err)
-		}
-		m.blocks.disk = d
-	}
 	m.sess = newSession(m)
 	m.wb = newWriteBehind(m)
 	var root fs.InodeEmbedder
@@ -189,8 +182,19 @@ func New(cfg Config) (*Mount, error) {
 	if cfg.ReadOnly {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
 	}
+	if cfg.DiskCache != "" {
+		d, err := m.openDiskCache(ctx)
+		if err != nil {
+			cancel()
+			return nil, errors.E(op, errors.Path(cfg.DiskCache), err)
+		}
+		m.blocks.disk = d
+	}
 	srv, err := fs.Mount(cfg.Mountpoint, root, opts)
 	if err != nil {
+		if m.blocks.disk != nil {
+			m.blocks.disk.close()
+		}
 		cancel()
 		return nil, errors.E(op, errors.IO, errors.Path(cfg.Mountpoint), err)
 	}
@@ -216,6 +220,9 @@ func New(cfg Config) (*Mount, error) {
 		m.wb.drain()
 		m.cancel()
 		<-sessDone
+		if m.blocks.disk != nil {
+			m.blocks.disk.close()
+		}
 		close(m.done)
 	}()
 	return m, nil

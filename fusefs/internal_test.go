@@ -3,6 +3,7 @@ package fusefs
 import (
 	"bytes"
 	"math/rand/v2"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -111,4 +112,28 @@ func TestDirtySpans(t *testing.T) {
 	if !bytes.Equal(got, ref) {
 		t.Fatal("overlay differs from the reference")
 	}
+}
+
+// FuzzBlockName: a disk-tier file name parses only into a block range
+// that names the same file again, so an adopted file is read back under
+// the key and range it was written for.
+func FuzzBlockName(f *testing.F) {
+	d := &diskCache{dir: "."}
+	f.Add(filepath.Base(d.path(&diskEnt{k: blockKey{vol: 3, key: 0xabc, idx: 2}, lo: 131072, hi: 196608})))
+	f.Add("1-1-0")
+	f.Add("tmp-123456")
+	f.Add("4294967296-1-0-0-1")
+	f.Fuzz(func(t *testing.T, name string) {
+		e, ok := parseBlockName(name)
+		if !ok {
+			return
+		}
+		if e.hi <= e.lo || e.lo < 0 || e.k.idx < 0 {
+			t.Fatalf("%q parsed to a bad range %+v", name, e)
+		}
+		again, ok := parseBlockName(filepath.Base(d.path(e)))
+		if !ok || again.k != e.k || again.lo != e.lo || again.hi != e.hi {
+			t.Fatalf("%q: %+v named %q, which parses to %+v", name, e, d.path(e), again)
+		}
+	})
 }

@@ -105,6 +105,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_MountReserve:
 		op = "meta.MountReserve"
 		err = t.mountReserve(c.MountReserve)
+	case *metapb.Command_SetClusterId:
+		op = "meta.SetClusterId"
+		err = t.setClusterID(c.SetClusterId.Id)
 	default:
 		var known bool
 		if op, p, known, err = t.applyS3(cmd); !known {
@@ -121,6 +124,18 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 		return nil, err
 	}
 	return t.res, nil
+}
+
+// setClusterID records id unless an id is recorded already.
+func (t *txn) setClusterID(id string) error {
+	if id == "" {
+		return errors.E(errors.Invalid, "empty cluster id")
+	}
+	_, found, err := t.v.get(keyClusterID)
+	if err != nil || found {
+		return err
+	}
+	return t.b.Set(keyClusterID, []byte(id), nil)
 }
 
 // numberEvents gives the command's events their sequence numbers, which

@@ -26,6 +26,7 @@ var (
 	keyVolCounter = []byte("c/vol")
 	keySeq        = []byte("c/seq")
 	keyRoot       = []byte("c/root")
+	keyClusterID  = []byte("c/cluster")
 )
 
 func nsKey(name string) []byte { return append([]byte{pNamespace, '/'}, name...) }

@@ -266,7 +266,7 @@ func (s *Service) mutateInode(cmd *metapb.Command) (*metapb.Inode, error) {
 const Version = "cairn-meta/1"
 
 func (s *Service) Info(ctx context.Context, _ *metapb.Empty) (*metapb.InfoResponse, error) {
-	out := &metapb.InfoResponse{Version: Version}
+	out := &metapb.InfoResponse{Version: Version, ClusterId: s.clusterID}
 	for _, d := range s.liveServers() {
 		out.DataServers = append(out.DataServers, d.addr)
 	}

@@ -3,6 +3,8 @@ package meta
 import (
 	"bytes"
 	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -46,6 +48,7 @@ type Service struct {
 	cl       membership // drain, suspects, repairs (membership.go, repair.go)
 
 	genUser, genSecret string
+	clusterID          string      // chosen at the first start (setupClusterID)
 	aead               cipher.AEAD // seals S3 secrets (s3keys.go)
 
 	mountSessions sessionTable // see session.go
@@ -85,6 +88,10 @@ func Open(cfg Config) (*Service, error) {
 	}
 	s.cl.init()
 	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.setupClusterID(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -131,6 +138,31 @@ func (s *Service) load() error {
 		return err
 	}
 	return s.loadCluster(v)
+}
+
+// setupClusterID reads the cluster's id, choosing one at the first start.
+func (s *Service) setupClusterID() error {
+	get := func() (string, error) {
+		v, err := s.readView()
+		if err != nil {
+			return "", err
+		}
+		defer v.close()
+		id, _, err := v.get(keyClusterID)
+		return string(id), err
+	}
+	id, err := get()
+	if err != nil || id != "" {
+		s.clusterID = id
+		return err
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_SetClusterId{SetClusterId: &metapb.SetClusterIdRequest{Id: hex.EncodeToString(b[:])}}}); err != nil {
+		return err
+	}
+	s.clusterID, err = get()
+	return err
 }
 
 // Close stops the background work and closes the store. Calls in flight

@@ -388,6 +388,15 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := serve(t, svc)
+	info := func() string {
+		t.Helper()
+		i, err := ts.cl.Info(bg, &metapb.Empty{})
+		if err != nil || len(i.ClusterId) != 32 {
+			t.Fatalf("Info: cluster id %q, %v", i.GetClusterId(), err)
+		}
+		return i.ClusterId
+	}
+	id := info()
 	mkns(t, ts.cl, "keep")
 	want := buildTree(t, ts.cl, "keep", 300)
 	n := put(t, ts.cl, "keep", "zz/last", 9, 9)
@@ -397,6 +406,17 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts = serve(t, svc)
+	if got := info(); got != id {
+		t.Fatalf("cluster id %s after reopen, was %s", got, id)
+	}
+	other, err := Open(testConfig(t.TempDir(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.clusterID == id {
+		t.Fatalf("two stores chose the same cluster id %s", id)
+	}
+	other.Close()
 	got := listAll(t, ts.cl, &metapb.ListRequest{Ns: "keep"})
 	want = append(want, "zz/last")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

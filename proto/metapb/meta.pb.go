@@ -3104,6 +3104,7 @@ type Command struct {
 	//	*Command_PutUser
 	//	*Command_GarbageDone
 	//	*Command_CommitBatch
+	//	*Command_SetClusterId
 	//	*Command_ServerState
 	//	*Command_PutS3Key
 	//	*Command_DeleteS3Key
@@ -3281,6 +3282,15 @@ func (x *Command) GetCommitBatch() *CommitBatchRequest {
 	if x != nil {
 		if x, ok := x.Op.(*Command_CommitBatch); ok {
 			return x.CommitBatch
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetClusterId() *SetClusterIdRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SetClusterId); ok {
+			return x.SetClusterId
 		}
 	}
 	return nil
@@ -3486,6 +3496,10 @@ type Command_CommitBatch struct {
 	CommitBatch *CommitBatchRequest `protobuf:"bytes,14,opt,name=commit_batch,json=commitBatch,proto3,oneof"`
 }
 
+type Command_SetClusterId struct {
+	SetClusterId *SetClusterIdRequest `protobuf:"bytes,15,opt,name=set_cluster_id,json=setClusterId,proto3,oneof"`
+}
+
 type Command_ServerState struct {
 	ServerState *ClusterServerState `protobuf:"bytes,80,opt,name=server_state,json=serverState,proto3,oneof"`
 }
@@ -3576,6 +3590,8 @@ func (*Command_PutUser) isCommand_Op() {}
 func (*Command_GarbageDone) isCommand_Op() {}
 
 func (*Command_CommitBatch) isCommand_Op() {}
+
+func (*Command_SetClusterId) isCommand_Op() {}
 
 func (*Command_ServerState) isCommand_Op() {}
 
@@ -4126,9 +4142,13 @@ func (x *MountReserveResponse) GetCount() uint32 {
 }
 
 type InfoResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	DataServers   []string               `protobuf:"bytes,2,rep,name=data_servers,json=dataServers,proto3" json:"data_servers,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	DataServers []string               `protobuf:"bytes,2,rep,name=data_servers,json=dataServers,proto3" json:"data_servers,omitempty"`
+	// cluster_id is chosen at the store's first start and never changes: a
+	// client keeping needle data across restarts (the mount's disk cache)
+	// keys it by cluster, since needle keys are unique within one only.
+	ClusterId     string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4177,6 +4197,59 @@ func (x *InfoResponse) GetDataServers() []string {
 	return nil
 }
 
+func (x *InfoResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+// SetClusterIdRequest records the cluster's id; the first one applied
+// stays.
+type SetClusterIdRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterIdRequest) Reset() {
+	*x = SetClusterIdRequest{}
+	mi := &file_proto_meta_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterIdRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterIdRequest) ProtoMessage() {}
+
+func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
+func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SetClusterIdRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // ClusterServerState is the durable part of a data server's membership:
 // what an operator decided (drain). Liveness stays soft state.
 type ClusterServerState struct {
@@ -4189,7 +4262,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4274,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4287,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4241,7 +4314,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4326,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4339,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -4302,7 +4375,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +4387,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +4400,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -4418,7 +4491,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4430,7 +4503,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4443,7 +4516,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -4482,7 +4555,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4494,7 +4567,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4507,7 +4580,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -4572,7 +4645,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4584,7 +4657,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +4670,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -4646,7 +4719,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4658,7 +4731,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4671,7 +4744,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *S3User) GetName() string {
@@ -4697,7 +4770,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +4782,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +4795,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -4741,7 +4814,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4753,7 +4826,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4766,7 +4839,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -4793,7 +4866,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +4878,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +4891,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -4872,7 +4945,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4884,7 +4957,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4897,7 +4970,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -4917,7 +4990,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5002,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5015,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -4970,7 +5043,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5055,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5068,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -5033,7 +5106,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5045,7 +5118,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5058,7 +5131,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5106,7 +5179,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5118,7 +5191,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5131,7 +5204,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5157,7 +5230,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5169,7 +5242,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5182,7 +5255,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -5206,7 +5279,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5291,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5304,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -5289,7 +5362,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5374,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5387,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -5360,7 +5433,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5372,7 +5445,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5385,7 +5458,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -5483,7 +5556,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5495,7 +5568,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5508,7 +5581,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -5551,7 +5624,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5563,7 +5636,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5576,7 +5649,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -5653,7 +5726,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5665,7 +5738,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5678,7 +5751,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -5716,7 +5789,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5728,7 +5801,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5741,7 +5814,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -5790,7 +5863,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +5875,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +5888,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -5849,7 +5922,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5861,7 +5934,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5874,7 +5947,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -5902,7 +5975,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5914,7 +5987,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5927,7 +6000,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -5962,7 +6035,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5974,7 +6047,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5987,7 +6060,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -6022,7 +6095,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6034,7 +6107,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6047,7 +6120,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6084,7 +6157,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6096,7 +6169,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6109,7 +6182,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -6157,7 +6230,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6169,7 +6242,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6182,7 +6255,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -6467,7 +6540,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xc9\x0e\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x92\x0f\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -6484,7 +6557,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"put_volume\x18\v \x01(\v2\x12.cairn.meta.VolumeH\x00R\tputVolume\x12-\n" +
 	"\bput_user\x18\f \x01(\v2\x10.cairn.meta.UserH\x00R\aputUser\x12<\n" +
 	"\fgarbage_done\x18\r \x01(\v2\x17.cairn.meta.GarbageDoneH\x00R\vgarbageDone\x12C\n" +
-	"\fcommit_batch\x18\x0e \x01(\v2\x1e.cairn.meta.CommitBatchRequestH\x00R\vcommitBatch\x12C\n" +
+	"\fcommit_batch\x18\x0e \x01(\v2\x1e.cairn.meta.CommitBatchRequestH\x00R\vcommitBatch\x12G\n" +
+	"\x0eset_cluster_id\x18\x0f \x01(\v2\x1f.cairn.meta.SetClusterIdRequestH\x00R\fsetClusterId\x12C\n" +
 	"\fserver_state\x18P \x01(\v2\x1e.cairn.meta.ClusterServerStateH\x00R\vserverState\x121\n" +
 	"\n" +
 	"put_s3_key\x18( \x01(\v2\x11.cairn.meta.S3KeyH\x00R\bputS3Key\x12>\n" +
@@ -6540,10 +6614,14 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"B\n" +
 	"\x14MountReserveResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"K\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"j\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
-	"\fdata_servers\x18\x02 \x03(\tR\vdataServers\"M\n" +
+	"\fdata_servers\x18\x02 \x03(\tR\vdataServers\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"%\n" +
+	"\x13SetClusterIdRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"M\n" +
 	"\x12ClusterServerState\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1a\n" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"A\n" +
@@ -6826,7 +6904,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 103)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -6884,56 +6962,57 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MountReserveRequest)(nil),    // 53: cairn.meta.MountReserveRequest
 	(*MountReserveResponse)(nil),   // 54: cairn.meta.MountReserveResponse
 	(*InfoResponse)(nil),           // 55: cairn.meta.InfoResponse
-	(*ClusterServerState)(nil),     // 56: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),    // 57: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),          // 58: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),          // 59: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),          // 60: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),  // 61: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                 // 62: cairn.meta.S3User
-	(*S3UserRequest)(nil),          // 63: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),             // 64: cairn.meta.S3UserList
-	(*S3Key)(nil),                  // 65: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),           // 66: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),     // 67: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),         // 68: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),              // 69: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),            // 70: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),              // 71: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),             // 72: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),         // 73: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),          // 74: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),          // 75: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),               // 76: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),        // 77: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                 // 78: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),       // 79: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),         // 80: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),      // 81: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),     // 82: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),             // 83: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),   // 84: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),           // 85: cairn.meta.S3UploadList
-	nil,                            // 86: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 87: cairn.meta.Inode.HeadersEntry
-	nil,                            // 88: cairn.meta.Inode.TagsEntry
-	nil,                            // 89: cairn.meta.Inode.XattrsEntry
-	nil,                            // 90: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 91: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 92: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 93: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 94: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 95: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 96: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 97: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 98: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 99: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 100: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 101: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 102: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 103: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 104: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 105: cairn.meta.S3Upload.TagsEntry
+	(*SetClusterIdRequest)(nil),    // 56: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),     // 57: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),    // 58: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),          // 59: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),          // 60: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),          // 61: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),  // 62: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                 // 63: cairn.meta.S3User
+	(*S3UserRequest)(nil),          // 64: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),             // 65: cairn.meta.S3UserList
+	(*S3Key)(nil),                  // 66: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),           // 67: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),     // 68: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),         // 69: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),              // 70: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),            // 71: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),              // 72: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),             // 73: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),         // 74: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),          // 75: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),          // 76: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),               // 77: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),        // 78: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                 // 79: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),       // 80: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),         // 81: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),      // 82: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),     // 83: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),             // 84: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),   // 85: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),           // 86: cairn.meta.S3UploadList
+	nil,                            // 87: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 88: cairn.meta.Inode.HeadersEntry
+	nil,                            // 89: cairn.meta.Inode.TagsEntry
+	nil,                            // 90: cairn.meta.Inode.XattrsEntry
+	nil,                            // 91: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 92: cairn.meta.CommitRequest.HeadersEntry
+	nil,                            // 93: cairn.meta.CommitRequest.TagsEntry
+	nil,                            // 94: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                            // 95: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 96: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 97: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 98: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 99: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 100: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 101: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 102: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 103: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 104: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 105: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 106: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -6941,10 +7020,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	86,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	87,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	88,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	89,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	87,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	88,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	89,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	90,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -6954,15 +7033,15 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	90,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	91,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	92,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	91,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	92,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	93,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	93,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	94,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
@@ -6979,162 +7058,163 @@ var file_proto_meta_proto_depIdxs = []int32{
 	43,  // 40: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	45,  // 41: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	20,  // 42: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 43: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	65,  // 44: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	66,  // 45: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	62,  // 46: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	63,  // 47: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	73,  // 48: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	74,  // 49: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	76,  // 50: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	79,  // 51: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	81,  // 52: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	77,  // 53: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	75,  // 54: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 55: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 56: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 57: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 58: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	94,  // 59: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	27,  // 60: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	58,  // 61: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	59,  // 62: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	60,  // 63: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	62,  // 64: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	95,  // 65: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	96,  // 66: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 67: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	97,  // 68: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	69,  // 69: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	69,  // 70: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	72,  // 71: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	98,  // 72: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	99,  // 73: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	100, // 74: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	101, // 75: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	102, // 76: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	103, // 77: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	104, // 78: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	105, // 79: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 80: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	77,  // 81: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	78,  // 82: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	77,  // 83: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 84: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	77,  // 85: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	78,  // 86: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	76,  // 87: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	76,  // 88: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 89: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 90: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 91: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 92: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 93: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 94: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 95: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 96: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 97: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 98: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 99: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 100: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 101: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 102: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 103: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 104: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 105: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 106: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 107: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 108: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 109: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 110: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 111: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 112: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 113: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 114: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	57,  // 115: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 116: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	62,  // 117: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	63,  // 118: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 119: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	67,  // 120: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	66,  // 121: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	63,  // 122: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	68,  // 123: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	66,  // 124: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 125: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	73,  // 126: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	74,  // 127: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	75,  // 128: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	76,  // 129: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	77,  // 130: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	79,  // 131: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	81,  // 132: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	77,  // 133: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	82,  // 134: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	84,  // 135: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 136: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 137: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 138: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 139: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 140: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 141: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 142: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	3,   // 143: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 144: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 145: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 146: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 147: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 148: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 149: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 150: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 151: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 152: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 153: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 154: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 155: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 156: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 157: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 158: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 159: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 160: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 161: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 162: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 163: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 164: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	61,  // 165: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 166: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 167: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	62,  // 168: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 169: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	64,  // 170: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	70,  // 171: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 172: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	71,  // 173: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	69,  // 174: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	70,  // 175: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	73,  // 176: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	73,  // 177: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 178: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 179: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	76,  // 180: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	76,  // 181: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	78,  // 182: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 183: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 184: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	83,  // 185: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	85,  // 186: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 187: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 188: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 189: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 190: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 191: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 192: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 193: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	143, // [143:194] is the sub-list for method output_type
-	92,  // [92:143] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	56,  // 43: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 44: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 45: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 46: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 47: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 48: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 49: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 50: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 51: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 52: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 53: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 54: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 55: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 56: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 57: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 58: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 59: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	95,  // 60: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	27,  // 61: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 62: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 63: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 64: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 65: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	96,  // 66: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	97,  // 67: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 68: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	98,  // 69: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 70: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 71: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 72: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	99,  // 73: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	100, // 74: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	101, // 75: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	102, // 76: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	103, // 77: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	104, // 78: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	105, // 79: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	106, // 80: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 81: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 82: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 83: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 84: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 85: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 86: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 87: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 88: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 89: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	2,   // 90: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 91: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 92: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 93: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 94: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 95: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 96: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 97: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 98: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 99: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 100: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 101: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 102: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 103: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 104: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 105: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 106: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 107: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 108: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 109: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 110: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 111: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 112: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 113: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 114: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 115: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 116: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 117: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 118: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 119: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 120: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 121: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 122: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 123: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 124: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 125: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 126: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 127: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 128: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 129: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 130: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 131: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 132: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 133: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 134: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 135: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 136: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 137: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 138: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 139: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 140: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 141: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 142: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 143: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	3,   // 144: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 145: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 146: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 147: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 148: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 149: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 150: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 151: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 152: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 153: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 154: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 155: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 156: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 157: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 158: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 159: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 160: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 161: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 162: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 163: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 164: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 165: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 166: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 167: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 168: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 169: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 170: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 171: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 172: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 173: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 174: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 175: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 176: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 177: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 178: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 179: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 180: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 181: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 182: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 183: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 184: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 185: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 186: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 187: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 188: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 189: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 190: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 191: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 192: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 193: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 194: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	144, // [144:195] is the sub-list for method output_type
+	93,  // [93:144] is the sub-list for method input_type
+	93,  // [93:93] is the sub-list for extension type_name
+	93,  // [93:93] is the sub-list for extension extendee
+	0,   // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7157,6 +7237,7 @@ func file_proto_meta_proto_init() {
 		(*Command_PutUser)(nil),
 		(*Command_GarbageDone)(nil),
 		(*Command_CommitBatch)(nil),
+		(*Command_SetClusterId)(nil),
 		(*Command_ServerState)(nil),
 		(*Command_PutS3Key)(nil),
 		(*Command_DeleteS3Key)(nil),
@@ -7180,7 +7261,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   103,
+			NumMessages:   104,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

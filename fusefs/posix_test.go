@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"cairn/client"
 	cerrors "cairn/errors"
 )
 
@@ -664,6 +665,51 @@ func TestPOSIX(t *testing.T) {
 		must(t, unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, lk(unix.F_UNLCK, 0, 10)))
 		must(t, unix.FcntlFlock(f2.Fd(), unix.F_SETLK, lk(unix.F_RDLCK, 0, 5)))
 		wantErrno(t, "OFD write lock over a POSIX read lock", unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, lk(unix.F_WRLCK, 0, 1)), syscall.EAGAIN)
+	})
+
+	t.Run("mmap", func(t *testing.T) {
+		// A file written by another client, mapped read-only (a dataset
+		// read with numpy.memmap).
+		want := bytes.Repeat([]byte("0123456789abcdef"), 300_000) // 4.8 MB: several blocks
+		_, err := srv.Client().Put(t.Context(), "data", "mapped-ro", bytes.NewReader(want), client.PutOptions{})
+		must(t, err)
+		f, err := os.Open(filepath.Join(dir, "mapped-ro"))
+		must(t, err)
+		m, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ, unix.MAP_SHARED)
+		f.Close()
+		must(t, err)
+		if !bytes.Equal(m, want) {
+			t.Fatal("read-only map differs from the file")
+		}
+		must(t, unix.Munmap(m))
+
+		// A shared writable map: msync'ed stores reach the store, as
+		// after write(2) and fsync.
+		p := filepath.Join(dir, "mapped-rw")
+		must(t, os.WriteFile(p, make([]byte, 3<<20), 0o644))
+		f, err = os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		m, err = unix.Mmap(int(f.Fd()), 0, 3<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		must(t, err)
+		copy(m[100:], "first page")
+		copy(m[2<<20+7:], "third MiB")
+		must(t, unix.Msync(m, unix.MS_SYNC))
+		must(t, unix.Munmap(m))
+		must(t, f.Sync())
+		got := make([]byte, 3<<20)
+		_, err = f.ReadAt(got, 0)
+		must(t, err)
+		if string(got[100:110]) != "first page" || string(got[2<<20+7:2<<20+16]) != "third MiB" {
+			t.Fatal("read(2) does not see the mapped stores")
+		}
+		st, err := srv.Client().StatFresh(t.Context(), "data", "mapped-rw")
+		must(t, err)
+		stored, err := srv.Client().ReadAll(t.Context(), st)
+		must(t, err)
+		if !bytes.Equal(stored, got) {
+			t.Fatal("the store does not hold the mapped stores after msync and fsync")
+		}
 	})
 
 	t.Run("large-file", func(t *testing.T) {

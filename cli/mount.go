@@ -231,7 +231,12 @@ func daemonize(dir string) error {
 	select {
 	case out = <-said: // the child mounted, or exited
 	case <-time.After(15 * time.Second):
-		r.Close()
+		c.Process.Kill() // reported as failed: it must not mount later
+		c.Wait()
+		var st syscall.Stat_t
+		if syscall.Stat(dir, &st) != nil || st.Dev != st0.Dev {
+			unix.Unmount(dir, unix.MNT_DETACH) // it got as far as the kernel
+		}
 		return errors.E(op, errors.Unavailable, "not mounted after 15s")
 	}
 	var st syscall.Stat_t

@@ -41,10 +41,11 @@ type diskCache struct {
 	max  int64
 	sem  chan struct{} // bounds writes in flight
 
-	mu   sync.Mutex
-	used int64
-	ents map[blockKey]*diskEnt
-	lru  *list.List // of *diskEnt, most recent first
+	mu     sync.Mutex
+	closed bool
+	used   int64
+	ents   map[blockKey]*diskEnt
+	lru    *list.List // of *diskEnt, most recent first
 }
 
 type diskEnt struct {
@@ -151,10 +152,17 @@ func (d *diskCache) adopt(root, cluster string) error {
 	return nil
 }
 
-// close waits for the writes in flight and releases the directory.
+// close waits for the writes in flight and releases the directory; a
+// fetch still finishing after the unmount stores nothing more.
 func (d *diskCache) close() {
 	for range cap(d.sem) {
 		d.sem <- struct{}{}
+	}
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	for range cap(d.sem) {
+		<-d.sem
 	}
 	d.lock.Close()
 }
@@ -174,7 +182,11 @@ func parseBlockName(name string) (*diskEnt, bool) {
 	}
 	var n [5]uint64
 	for i, base := range []int{10, 16, 10, 10, 10} {
-		v, err := strconv.ParseUint(f[i], base, 63)
+		bits := 63 // offsets and indexes are int64s
+		if i == 1 {
+			bits = 64 // the needle key
+		}
+		v, err := strconv.ParseUint(f[i], base, bits)
 		if err != nil {
 			return nil, false
 		}
@@ -196,7 +208,7 @@ func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 	}
 	d.sem <- struct{}{}
 	d.mu.Lock()
-	if old := d.ents[k]; old != nil && old.lo <= lo && old.hi >= lo+size {
+	if old := d.ents[k]; d.closed || old != nil && old.lo <= lo && old.hi >= lo+size {
 		d.mu.Unlock()
 		<-d.sem
 		return

@@ -27,9 +27,11 @@ import (
 // of 1 MiB costs one small round trip and one copy out of the page cache,
 // where HTTP costs a request, four copies and TCP over loopback.
 //
-// Every read still asks the server first, so the server's word on what
-// exists and whether it may serve (its lease) holds as for HTTP; only the
-// bytes take the short way. The client keeps a file until it has been idle
+// A read asks the server where the needle lies, so the server's word on
+// what exists and whether it may serve (its lease) holds as for HTTP;
+// only the bytes take the short way. The one exception is a needle
+// located less than localTrust ago in a file the server named current
+// then: it is read again without asking. The client keeps a file until it has been idle
 // for localIdle, so a compacted volume's old file does not hold disk space
 // for long.
 //
@@ -186,7 +188,7 @@ func (s *Store) serveLocalConn(ctx context.Context, c *net.UnixConn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	// The volumes are readable only by the server's user: so is this.
-	if uid, err := peerUID(c); err != nil || (uid != 0 && uid != uint32(os.Getuid())) {
+	if uid, err := trustedPeer(c); err != nil {
 		s.log.Warn("local reads refused to a process of another user", "uid", uid, "err", err)
 		return
 	}
@@ -321,11 +323,25 @@ func dialLocal(ctx context.Context, socket string) (*net.UnixConn, error) {
 		return nil, err
 	}
 	uc := c.(*net.UnixConn)
-	if uid, err := peerUID(uc); err != nil || (uid != 0 && uid != uint32(os.Getuid())) {
+	if _, err := trustedPeer(uc); err != nil {
 		uc.Close()
-		return nil, fmt.Errorf("local socket %s is held by uid %d (%v)", socket, uid, err)
+		return nil, fmt.Errorf("local socket %s: %w", socket, err)
 	}
 	return uc, nil
+}
+
+// trustedPeer returns the uid of the process at the other end of c, and
+// an error unless it is root or this process's user: the only ones that
+// may read the volume files, on either end.
+func trustedPeer(c *net.UnixConn) (uint32, error) {
+	uid, err := peerUID(c)
+	if err != nil {
+		return uid, err
+	}
+	if uid != 0 && uid != uint32(os.Getuid()) {
+		return uid, fmt.Errorf("peer runs as uid %d", uid)
+	}
+	return uid, nil
 }
 
 // readTo is Remote.ReadTo through the local socket. An errLocalDown says

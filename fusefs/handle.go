@@ -191,14 +191,11 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	if h, ok := f.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}
+	if !n.isDir() {
+		return (&handle{n: n}).Fsync(ctx, flags)
+	}
 	ctx = n.m.begin(ctx, "fsyncdir")
 	defer end(ctx)
-	if !n.isDir() {
-		if err := n.settle(ctx); err != nil {
-			return errno(err)
-		}
-		return errno(n.flush(ctx))
-	}
 	n.m.wb.drain()
 	return errno(retry(ctx, func() error {
 		_, err := n.m.meta.Sync(ctx, &metapb.Empty{})

@@ -3,8 +3,8 @@ package meta
 import (
 	"context"
 	"fmt"
-	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"

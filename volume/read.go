@@ -104,10 +104,8 @@ func readNeedle(f io.ReaderAt, key uint64, dataStart, n, off, length int64, w io
 		}
 		for b := wb0; b <= wb1; b++ {
 			blk := data[(b-wb0)*BlockSize : min((b-wb0+1)*BlockSize, int64(len(data)))]
-			want := binary.LittleEndian.Uint32(sums[4*(b-wb0):])
-			if got := blockSum(crc32.Checksum(blk, castagnoli), key, uint32(b)); got != want {
-				return written, errors.E(errors.Corrupt,
-					fmt.Sprintf("block %d at offset %d: checksum %#x, want %#x", b, dataStart+b*BlockSize, got, want))
+			if err := checkBlock(key, b, blk, sums[4*(b-wb0):], dataStart); err != nil {
+				return written, err
 			}
 		}
 		lo, hi := max(off, dlo)-dlo, min(off+length, dhi)-dlo
@@ -118,4 +116,15 @@ func readNeedle(f io.ReaderAt, key uint64, dataStart, n, off, length int64, w io
 		}
 	}
 	return written, nil
+}
+
+// checkBlock verifies block b of needle key (whose data starts at
+// dataStart) against the first 4 bytes of sums, its stored checksum.
+func checkBlock(key uint64, b int64, blk, sums []byte, dataStart int64) error {
+	want := binary.LittleEndian.Uint32(sums)
+	if got := blockSum(crc32.Checksum(blk, castagnoli), key, uint32(b)); got != want {
+		return errors.E(errors.Corrupt,
+			fmt.Sprintf("block %d at offset %d: checksum %#x, want %#x", b, dataStart+b*BlockSize, got, want))
+	}
+	return nil
 }

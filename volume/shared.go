@@ -1,9 +1,7 @@
 package volume
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 
@@ -138,9 +136,8 @@ func ReadLocatedAt(f io.ReaderAt, key uint64, loc Location, p []byte, off int64)
 		return 0, errors.E(op, errors.IO, err)
 	}
 	check := func(b int64, blk []byte) error {
-		want := binary.LittleEndian.Uint32(sums[4*(b-b0):])
-		if got := blockSum(crc32.Checksum(blk, castagnoli), key, uint32(b)); got != want {
-			return errors.E(op, errors.Corrupt, fmt.Sprintf("block %d at offset %d: checksum %#x, want %#x", b, loc.Data+b*BlockSize, got, want))
+		if err := checkBlock(key, b, blk, sums[4*(b-b0):], loc.Data); err != nil {
+			return errors.E(op, err)
 		}
 		return nil
 	}

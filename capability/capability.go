@@ -181,6 +181,16 @@ func (k *Keyring) Ready() bool {
 	return k.current != nil
 }
 
+// KeyID is the id of the key that signs (0: none).
+func (k *Keyring) KeyID() uint32 {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if k.current == nil {
+		return 0
+	}
+	return k.current.id
+}
+
 // SetClock replaces time.Now (tests).
 func (k *Keyring) SetClock(now func() time.Time) {
 	k.mu.Lock()
@@ -287,6 +297,22 @@ func (k *Keyring) Verify(tok string, op Op, vid uint32, key uint64) (Cap, error)
 // Check verifies tok's MAC and expiry, whatever its scope.
 func (k *Keyring) Check(tok string) (Cap, error) { return k.check(tok) }
 
+// Signed verifies tok's MAC only: it is a capability this keyring signed,
+// expired or not (renewal).
+func (k *Keyring) Signed(tok string) (Cap, error) {
+	c, err := k.check(tok)
+	if err != nil && errors.IsErr(err, expiredErr{}) {
+		return c, nil
+	}
+	return c, err
+}
+
+// expiredErr is the cause of the refusal of an expired capability: the
+// one refusal renewal mends.
+type expiredErr struct{}
+
+func (expiredErr) Error() string { return ErrExpired }
+
 func (k *Keyring) check(tok string) (Cap, error) {
 	const op = errors.Op("capability.Verify")
 	if tok == "" {
@@ -308,7 +334,7 @@ func (k *Keyring) check(tok string) (Cap, error) {
 		return c, errors.E(op, errors.Permission, "capability forged or damaged (bad MAC)")
 	}
 	if !now.Before(c.Expires) {
-		return c, errors.E(op, errors.Permission, ErrExpired)
+		return c, errors.E(op, errors.Permission, expiredErr{})
 	}
 	return c, nil
 }

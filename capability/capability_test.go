@@ -201,3 +201,18 @@ func BenchmarkSign(b *testing.B) {
 		}
 	}
 }
+
+func TestSigned(t *testing.T) {
+	k := NewKeyring(NewKey(1))
+	expired, _ := k.Mint(Read, 1, 2, 2, "ns", -time.Minute)
+	if _, err := k.Check(expired); !errors.Is(errors.Permission, err) {
+		t.Fatalf("expired token checked: %v", err)
+	}
+	if c, err := k.Signed(expired); err != nil || c.Namespace != "ns" {
+		t.Fatalf("Signed of an expired token: %+v %v", c, err)
+	}
+	forged, _ := NewKeyring(NewKey(1)).Mint(Read, 1, 2, 2, "ns", -time.Minute)
+	if _, err := k.Signed(forged); err == nil {
+		t.Fatal("Signed accepted another secret's token")
+	}
+}

@@ -58,6 +58,11 @@ func (s *Store) authorize(r *http.Request, n need) (capability.Cap, error) {
 		}
 		key = k
 	}
+	if !s.caps.Ready() {
+		// Meta hands out the keys with the lease: a server that has not
+		// heard from it yet can check nothing, like it can serve nothing.
+		return capability.Cap{}, errors.E(errors.Unavailable, "data server has no capability keys yet (no lease from meta)")
+	}
 	return s.caps.Verify(capToken(r), n.op, vid, key)
 }
 

@@ -209,7 +209,7 @@ func TestNoKeysRefusesAll(t *testing.T) {
 	r := serve(t, s)
 	s.CreateVolume(context.Background(), 1, 1)
 	_, err := r.Put(context.Background(), 1, 1, []byte("x"))
-	if !errors.Is(errors.Permission, err) {
+	if !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("write to a server without keys: %v", err)
 	}
 }

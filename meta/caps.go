@@ -234,3 +234,21 @@ func (s *Service) RenewCaps(ctx context.Context, req *metapb.RenewCapsRequest) (
 	}
 	return out, nil
 }
+
+// LoadCapKeys reads the capability keys of the meta whose directory is
+// dir into a keyring: for an operator (and tests) with access to meta's
+// files, who may sign what meta signs.
+func LoadCapKeys(dir string) (*capability.Keyring, error) {
+	f := filepath.Join(dir, CapKeyFile)
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, errors.E(errors.Op("meta.LoadCapKeys"), errors.IO, errors.Path(f), err)
+	}
+	var kf capKeyFile
+	if err := json.Unmarshal(b, &kf); err != nil || len(kf.Keys) == 0 {
+		return nil, errors.E(errors.Op("meta.LoadCapKeys"), errors.Corrupt, errors.Path(f), "unreadable capability keys")
+	}
+	s := &Service{caps: &capability.Keyring{}}
+	s.applyCapKeys(kf)
+	return s.caps, nil
+}

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,10 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // every test here starts a cluster, which -short skips
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "cairn-clustertest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -364,7 +364,9 @@ func (s *Store) Stats() []*metapb.VolumeStat {
 	for _, st := range s.VolumeStats() {
 		out = append(out, &metapb.VolumeStat{
 			Id: st.ID, Generation: st.Gen, Size: uint64(st.Size), Garbage: uint64(st.Garbage),
-			Needles: uint64(st.Needles), ReadOnly: st.ReadOnly || st.Full,
+			// A volume whose disk is full or whose fdatasync failed takes no
+			// new needles: meta then assigns writes to other volumes.
+			Needles: uint64(st.Needles), ReadOnly: st.ReadOnly || st.Full || st.NoSpace || st.Failed,
 		})
 	}
 	return out

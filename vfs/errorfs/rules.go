@@ -8,30 +8,22 @@ import (
 
 // Nth fails the nth call (1-based) of op on a file whose name ends in
 // suffix ("" for any) with err, and lets every other call through.
-func Nth(op Op, suffix string, n int, err error) Rule {
-	seen := 0
-	return func(c Call) *Fault {
-		if c.Op != op || !strings.HasSuffix(c.Name, suffix) {
-			return nil
-		}
-		seen++
-		if seen == n {
-			return &Fault{Err: err}
-		}
-		return nil
-	}
-}
+func Nth(op Op, suffix string, n int, err error) Rule { return calls(op, suffix, n, n, err) }
 
 // From fails every call of op on a file whose name ends in suffix, from the
 // nth on, with err: a disk that went bad and stays bad.
-func From(op Op, suffix string, n int, err error) Rule {
+func From(op Op, suffix string, n int, err error) Rule { return calls(op, suffix, n, -1, err) }
+
+// calls fails the calls from first to last (-1: no end) of op on files
+// whose names end in suffix.
+func calls(op Op, suffix string, first, last int, err error) Rule {
 	seen := 0
 	return func(c Call) *Fault {
 		if c.Op != op || !strings.HasSuffix(c.Name, suffix) {
 			return nil
 		}
 		seen++
-		if seen >= n {
+		if seen >= first && (last < 0 || seen <= last) {
 			return &Fault{Err: err}
 		}
 		return nil

@@ -283,6 +283,7 @@ func TestBadPaths(t *testing.T) {
 		{"/ns1/a/../b", "InvalidArgument"},
 		{"/ns1/a/%2e%2e/b", "InvalidArgument"},
 		{"/ns1/a//b", "InvalidArgument"},
+		{"/ns1//dbl", "InvalidArgument"}, // not stored as ns1/dbl
 		{"/ns1/a%00b", "InvalidArgument"},
 		{"/ns1/a%ffb", "InvalidArgument"},
 		{"/ns1/" + long, "NameTooLong"},

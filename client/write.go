@@ -275,7 +275,7 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 		}
 		lastErr = err
 		switch errors.KindOf(err) {
-		case errors.ReadOnly, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
+		case errors.ReadOnly, errors.NoSpace, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
 			full = append(full, v.Id)
 			c.dropAssign(ns, v.Id)
 			if k := errors.KindOf(err); k == errors.Unavailable || k == errors.IO {

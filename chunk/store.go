@@ -44,7 +44,8 @@ type Store struct {
 	compacting map[uint32]bool
 	closed     bool
 
-	repl replication // replica sets, lease, copies (replicate.go)
+	repl  replication // replica sets, lease, copies (replicate.go)
+	scrub scrubState  // the scrub and corrupt-read repairs (scrub.go)
 	// localOn: the local-read socket is listening (local.go).
 	localOn atomic.Bool
 	// maxVolumeSize is meta's volume size limit, once a heartbeat has
@@ -107,6 +108,7 @@ func Open(cfg Config) (*Store, error) {
 		compacting: map[uint32]bool{},
 	}
 	s.repl.init(cfg.Meta != nil)
+	s.scrub.pending, s.scrub.queue = map[needleID]bool{}, make(chan needleID, 1024)
 	s.corrupt = registerCounter(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "cairn", Subsystem: "chunk", Name: "corrupt_reads_total",
 		Help: "Reads refused because a needle checksum did not match.",
@@ -265,8 +267,8 @@ func (s *Store) ReadTo(ctx context.Context, vid uint32, key uint64, off, length 
 	}
 	n, err = v.ReadTo(key, off, length, w)
 	if errors.Is(errors.Corrupt, err) {
-		s.corrupt.Inc()
-		s.log.Error("corrupt needle", "volume", vid, "key", key, "err", err)
+		s.foundCorrupt(vid, key, err)
+		s.repairSoon(vid, key)
 	}
 	return n, err
 }
@@ -421,7 +423,8 @@ func (s *Store) Close() error {
 }
 
 // Run sends heartbeats to meta (if configured), compacts volumes whose
-// garbage passes Config.CompactRatio, scrubs, and serves local readers
+// garbage passes Config.CompactRatio, scrubs, repairs needles that reads
+// found corrupt, and serves local readers
 // (local.go), until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -434,6 +437,7 @@ func (s *Store) Run(ctx context.Context) error {
 	if s.cfg.ScrubRate > 0 {
 		wg.Go(func() { s.scrubber(ctx) })
 	}
+	wg.Go(func() { s.repairer(ctx) })
 	if !s.cfg.NoLocalReads {
 		wg.Go(func() { s.serveLocal(ctx) })
 	}
@@ -469,7 +473,7 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 		return nil
 	}
 	req := &metapb.HeartbeatRequest{
-		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(),
+		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(), Disk: s.DiskHealth(),
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(s.cfg.Dir, &fs); err == nil {

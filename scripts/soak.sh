@@ -44,10 +44,14 @@ trap 'stop_all; rm -rf "$OUT"/chunk?/ "$OUT/meta/"' EXIT
 
 ms() { date +%s%3N; }
 
+# pids: the processes to sample, rewritten whenever one (re)starts.
+save_pids() { for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids"; }
+
 start_chunk() { # $1 = 1..4
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
 		--admin off >>"$OUT/chunk$1.log" 2>&1 &
 	PID[chunk$1]=$!
+	save_pids
 }
 
 alive() { "$CAIRN" admin status --meta "$META" 2>/dev/null | grep -c ' alive ' || true; }
@@ -81,12 +85,13 @@ else
 fi
 
 # RSS of every process, every 10 s: unix-ms name kB.
+save_pids
 (
 	while :; do
-		for name in "${!PID[@]}"; do
-			kb=$(awk '/^VmRSS/ {print $2}' "/proc/${PID[$name]}/status" 2>/dev/null || true)
+		while read -r name pid; do
+			kb=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
 			[ -n "$kb" ] && echo "$(ms) $name $kb"
-		done
+		done <"$OUT/pids"
 		sleep 10
 	done
 ) >"$OUT/rss.log" &

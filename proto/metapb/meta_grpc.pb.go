@@ -73,6 +73,7 @@ const (
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
+	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 )
 
 // MetaClient is the client API for Meta service.
@@ -142,6 +143,9 @@ type MetaClient interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error)
 }
 
 type metaClient struct {
@@ -674,6 +678,16 @@ func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_Mknod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -741,6 +755,9 @@ type MetaServer interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(context.Context, *MountMknodRequest) (*Inode, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -903,6 +920,9 @@ func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveReques
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMetaServer) Mknod(context.Context, *MountMknodRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method Mknod not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1825,6 +1845,24 @@ func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_Mknod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountMknodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Mknod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Mknod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Mknod(ctx, req.(*MountMknodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2027,6 +2065,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Meta_Sync_Handler,
+		},
+		{
+			MethodName: "Mknod",
+			Handler:    _Meta_Mknod_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -61,6 +61,14 @@ func typeBits(t metapb.FileType) uint32 {
 		return syscall.S_IFDIR
 	case metapb.FileType_SYMLINK:
 		return syscall.S_IFLNK
+	case metapb.FileType_FIFO:
+		return syscall.S_IFIFO
+	case metapb.FileType_CHAR_DEVICE:
+		return syscall.S_IFCHR
+	case metapb.FileType_BLOCK_DEVICE:
+		return syscall.S_IFBLK
+	case metapb.FileType_SOCKET:
+		return syscall.S_IFSOCK
 	}
 	return syscall.S_IFREG
 }
@@ -211,7 +219,8 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 	n.mu.Unlock()
 	out.Ino = a.Ino
 	out.Mode = typeBits(a.Type) | a.Mode&07777
-	out.Nlink = max(a.Nlink, 1)
+	out.Nlink = n.nlink(a)
+	out.Rdev = a.Rdev
 	out.Uid, out.Gid = a.Uid, a.Gid
 	out.Size = size
 	if a.Type == metapb.FileType_SYMLINK {
@@ -219,9 +228,10 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 	}
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
+	at := time.Unix(0, atimeOf(a))
 	mt := time.Unix(0, a.MtimeNs)
 	ct := time.Unix(0, a.CtimeNs)
-	out.SetTimes(&mt, &mt, &ct)
+	out.SetTimes(&at, &mt, &ct)
 }
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -258,6 +268,10 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		ns := t.UnixNano()
 		req.MtimeNs = &ns
 	}
+	if t, ok := in.GetATime(); ok {
+		ns := t.UnixNano()
+		req.AtimeNs = &ns
+	}
 	if req.Mode == nil && n.isFile() {
 		// The kernel leaves dropping set-ID bits to us (fs.go): on a
 		// change of owner, and on an unprivileged truncate.
@@ -277,8 +291,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		req.Size = &sz
 	}
-	if req.Mode == nil && req.Uid == nil && req.Gid == nil && req.MtimeNs == nil && req.Size == nil {
-		// atime only: not kept.
+	if req.Mode == nil && req.Uid == nil && req.Gid == nil && req.MtimeNs == nil && req.AtimeNs == nil && req.Size == nil {
 		return n.Getattr(ctx, fh, out)
 	}
 	if req.Size == nil && (n.isFile() || n.isDir()) && n.setAttrBehind(ctx, req, out) {
@@ -365,6 +378,9 @@ func (n *node) setAttrBehind(ctx context.Context, req *metapb.SetAttrRequest, ou
 	}
 	if req.MtimeNs != nil {
 		a.MtimeNs = *req.MtimeNs
+	}
+	if req.AtimeNs != nil {
+		a.AtimeNs = *req.AtimeNs
 	}
 	a.CtimeNs = time.Now().UnixNano()
 	old := n.attr

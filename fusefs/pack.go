@@ -162,7 +162,7 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		}
 		req.Commits[i] = &metapb.CommitRequest{
 			Ns: ns, Path: f.path, Size: uint64(len(f.data)), Extents: cut(exts, f.off, f.off+len(f.data)),
-			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
+			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
 			IfNoneMatch: true, Ino: a.Ino, MtimeNs: f.r.mtime,
 		}
 		dones[i] = p.w.m.sess.mutating(ns, f.path)

@@ -182,7 +182,7 @@ func New(cfg Config) (*Mount, error) {
 		EntryTimeout: nil, AttrTimeout: nil, NegativeTimeout: &zero,
 		// Mode 0 is a mode (open(O_CREAT, 0), chmod 0), not "unset".
 		NullPermissions: true,
-		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+		UID:             uint32(os.Getuid()), GID: uint32(os.Getgid()),
 	}
 	if cfg.ReadOnly {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")

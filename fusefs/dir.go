@@ -310,6 +310,12 @@ func (n *node) commitMkdir(ctx context.Context) error {
 		na.Mode, na.Uid, na.Gid = n.attr.Mode, n.attr.Uid, n.attr.Gid
 		na.MtimeNs, na.CtimeNs = max(na.MtimeNs, n.attr.MtimeNs), max(na.CtimeNs, n.attr.CtimeNs)
 	}
+	if n.attr.Nlink > na.Nlink {
+		// Subdirectories made here meanwhile: their mkdirs commit after
+		// this one (mkdirGate), so meta's count is behind.
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Nlink = n.attr.Nlink
+	}
 	n.wb.mu.Unlock()
 	n.setAttrLocked(na, epoch)
 	n.mu.Unlock()
@@ -595,7 +601,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 	now := time.Now().UnixNano()
 	a := &metapb.Inode{
 		Ino: ino, Type: metapb.FileType_REGULAR, Mode: mode & 07777, Uid: uid, Gid: gid,
-		MtimeNs: now, CtimeNs: now, Nlink: 1, Etag: emptyETag,
+		MtimeNs: now, CtimeNs: now, AtimeNs: now, Nlink: 1, Etag: emptyETag,
 	}
 	cn := n.m.newNode(n.ns, a)
 	cn.f.creating, cn.f.extsOK = true, true

@@ -38,6 +38,10 @@ type fileState struct {
 	// creating: created by this mount and not yet committed (the first
 	// commit creates it with the inode number the kernel was given).
 	creating bool
+	// wroteAt is the time of the last write (unix ns): the mtime stat
+	// shows while writes are unflushed and the one their commit stores,
+	// so the file's mtime does not move when a commit left behind lands.
+	wroteAt atomic.Int64
 }
 
 type span struct {
@@ -52,6 +56,7 @@ func (f *fileState) hasDirty() bool { return f.sized }
 // write records data at off, merging it with the spans it overlaps or
 // touches.
 func (f *fileState) write(off int64, data []byte, size int64) {
+	f.wroteAt.Store(time.Now().UnixNano())
 	if !f.sized {
 		f.size, f.sized = size, true
 	}
@@ -316,6 +321,9 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	if !n.f.sized {
 		return false, nil
 	}
+	if mtime == 0 {
+		mtime = n.f.wroteAt.Load()
+	}
 	size := n.f.size
 	var dirtyEnd int64
 	if k := len(n.f.dirty); k > 0 {
@@ -372,7 +380,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			Ns: n.ns, Path: p, Size: uint64(size), Extents: merged,
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
 			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
-			MtimeNs: mtime,
+			MtimeNs: mtime, AtimeNs: a.AtimeNs,
 		}
 		if !n.f.creating {
 			req.IfMatch = tag

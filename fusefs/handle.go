@@ -63,11 +63,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	n.mu.Lock()
 	if n.f.pageVersion == a.Version {
 		fuseFlags |= fuse.FOPEN_KEEP_CACHE
-		if flags&syscall.O_ACCMODE != syscall.O_WRONLY {
-			// Its reads may all come from the page cache, which the
-			// mount never sees: relatime counts the open as the read.
-			defer n.accessed(ctx)
-		}
 	}
 	n.f.pageVersion = a.Version
 	n.mu.Unlock()

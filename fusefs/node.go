@@ -185,6 +185,15 @@ func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
 		return n.attr, nil
 	}
 	p, err := n.path()
+	if err == syscall.ESTALE {
+		// No longer reachable by a name (replaced while being opened):
+		// a descriptor's fstat shows the file it has, as last seen.
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.attr != nil {
+			return n.attr, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +222,11 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 		a = n.attr
 	}
 	size := a.Size
+	mtime, ctime := a.MtimeNs, a.CtimeNs
 	if n.f.hasDirty() {
 		size = uint64(n.f.size)
+		w := n.f.wroteAt.Load()
+		mtime, ctime = max(mtime, w), max(ctime, w)
 	}
 	n.mu.Unlock()
 	out.Ino = a.Ino
@@ -229,8 +241,8 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
 	at := time.Unix(0, atimeOf(a))
-	mt := time.Unix(0, a.MtimeNs)
-	ct := time.Unix(0, a.CtimeNs)
+	mt := time.Unix(0, mtime)
+	ct := time.Unix(0, ctime)
 	out.SetTimes(&at, &mt, &ct)
 }
 
@@ -267,6 +279,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if t, ok := in.GetMTime(); ok {
 		ns := t.UnixNano()
 		req.MtimeNs = &ns
+		n.f.wroteAt.Store(ns) // unflushed writes now show (and commit) this mtime
 	}
 	if t, ok := in.GetATime(); ok {
 		ns := t.UnixNano()

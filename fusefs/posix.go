@@ -8,6 +8,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
@@ -18,7 +19,10 @@ import (
 // The POSIX surface beyond files, directories and symlinks: special files,
 // name and path limits, link counts, atime and the xattr namespaces.
 
-var _ fs.NodeMknoder = (*node)(nil)
+var (
+	_ fs.NodeMknoder   = (*node)(nil)
+	_ fs.FileAllocater = (*handle)(nil)
+)
 
 // childPath is the path of a new entry name in directory n (at p), or
 // ENAMETOOLONG when the name or the whole path is longer than meta
@@ -180,4 +184,28 @@ func xattrOK(name string) bool {
 // only for root, as ext4 lists them (the kernel filters no listing).
 func xattrListed(name string, uid uint32) bool {
 	return uid == 0 || !strings.HasPrefix(name, "trusted.")
+}
+
+// Allocate is fallocate(2). Space is not reserved (files are sparse, and
+// the data servers place needles at write time), so only what shows is
+// done: mode 0 extends the file's size over the range, KEEP_SIZE changes
+// nothing; punching and collapsing holes are not supported.
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+	n := h.n
+	switch mode {
+	case unix.FALLOC_FL_KEEP_SIZE:
+		return 0
+	case 0:
+	default:
+		return syscall.EOPNOTSUPP
+	}
+	var out fuse.AttrOut
+	if e := n.Getattr(ctx, h, &out); e != 0 {
+		return e
+	}
+	if end := off + size; end > out.Size {
+		in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: end}}
+		return n.Setattr(ctx, h, in, &out)
+	}
+	return 0
 }

@@ -126,6 +126,11 @@ func doCall(a []string) error {
 		return unix.Ftruncate(fd, num(a[3]))
 	case "unlink":
 		return unix.Unlink(a[1])
+	case "setxattr":
+		return unix.Setxattr(a[1], a[2], []byte(a[3]), 0)
+	case "getxattr":
+		_, err := unix.Getxattr(a[1], a[2], make([]byte, 64<<10))
+		return err
 	case "utimensat":
 		ts := []unix.Timespec{utimeArg(a[2]), utimeArg(a[3])}
 		return unix.UtimesNanoAt(unix.AT_FDCWD, a[1], ts, unix.AT_SYMLINK_NOFOLLOW)

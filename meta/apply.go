@@ -640,6 +640,9 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 	}
 	n.Size, n.Etag, n.ContentType, n.UserMeta, n.MtimeNs = r.Size, r.Etag, r.ContentType, r.UserMeta, mtime
+	if r.AtimeNs != 0 {
+		n.AtimeNs = r.AtimeNs
+	}
 	n.Headers, n.Tags = r.Headers, r.Tags
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err

@@ -1343,6 +1343,7 @@ type CommitRequest struct {
 	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                               // a new file takes this inode number, reserved by MountReserve
 	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`       // 0: unchanged (a new file shows its mtime)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1501,6 +1502,13 @@ func (x *CommitRequest) GetModeExact() bool {
 		return x.ModeExact
 	}
 	return false
+}
+
+func (x *CommitRequest) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
+	}
+	return 0
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -6561,7 +6569,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xfd\x05\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x99\x06\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6582,7 +6590,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04tags\x18) \x03(\v2#.cairn.meta.CommitRequest.TagsEntryR\x04tags\x12\x10\n" +
 	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x1a;\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +

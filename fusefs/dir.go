@@ -92,6 +92,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, errno(err)
 	}
 	epoch := n.m.sess.epoch()
+	if cn := n.m.wb.madeAt(n.ns, join(p, name)); cn != nil {
+		// Created here, its create still queued: meta does not have it
+		// yet, and whatever this mount answered it must go on showing.
+		cn.mu.Lock()
+		a := cn.attr
+		cn.mu.Unlock()
+		return n.child(ctx, name, a, epoch, out), 0
+	}
 	var r *metapb.ResolveResponse
 	err = retry(ctx, func() (err error) {
 		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
@@ -318,6 +326,9 @@ func (n *node) commitMkdir(ctx context.Context) error {
 func (n *node) typeOf(ctx context.Context, p, name string) (uint32, error) {
 	if ch := n.GetChild(name); ch != nil {
 		return ch.StableAttr().Mode, nil
+	}
+	if cn := n.m.wb.madeAt(n.ns, join(p, name)); cn != nil {
+		return cn.StableAttr().Mode, nil
 	}
 	r, err := n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
 	if err != nil {

@@ -51,6 +51,36 @@ type writeBehind struct {
 	kept   map[uint64]*node
 
 	mkdirs mkdirGate // mkdirs answered and not yet committed
+
+	// made holds, by ns and path, the files and directories created here
+	// whose create meta has not committed yet: meta does not know them,
+	// so a lookup that misses the kernel's tree (the kernel forgot the
+	// node or its directory) finds them here, not ENOENT from meta.
+	madeMu sync.Mutex
+	made   map[string]*node
+}
+
+// madeAt returns the node created here at ns/p whose create is queued.
+func (w *writeBehind) madeAt(ns, p string) *node {
+	w.madeMu.Lock()
+	defer w.madeMu.Unlock()
+	return w.made[ownKey(ns, p)]
+}
+
+// createDone forgets n's queued create (meta has it, or it failed). A
+// node with a queued create is not renamed (rename settles it first), so
+// it is where it was queued.
+func (w *writeBehind) createDone(n *node) {
+	q := n.f.queuedAt.Load()
+	if q == nil {
+		return
+	}
+	k := ownKey(n.ns, *q)
+	w.madeMu.Lock()
+	if w.made[k] == n {
+		delete(w.made, k)
+	}
+	w.madeMu.Unlock()
 }
 
 // mkdirGate orders a mount's meta calls after the mkdirs it answered
@@ -187,7 +217,7 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}}
 	w.idle = sync.NewCond(&w.mu)
 	w.pack.w = w
 	w.mkdirs.cond = sync.NewCond(&w.mkdirs.mu)
@@ -238,6 +268,11 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
+	if wk.create {
+		w.madeMu.Lock()
+		w.made[k] = n
+		w.madeMu.Unlock()
+	}
 	c := &n.wb
 	c.mu.Lock()
 	c.create = c.create || wk.create
@@ -311,6 +346,7 @@ func (w *writeBehind) run(n *node) {
 			w.mkdirs.turn(n.mkdirTicket)
 			n.fail(retry(ctx, func() error { return n.commitMkdir(ctx) }))
 			w.mkdirs.done(n.mkdirTicket)
+			w.createDone(n)
 			if attrs != nil {
 				w.sem <- struct{}{}
 				n.fail(retry(ctx, func() error { return n.commitBehind(ctx, false, attrs) }))
@@ -319,6 +355,7 @@ func (w *writeBehind) run(n *node) {
 			continue
 		}
 		if create && w.pack.commit(n, mtimeOf(attrs)) {
+			w.createDone(n)
 			continue // committed with others (pack.go), attributes too
 		}
 		// Retried while meta is unreachable: the close was answered, so
@@ -327,6 +364,9 @@ func (w *writeBehind) run(n *node) {
 		w.sem <- struct{}{}
 		n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
 		<-w.sem
+		if create {
+			w.createDone(n)
+		}
 	}
 	finish()
 	w.unkeep(n)

@@ -1,0 +1,133 @@
+package fusefs_test
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cairn/bench"
+	"cairn/fusefs"
+)
+
+// TestReadYourWrites creates trees of new directories and files and walks
+// them at once on the same mount, many rounds: whatever the mount answered
+// (mkdirs and creates still queued behind included) every later call
+// must show (issue: readdir of a directory whose mkdir was still queued
+// answered ENOENT).
+func TestReadYourWrites(t *testing.T) {
+	srv := store(t)
+	dir, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, dir)()
+	for round := 0; round < 6; round++ {
+		top := filepath.Join(dir, fmt.Sprintf("r%d", round))
+		for a := 0; a < 10; a++ {
+			for b := 0; b < 8; b++ {
+				d := filepath.Join(top, fmt.Sprint("a", a), fmt.Sprint("b", b))
+				must(t, os.MkdirAll(d, 0o755))
+				for f := 0; f < 6; f++ {
+					must(t, os.WriteFile(filepath.Join(d, fmt.Sprint("f", f)), []byte("x"), 0o644))
+				}
+			}
+		}
+		const want = 1 + 10 + 80 + 480 // top, a-dirs, b-dirs, files
+		got := 0
+		err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			got++
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("round %d: walk: %v (after %d entries)", round, err, got)
+		}
+		if got != want {
+			t.Fatalf("round %d: walked %d entries, want %d", round, got, want)
+		}
+	}
+}
+
+// TestUntarThenFind extracts a tree with tar(1) and lists it with find(1)
+// at once, as a user would: every file tar was answered for must be found.
+func TestUntarThenFind(t *testing.T) {
+	files := 5000
+	if v, err := strconv.Atoi(os.Getenv("CAIRN_UNTAR_FILES")); err == nil {
+		files = v
+	}
+	tarball := filepath.Join(t.TempDir(), "t.tar")
+	must(t, bench.MakeTree(tarball, files, max(1, files/17), 4096))
+	want := fmt.Sprint(files+max(1, files/17)+max(1, files/17+99)/100+1, "\n") // files, dirs, m-dirs, src
+	srv := store(t)
+	dir, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, dir)()
+	for round := 0; round < 3; round++ {
+		dst := filepath.Join(dir, fmt.Sprint("x", round))
+		must(t, os.Mkdir(dst, 0o755))
+		run(t, "", "tar", "xf", tarball, "-C", dst)
+		if got := run(t, "", "sh", "-c", "find "+filepath.Join(dst, "src")+" | wc -l"); got != want {
+			t.Fatalf("round %d: find counts %s entries, want %s", round, got, want)
+		}
+	}
+}
+
+// run runs a command in dir and returns its output, failing t on error.
+func run(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	c := exec.Command(name, args...)
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// TestOwnCreatesAfterForget: files created here whose creates are still
+// queued, in a directory the kernel (and so the mount's tree) forgot,
+// must still be found by this mount: a lookup that reaches meta before the
+// create's commit must not answer ENOENT for a file this mount created.
+func TestOwnCreatesAfterForget(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	d := filepath.Join(dir, "d")
+	must(t, os.Mkdir(d, 0o755))
+	m.Sync()
+
+	release := fusefs.HoldWriteBehind(m)
+	var once sync.Once
+	defer once.Do(release)
+	big := bytes.Repeat([]byte("x"), 300<<10) // not packed: its commit is held
+	const n = 20
+	for i := range n {
+		must(t, os.WriteFile(filepath.Join(d, fmt.Sprint("f", i)), big, 0o644))
+	}
+	// Drop unused dentries and inodes: the kernel forgets d and its files.
+	for deadline := time.Now().Add(10 * time.Second); fusefs.Kept(m) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel forgot %d of the %d files", fusefs.Kept(m), n)
+		}
+		must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2\n"), 0))
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range n {
+		st, err := os.Stat(filepath.Join(d, fmt.Sprint("f", i)))
+		if err != nil {
+			t.Fatalf("stat of a file created here, commit queued: %v", err)
+		}
+		if st.Size() != int64(len(big)) {
+			t.Fatalf("f%d: size %d, want %d", i, st.Size(), len(big))
+		}
+	}
+	once.Do(release)
+	if got := names(t, d); strings.Count(got, ",") != n-1 {
+		t.Fatalf("listing after the commits: %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package fusefs_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +131,105 @@ func TestOwnCreatesAfterForget(t *testing.T) {
 	once.Do(release)
 	if got := names(t, d); strings.Count(got, ",") != n-1 {
 		t.Fatalf("listing after the commits: %q", got)
+	}
+}
+
+// race runs f on mount a and on mount b at once, round after round, and
+// hands check the two results.
+func race(rounds int, a, b string, f func(dir string, round int) error, check func(round int, ea, eb error)) {
+	for round := range rounds {
+		var wg sync.WaitGroup
+		var ea, eb error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; ea = f(a, round) }()
+		go func() { defer wg.Done(); <-start; eb = f(b, round) }()
+		close(start)
+		wg.Wait()
+		check(round, ea, eb)
+	}
+}
+
+// TestExclusiveCreateTwoMounts races O_CREAT|O_EXCL of one name, a write
+// and a close on two mounts of one namespace: exactly one wins, the other
+// gets EEXIST at once, and the file holds the winner's bytes.
+func TestExclusiveCreateTwoMounts(t *testing.T) {
+	srv := store(t)
+	a, ma := mount(t, srv, "data", nil)
+	b, mb := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, a, b)()
+	must(t, os.Mkdir(filepath.Join(a, "x"), 0o755))
+	who := map[string]string{a: "A", b: "B"}
+	race(50, a, b, func(dir string, round int) error {
+		f, err := os.OpenFile(filepath.Join(dir, "x", fmt.Sprint("f", round)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(bytes.Repeat([]byte(who[dir]), 5000)); err != nil {
+			return err
+		}
+		return f.Close()
+	}, func(round int, ea, eb error) {
+		var winner string
+		switch {
+		case ea == nil && eb == nil:
+			t.Fatalf("round %d: both exclusive creates succeeded", round)
+		case ea == nil && errors.Is(eb, fs.ErrExist):
+			winner = "A"
+		case eb == nil && errors.Is(ea, fs.ErrExist):
+			winner = "B"
+		default:
+			t.Fatalf("round %d: A: %v, B: %v", round, ea, eb)
+		}
+		ma.Sync()
+		mb.Sync()
+		for _, dir := range []string{a, b} {
+			got := readFile(t, filepath.Join(dir, "x", fmt.Sprint("f", round)))
+			if got != strings.Repeat(winner, 5000) {
+				t.Fatalf("round %d: %s reads %d bytes, not the winner's (%s)", round, who[dir], len(got), winner)
+			}
+		}
+	})
+}
+
+// TestExclusiveMkdirTwoMounts races mkdir of one name on two mounts:
+// exactly one succeeds. Then a mkdir/rmdir loop of one name on each
+// mount: the successful mkdirs and rmdirs must balance with what is left.
+func TestExclusiveMkdirTwoMounts(t *testing.T) {
+	srv := store(t)
+	a, _ := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, a, b)()
+	race(100, a, b, func(dir string, round int) error {
+		return os.Mkdir(filepath.Join(dir, fmt.Sprint("d", round)), 0o755)
+	}, func(round int, ea, eb error) {
+		if (ea == nil) == (eb == nil) || ea != nil && !errors.Is(ea, fs.ErrExist) || eb != nil && !errors.Is(eb, fs.ErrExist) {
+			t.Fatalf("round %d: mkdir on A: %v, on B: %v", round, ea, eb)
+		}
+	})
+
+	var mkdirs, rmdirs atomic.Int64
+	loop := func(dir string) {
+		p := filepath.Join(dir, "loop")
+		for range 150 {
+			if os.Mkdir(p, 0o755) == nil {
+				mkdirs.Add(1)
+			}
+			if os.Remove(p) == nil {
+				rmdirs.Add(1)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); loop(a) }()
+	go func() { defer wg.Done(); loop(b) }()
+	wg.Wait()
+	left := int64(0)
+	if _, err := os.Stat(filepath.Join(a, "loop")); err == nil {
+		left = 1
+	}
+	if mkdirs.Load()-rmdirs.Load() != left {
+		t.Fatalf("%d mkdirs and %d rmdirs succeeded, %d left", mkdirs.Load(), rmdirs.Load(), left)
 	}
 }

@@ -246,14 +246,19 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
 	w.mu.Lock()
-	if !w.dirty || !w.alone && !w.noticed[k] {
+	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
 		// Meta learns this mount is dirty, and every other mount drops
-		// the path, before the close (or chmod...) is answered.
+		// the path, before the close (or chmod...) is answered. A create
+		// or mkdir is answered here only with meta's grant (the name is
+		// free, and no other mount holds a queued create of it): with
+		// other mounts live, a create of a name another mount is
+		// creating too is refused here, and made synchronously instead,
+		// which answers EEXIST.
 		epoch := w.epoch
 		if !w.dirty {
 			epoch++
 		}
-		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p})
+		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		if err != nil {
 			w.mu.Unlock()
 			return false

@@ -39,8 +39,19 @@ const SessionHeader = "cairn-session"
 type sessionTable struct {
 	mu      sync.Mutex
 	m       map[*mountSession]struct{}
-	dirty   atomic.Int64 // nonzero: some session may be dirty (writebehind.go)
-	notices uint64       // last write-behind notice id
+	dirty   atomic.Int64     // nonzero: some session may be dirty (writebehind.go)
+	notices uint64           // last write-behind notice id
+	claims  map[string]claim // ns\x00path -> a mount's granted create (writebehind.go)
+}
+
+// byID returns the live session named id (t.mu held).
+func (t *sessionTable) byID(id string) *mountSession {
+	for ms := range t.m {
+		if ms.id == id {
+			return ms
+		}
+	}
+	return nil
 }
 
 type mountSession struct {
@@ -49,12 +60,15 @@ type mountSession struct {
 
 	mu      sync.Mutex
 	acked   uint64
-	dirty   uint64        // last write-behind epoch announced (writebehind.go)
-	cleaned uint64        // last write-behind epoch committed
-	noticed uint64        // last write-behind notice acknowledged
-	wake    chan struct{} // closed and replaced on every acknowledgement
-	dead    chan struct{}
-	out     *sessionStream
+	dirty   uint64 // last write-behind epoch announced (writebehind.go)
+	cleaned uint64 // last write-behind epoch committed
+	noticed uint64 // last write-behind notice acknowledged
+	// unannounced is the last epoch that began with no other session: the
+	// mount announces no path in it (writebehind.go).
+	unannounced uint64
+	wake        chan struct{} // closed and replaced on every acknowledgement
+	dead        chan struct{}
+	out         *sessionStream
 }
 
 func (s *Service) sessions() *sessionTable {
@@ -62,6 +76,7 @@ func (s *Service) sessions() *sessionTable {
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[*mountSession]struct{}{}
+		t.claims = map[string]claim{}
 	}
 	t.mu.Unlock()
 	return t

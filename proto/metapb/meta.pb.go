@@ -3699,11 +3699,16 @@ func (x *MountSessionMsg) GetNoticeAck() uint64 {
 // MountDirtyRequest tells meta, before a mount answers a close it has not
 // committed yet, that it holds changes behind; epoch grows with each.
 type MountDirtyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ns            string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ns      string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
+	Path    string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// create: the change is a create or mkdir of path answered behind. Meta
+	// grants it only if the name is free: it recalls the mounts that may
+	// hold a create of it (a claim on the name, changes not announced path
+	// by path) and answers Exist if the name is taken.
+	Create        bool `protobuf:"varint,120,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3764,6 +3769,13 @@ func (x *MountDirtyRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *MountDirtyRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
 }
 
 type MountSymlinkRequest struct {
@@ -6584,12 +6596,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
 	"\n" +
-	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"g\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"\x7f\n" +
 	"\x11MountDirtyRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
 	"\x02ns\x18\x03 \x01(\tR\x02ns\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\tR\x04path\"u\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
+	"\x06create\x18x \x01(\bR\x06create\"u\n" +
 	"\x13MountSymlinkRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +

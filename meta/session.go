@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"path"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,21 +183,11 @@ func (w *sessionStream) send(e *metapb.Event) error {
 	return w.Meta_MountSessionServer.Send(e)
 }
 
-// mutations are the calls whose answer waits for the sessions.
-var mutations = map[string]bool{
-	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true,
-	"CreateNamespace": true, "DeleteNamespace": true, "SetVisibility": true,
-}
-
 // awaitSessions returns once every session but the caller's has
-// acknowledged every event published so far (which includes the events of
-// the call just made), cutting off sessions that stay silent for a lease.
-func (s *Service) awaitSessions(ctx context.Context, fullMethod string) {
-	if !mutations[path.Base(fullMethod)] {
-		return
-	}
-	target := s.hub.lastSeq()
+// acknowledged every event published up to target (which includes the
+// events of the call just made), cutting off sessions that stay silent
+// for a lease.
+func (s *Service) awaitSessions(ctx context.Context, target uint64) {
 	var self string
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get(SessionHeader); len(v) > 0 {

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"path"
 	"slices"
 	"time"
 
@@ -25,17 +24,6 @@ import (
 
 // DrainHeader marks a call made while committing written-behind changes.
 const DrainHeader = "cairn-drain"
-
-// dataMethods are the calls that read or change namespace data.
-var dataMethods = map[string]bool{
-	"Resolve": true, "BatchResolve": true, "List": true,
-	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true, "DeleteNamespace": true,
-}
-
-// DataMethod reports whether the call of full method name (or its bare
-// name) reads or changes namespace data.
-func DataMethod(method string) bool { return dataMethods[path.Base(method)] }
 
 func (s *Service) MountDirty(ctx context.Context, req *metapb.MountDirtyRequest) (*metapb.MountDirtyResponse, error) {
 	const op = errors.Op("meta.MountDirty")

@@ -233,3 +233,37 @@ func TestExclusiveMkdirTwoMounts(t *testing.T) {
 		t.Fatalf("%d mkdirs and %d rmdirs succeeded, %d left", mkdirs.Load(), rmdirs.Load(), left)
 	}
 }
+
+// TestDirMtimeKept: tar sets a directory's times after writing its files;
+// the files' creates, committed behind, must not move the time back to
+// their commit (676 of 1,324 directories were wrong after untar and a
+// remount).
+func TestDirMtimeKept(t *testing.T) {
+	srv := store(t)
+	a, ma := mount(t, srv, "data", nil)
+	want := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	const dirs = 40
+	for d := range dirs {
+		p := filepath.Join(a, "t", fmt.Sprint("d", d))
+		must(t, os.MkdirAll(p, 0o755))
+		for f := range 12 {
+			must(t, os.WriteFile(filepath.Join(p, fmt.Sprint("f", f)), []byte("data"), 0o644))
+		}
+		must(t, os.Chtimes(p, want, want))
+	}
+	ma.Sync()
+	b, _ := mount(t, srv, "data", nil) // meta's record, as after a remount
+	wrong := 0
+	for d := range dirs {
+		for _, dir := range []string{a, b} {
+			st, err := os.Stat(filepath.Join(dir, "t", fmt.Sprint("d", d)))
+			must(t, err)
+			if !st.ModTime().Equal(want) {
+				wrong++
+			}
+		}
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d directory times lost", wrong, 2*dirs)
+	}
+}

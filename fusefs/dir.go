@@ -265,7 +265,7 @@ func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid u
 	// The inode first: the commit starts at once and looks at it.
 	ch := n.NewInode(ctx, cn, stableOf(a))
 	cn.mkdirTicket = n.m.wb.mkdirs.add()
-	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true}) {
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true, in: n}) {
 		n.m.wb.mkdirs.turn(cn.mkdirTicket) // tickets are done in order
 		n.m.wb.mkdirs.done(cn.mkdirTicket)
 		return nil, false
@@ -573,7 +573,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 	}
 	cn := n.m.newNode(n.ns, a)
 	cn.f.creating, cn.f.extsOK = true, true
-	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true}) {
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, in: n}) {
 		return nil, nil, false
 	}
 	ch := n.NewInode(ctx, cn, stableOf(a))

@@ -110,6 +110,7 @@ func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
 		delete(t.m, ms)
 		t.mu.Unlock()
 		close(ms.dead)
+		s.sessionEnded(ms.id)
 	}()
 	go func() {
 		defer cancel()

@@ -6284,6 +6284,212 @@ func (x *S3UploadList) GetTruncated() bool {
 	return false
 }
 
+// MountLockRequest is one lock operation of a mount's lock owner (the
+// kernel's: an open file for flock, a process for POSIX locks) on a file.
+// Ranges are inclusive, as FUSE passes them; type is F_RDLCK (0), F_WRLCK
+// (1) or F_UNLCK (2).
+type MountLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"` // the mount's session: its locks die with it
+	Ns            string                 `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Flock         bool                   `protobuf:"varint,5,opt,name=flock,proto3" json:"flock,omitempty"` // flock(2) lock (whole file); else POSIX record lock
+	Start         uint64                 `protobuf:"varint,6,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,7,opt,name=end,proto3" json:"end,omitempty"`
+	Type          uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
+	Pid           uint32                 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	Wait          bool                   `protobuf:"varint,10,opt,name=wait,proto3" json:"wait,omitempty"` // F_SETLKW: wait until granted (or the call is cancelled)
+	Test          bool                   `protobuf:"varint,11,opt,name=test,proto3" json:"test,omitempty"` // F_GETLK: report a conflicting lock, change nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockRequest) Reset() {
+	*x = MountLockRequest{}
+	mi := &file_proto_meta_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockRequest) ProtoMessage() {}
+
+func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
+func (*MountLockRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *MountLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetFlock() bool {
+	if x != nil {
+		return x.Flock
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetTest() bool {
+	if x != nil {
+		return x.Test
+	}
+	return false
+}
+
+// MountLockResponse: granted, or (not granted, or test) the conflicting
+// lock (type F_UNLCK when there is none).
+type MountLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Granted       bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	Pid           uint32                 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockResponse) Reset() {
+	*x = MountLockResponse{}
+	mi := &file_proto_meta_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockResponse) ProtoMessage() {}
+
+func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
+func (*MountLockResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *MountLockResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *MountLockResponse) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -6834,7 +7040,26 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\"\\\n" +
 	"\fS3UploadList\x12.\n" +
 	"\auploads\x18\x01 \x03(\v2\x14.cairn.meta.S3UploadR\auploads\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated**\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\xf0\x01\n" +
+	"\x10MountLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x0e\n" +
+	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\x04R\x05owner\x12\x14\n" +
+	"\x05flock\x18\x05 \x01(\bR\x05flock\x12\x14\n" +
+	"\x05start\x18\x06 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\a \x01(\x04R\x03end\x12\x12\n" +
+	"\x04type\x18\b \x01(\rR\x04type\x12\x10\n" +
+	"\x03pid\x18\t \x01(\rR\x03pid\x12\x12\n" +
+	"\x04wait\x18\n" +
+	" \x01(\bR\x04wait\x12\x12\n" +
+	"\x04test\x18\v \x01(\bR\x04test\"{\n" +
+	"\x11MountLockResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -6847,7 +7072,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\x98\x1a\n" +
+	"\bS3_WRITE\x10\x022\xe2\x1a\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -6902,7 +7127,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
-	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.EmptyB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12H\n" +
+	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -6917,7 +7143,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 106)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -7006,26 +7232,28 @@ var file_proto_meta_proto_goTypes = []any{
 	(*S3PartList)(nil),             // 84: cairn.meta.S3PartList
 	(*S3ListUploadsRequest)(nil),   // 85: cairn.meta.S3ListUploadsRequest
 	(*S3UploadList)(nil),           // 86: cairn.meta.S3UploadList
-	nil,                            // 87: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 88: cairn.meta.Inode.HeadersEntry
-	nil,                            // 89: cairn.meta.Inode.TagsEntry
-	nil,                            // 90: cairn.meta.Inode.XattrsEntry
-	nil,                            // 91: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 92: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 93: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 94: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 95: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 96: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 97: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 98: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 99: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 100: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 101: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 102: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 103: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 104: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 105: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 106: cairn.meta.S3Upload.TagsEntry
+	(*MountLockRequest)(nil),       // 87: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),      // 88: cairn.meta.MountLockResponse
+	nil,                            // 89: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 90: cairn.meta.Inode.HeadersEntry
+	nil,                            // 91: cairn.meta.Inode.TagsEntry
+	nil,                            // 92: cairn.meta.Inode.XattrsEntry
+	nil,                            // 93: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 94: cairn.meta.CommitRequest.HeadersEntry
+	nil,                            // 95: cairn.meta.CommitRequest.TagsEntry
+	nil,                            // 96: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                            // 97: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 98: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 99: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 100: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 101: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 102: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 103: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 104: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 105: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 106: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 107: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 108: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7033,10 +7261,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	87,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	88,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	89,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	90,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	89,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	90,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	91,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	92,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7046,15 +7274,15 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	91,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	92,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	93,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	93,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	94,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	95,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	94,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	96,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
@@ -7088,27 +7316,27 @@ var file_proto_meta_proto_depIdxs = []int32{
 	50,  // 57: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	51,  // 58: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	53,  // 59: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	95,  // 60: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	97,  // 60: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
 	27,  // 61: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	59,  // 62: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	60,  // 63: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	61,  // 64: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	63,  // 65: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	96,  // 66: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	97,  // 67: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	98,  // 66: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	99,  // 67: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 68: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	98,  // 69: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	100, // 69: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	70,  // 70: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	70,  // 71: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	73,  // 72: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	99,  // 73: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	100, // 74: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	101, // 75: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	102, // 76: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	103, // 77: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	104, // 78: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	105, // 79: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	106, // 80: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	101, // 73: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	102, // 74: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	103, // 75: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	104, // 76: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	105, // 77: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	106, // 78: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	107, // 79: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	108, // 80: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	8,   // 81: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
 	78,  // 82: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
 	79,  // 83: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
@@ -7172,59 +7400,61 @@ var file_proto_meta_proto_depIdxs = []int32{
 	48,  // 141: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
 	53,  // 142: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
 	40,  // 143: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	3,   // 144: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 145: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 146: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 147: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 148: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 149: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 150: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 151: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 152: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 153: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 154: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 155: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 156: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 157: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 158: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 159: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 160: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 161: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 162: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 163: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 164: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 165: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 166: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 167: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 168: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 169: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 170: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 171: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 172: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 173: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 174: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 175: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 176: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 177: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 178: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 179: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 180: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 181: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 182: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 183: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 184: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 185: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 186: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 187: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 188: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 189: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 190: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 191: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 192: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 193: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 194: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	144, // [144:195] is the sub-list for method output_type
-	93,  // [93:144] is the sub-list for method input_type
+	87,  // 144: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 145: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 146: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 147: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 148: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 149: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 150: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 151: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 152: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 153: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 154: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 155: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 156: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 157: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 158: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 159: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 160: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 161: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 162: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 163: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 164: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 165: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 166: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 167: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 168: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 169: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 170: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 171: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 172: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 173: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 174: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 175: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 176: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 177: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 178: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 179: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 180: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 181: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 182: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 183: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 184: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 185: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 186: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 187: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 188: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 189: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 190: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 191: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 192: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 193: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 194: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 195: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	88,  // 196: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	145, // [145:197] is the sub-list for method output_type
+	93,  // [93:145] is the sub-list for method input_type
 	93,  // [93:93] is the sub-list for extension type_name
 	93,  // [93:93] is the sub-list for extension extendee
 	0,   // [0:93] is the sub-list for field type_name
@@ -7274,7 +7504,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   104,
+			NumMessages:   106,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

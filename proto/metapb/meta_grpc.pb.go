@@ -73,6 +73,7 @@ const (
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
+	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
 )
 
 // MetaClient is the client API for Meta service.
@@ -142,6 +143,10 @@ type MetaClient interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Mount consistency
+	// MountLock takes, tests or releases a mount's file lock (flock or
+	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
+	MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error)
 }
 
 type metaClient struct {
@@ -674,6 +679,16 @@ func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MountLockResponse)
+	err := c.cc.Invoke(ctx, Meta_MountLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -741,6 +756,10 @@ type MetaServer interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
+	// Mount consistency
+	// MountLock takes, tests or releases a mount's file lock (flock or
+	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
+	MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -903,6 +922,9 @@ func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveReques
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MountLock not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1825,6 +1847,24 @@ func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_MountLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MountLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MountLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MountLock(ctx, req.(*MountLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2027,6 +2067,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Meta_Sync_Handler,
+		},
+		{
+			MethodName: "MountLock",
+			Handler:    _Meta_MountLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

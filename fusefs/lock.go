@@ -51,11 +51,7 @@ func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 	defer end(ctx)
 	req := n.lockRequest(f, owner, lk, flags)
 	req.Test = true
-	var r *metapb.MountLockResponse
-	err := retry(ctx, func() (err error) {
-		r, err = n.m.meta.MountLock(ctx, req)
-		return err
-	})
+	r, err := n.lockCall(ctx, req)
 	if err != nil {
 		return errno(err)
 	}
@@ -95,11 +91,7 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		ctx, cancel = context.WithTimeout(ctx, 365*24*time.Hour)
 		defer cancel()
 	}
-	var r *metapb.MountLockResponse
-	err := retry(ctx, func() (err error) {
-		r, err = n.m.meta.MountLock(ctx, req)
-		return err
-	})
+	r, err := n.lockCall(ctx, req)
 	if err != nil {
 		return errno(err)
 	}
@@ -115,6 +107,15 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		h.locks.mu.Unlock()
 	}
 	return 0
+}
+
+// lockCall asks meta, riding through a meta restart.
+func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (r *metapb.MountLockResponse, err error) {
+	err = retry(ctx, func() error {
+		r, err = n.m.meta.MountLock(ctx, req)
+		return err
+	})
+	return r, err
 }
 
 // dropLocks releases the locks taken through h: its POSIX locks at a

@@ -73,6 +73,7 @@ const (
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
+	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
 )
 
@@ -143,6 +144,11 @@ type MetaClient interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error)
 	// Mount consistency
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
@@ -679,6 +685,16 @@ func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewCapsResponse)
+	err := c.cc.Invoke(ctx, Meta_RenewCaps_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MountLockResponse)
@@ -756,6 +772,11 @@ type MetaServer interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error)
 	// Mount consistency
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
@@ -922,6 +943,9 @@ func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveReques
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
 }
 func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MountLock not implemented")
@@ -1847,6 +1871,24 @@ func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewCapsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).RenewCaps(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_RenewCaps_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).RenewCaps(ctx, req.(*RenewCapsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_MountLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MountLockRequest)
 	if err := dec(in); err != nil {
@@ -2067,6 +2109,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Meta_Sync_Handler,
+		},
+		{
+			MethodName: "RenewCaps",
+			Handler:    _Meta_RenewCaps_Handler,
 		},
 		{
 			MethodName: "MountLock",

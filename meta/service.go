@@ -52,6 +52,7 @@ type Service struct {
 	aead               cipher.AEAD // seals S3 secrets (s3keys.go)
 
 	mountSessions sessionTable // see session.go
+	callers       callerCache  // verified credentials (caller.go)
 
 	gcKick  chan struct{}
 	closing chan struct{}

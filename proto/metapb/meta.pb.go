@@ -2518,9 +2518,13 @@ func (x *AuthRequest) GetSecret() string {
 }
 
 type AuthResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
-	Root          bool                   `protobuf:"varint,2,opt,name=root,proto3" json:"root,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Root      bool                   `protobuf:"varint,2,opt,name=root,proto3" json:"root,omitempty"`
+	// Authorisation: the key's user and grants (namespace -> access), the
+	// same for every way in (native API, S3, mount).
+	User          string              `protobuf:"bytes,160,opt,name=user,proto3" json:"user,omitempty"`
+	Grants        map[string]S3Access `protobuf:"bytes,161,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=cairn.meta.S3Access"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2567,6 +2571,20 @@ func (x *AuthResponse) GetRoot() bool {
 		return x.Root
 	}
 	return false
+}
+
+func (x *AuthResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AuthResponse) GetGrants() map[string]S3Access {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 type WatchRequest struct {
@@ -6501,11 +6519,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"A\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xe6\x01\n" +
 	"\fAuthResponse\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
-	"\x04root\x18\x02 \x01(\bR\x04root\"$\n" +
+	"\x04root\x18\x02 \x01(\bR\x04root\x12\x13\n" +
+	"\x04user\x18\xa0\x01 \x01(\tR\x04user\x12=\n" +
+	"\x06grants\x18\xa1\x01 \x03(\v2$.cairn.meta.AuthResponse.GrantsEntryR\x06grants\x1aO\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x04R\x05after\"\xb5\x01\n" +
 	"\x05Event\x12\x10\n" +
@@ -6904,7 +6927,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -7001,18 +7024,19 @@ var file_proto_meta_proto_goTypes = []any{
 	nil,                            // 92: cairn.meta.CommitRequest.HeadersEntry
 	nil,                            // 93: cairn.meta.CommitRequest.TagsEntry
 	nil,                            // 94: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 95: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 96: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 97: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 98: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 99: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 100: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 101: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 102: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 103: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 104: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 105: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 106: cairn.meta.S3Upload.TagsEntry
+	nil,                            // 95: cairn.meta.AuthResponse.GrantsEntry
+	nil,                            // 96: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 97: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 98: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 99: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 100: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 101: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 102: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 103: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 104: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 105: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 106: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 107: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7044,177 +7068,179 @@ var file_proto_meta_proto_depIdxs = []int32{
 	94,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 30: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 31: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 32: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 33: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 34: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 35: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 36: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 37: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 38: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 39: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 40: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 41: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 42: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 43: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 44: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 45: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 46: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 47: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 48: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 49: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 50: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 51: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 52: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 53: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 54: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 55: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 56: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 57: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 58: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 59: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	95,  // 60: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	27,  // 61: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 62: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 63: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 64: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 65: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	96,  // 66: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	97,  // 67: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 68: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	98,  // 69: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 70: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 71: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 72: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	99,  // 73: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	100, // 74: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	101, // 75: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	102, // 76: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	103, // 77: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	104, // 78: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	105, // 79: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	106, // 80: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 81: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 82: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 83: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 84: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 85: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 86: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 87: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 88: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 89: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 90: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 91: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 92: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 93: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 94: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 95: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 96: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 97: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 98: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 99: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 100: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 101: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 102: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 103: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 104: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 105: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 106: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 107: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 108: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 109: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 110: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 111: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 112: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 113: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 114: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 115: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 116: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 117: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 118: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 119: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 120: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 121: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 122: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 123: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 124: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 125: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 126: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 127: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 128: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 129: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 130: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 131: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 132: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 133: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 134: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 135: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 136: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 137: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 138: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 139: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 140: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 141: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 142: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 143: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	3,   // 144: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 145: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 146: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 147: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 148: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 149: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 150: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 151: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 152: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 153: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 154: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 155: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 156: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 157: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 158: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 159: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 160: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 161: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 162: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 163: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 164: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 165: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 166: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 167: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 168: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 169: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 170: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 171: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 172: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 173: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 174: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 175: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 176: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 177: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 178: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 179: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 180: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 181: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 182: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 183: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 184: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 185: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 186: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 187: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 188: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 189: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 190: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 191: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 192: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 193: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 194: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	144, // [144:195] is the sub-list for method output_type
-	93,  // [93:144] is the sub-list for method input_type
-	93,  // [93:93] is the sub-list for extension type_name
-	93,  // [93:93] is the sub-list for extension extendee
-	0,   // [0:93] is the sub-list for field type_name
+	95,  // 29: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	44,  // 30: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 31: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 32: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 33: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 34: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 35: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 36: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 37: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 38: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 39: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 40: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 41: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 42: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 43: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	56,  // 44: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 45: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 46: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 47: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 48: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 49: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 50: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 51: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 52: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 53: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 54: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 55: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 56: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 57: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 58: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 59: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 60: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	96,  // 61: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	27,  // 62: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 63: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 64: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 65: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 66: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	97,  // 67: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	98,  // 68: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 69: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	99,  // 70: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 71: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 72: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 73: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	100, // 74: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	101, // 75: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	102, // 76: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	103, // 77: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	104, // 78: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	105, // 79: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	106, // 80: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	107, // 81: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 82: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 83: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 84: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 85: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 86: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 87: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 88: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 89: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 90: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	2,   // 91: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 92: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 93: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 94: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 95: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 96: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 97: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 98: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 99: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 100: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 101: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 102: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 103: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 104: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 105: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 106: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 107: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 108: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 109: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 110: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 111: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 112: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 113: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 114: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 115: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 116: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 117: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 118: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 119: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 120: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 121: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 122: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 123: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 124: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 125: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 126: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 127: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 128: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 129: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 130: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 131: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 132: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 133: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 134: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 135: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 136: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 137: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 138: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 139: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 140: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 141: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 142: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 143: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 144: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 145: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	3,   // 146: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 147: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 148: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 149: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 150: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 151: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 152: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 153: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 154: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 155: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 156: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 157: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 158: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 159: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 160: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 161: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 162: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 163: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 164: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 165: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 166: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 167: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 168: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 169: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 170: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 171: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 172: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 173: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 174: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 175: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 176: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 177: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 178: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 179: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 180: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 181: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 182: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 183: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 184: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 185: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 186: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 187: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 188: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 189: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 190: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 191: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 192: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 193: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 194: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 195: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 196: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	146, // [146:197] is the sub-list for method output_type
+	95,  // [95:146] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7261,7 +7287,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   104,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

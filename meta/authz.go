@@ -51,14 +51,16 @@ var (
 var explicitRules = map[string]rule{
 	// A data server's own calls.
 	"Heartbeat": {roles: []pki.Role{pki.RoleData}, user: userNever},
-	"Volumes":   {roles: roleAll, user: userAny},
-	"Info":      {roles: roleAll, user: userAny},
+	// Where volumes are and what the cluster is: a public namespace's
+	// anonymous reader needs them too (the data plane checks capabilities).
+	"Volumes": {roles: roleAll, user: userAnyone},
+	"Info":    {roles: roleAll, user: userAnyone},
 	// Gateways verify SigV4 with the secret itself; nobody else sees one.
 	"S3GetSecret":  {roles: []pki.Role{pki.RoleGateway}},
 	"Authenticate": {roles: roleAll, user: userAnyone},
 	// Streams and calls without a namespace: answers are filtered to the
 	// namespaces the caller may read (ListNamespaces, Watch, MountSession).
-	"ListNamespaces": {roles: roleGateway, user: userAny},
+	"ListNamespaces": {roles: roleGateway, user: userAnyone},
 	"Watch":          {roles: roleGateway, user: userAny},
 	"MountSession":   {roles: roleMeta, user: userAny},
 	"MountReserve":   {roles: roleMeta, user: userAny},
@@ -263,34 +265,49 @@ const (
 	accessOwner
 )
 
-// accessTo is what c may do on namespace ns: root and the owner anything,
-// a grant what it grants, anyone read a public namespace.
+// accessTo is what c may do on namespace ns (see Rights); exists is false
+// only for a namespace known not to exist.
 func (s *Service) accessTo(c Caller, ns string) (lvl accessLevel, exists bool) {
 	if c.Role != "" || c.Root {
 		return accessOwner, true
 	}
-	switch c.Grants[ns] {
+	n := &metapb.Namespace{Name: ns}
+	exists = true
+	if v, err := s.readView(); err == nil {
+		if found, err := v.namespace(ns); err == nil {
+			n = found
+		} else {
+			exists = !errors.Is(errors.NotExist, err)
+		}
+		v.close()
+	}
+	read, write, own := Rights(c.Key, c.Root, c.Grants, n)
+	switch {
+	case own && exists:
+		return accessOwner, exists
+	case write:
+		return accessWrite, exists
+	case read:
+		return accessRead, exists
+	}
+	return accessNone, exists
+}
+
+// Rights is what a user (access key, root flag, grants) may do on
+// namespace n: root and the owner anything, a grant what it grants, anyone
+// read a public namespace. It is the one rule of every way in: meta applies
+// it to each call, and the gateway, S3 and the mount to decide early.
+func Rights(key string, root bool, grants map[string]metapb.S3Access, n *metapb.Namespace) (read, write, own bool) {
+	if root || key != "" && key == n.Owner {
+		return true, true, true
+	}
+	switch grants[n.Name] {
 	case metapb.S3Access_S3_WRITE:
-		lvl = accessWrite
+		return true, true, false
 	case metapb.S3Access_S3_READ:
-		lvl = accessRead
+		return true, false, false
 	}
-	v, err := s.readView()
-	if err != nil {
-		return lvl, true
-	}
-	defer v.close()
-	n, err := v.namespace(ns)
-	if err != nil {
-		return lvl, !errors.Is(errors.NotExist, err)
-	}
-	if c.Key != "" && n.Owner == c.Key {
-		return accessOwner, true
-	}
-	if n.Visibility == metapb.Visibility_PUBLIC_READ && lvl < accessRead {
-		lvl = accessRead
-	}
-	return lvl, true
+	return n.Visibility == metapb.Visibility_PUBLIC_READ, false, false
 }
 
 // mayRead reports whether c may read ns (answers and events are filtered
@@ -363,7 +380,7 @@ func (s *Service) filterNamespaces(ctx context.Context, l *metapb.NamespaceList)
 	}
 	kept := l.Namespaces[:0]
 	for _, n := range l.Namespaces {
-		if c.Key != "" && n.Owner == c.Key || c.Grants[n.Name] != metapb.S3Access_S3_NONE || n.Visibility == metapb.Visibility_PUBLIC_READ {
+		if read, _, _ := Rights(c.Key, c.Root, c.Grants, n); read {
 			kept = append(kept, n)
 		}
 	}

@@ -6,15 +6,12 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/protobuf/encoding/prototext"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"cairn/errors"
+	"cairn/meta/metatest"
 	"cairn/pki"
 	"cairn/pki/pkitest"
 	"cairn/proto/metapb"
@@ -137,78 +134,14 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// snapshot is the state an attack must not change: namespaces, users,
-// keys and grants, and the victim's tree.
 func (w *world) snapshot(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	var out []byte
-	add := func(m proto.Message, err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := prototext.Marshal(m)
-		out = append(out, b...)
-	}
-	add(w.svc.ListNamespaces(ctx, &metapb.Empty{}))
-	add(w.svc.S3ListUsers(ctx, &metapb.Empty{}))
-	add(w.svc.S3ListKeys(ctx, &metapb.S3UserRequest{}))
-	for _, ns := range []string{"victim", "shared"} {
-		add(w.svc.List(ctx, &metapb.ListRequest{Ns: ns}))
-	}
-	return string(out)
+	return metatest.Snapshot(t, w.svc, "victim", "shared")
 }
-
-// attackRequest is a request of method's type aimed at namespace ns:
-// every namespace field names it, batches hold one such item.
-func attackRequest(md protoreflect.MethodDescriptor, ns string) proto.Message {
-	m := newMessage(md.Input())
-	fill(m.ProtoReflect(), ns)
-	return m
-}
-
-func fill(m protoreflect.Message, ns string) {
-	fields := m.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		f := fields.Get(i)
-		switch {
-		case f.Kind() == protoreflect.StringKind && !f.IsList() && !f.IsMap():
-			switch f.Name() {
-			case "ns", "bucket", "name", "src_ns", "dst_ns", "user":
-				m.Set(f, protoreflect.ValueOfString(ns))
-			case "path", "key", "access_key", "server", "upload_id":
-				m.Set(f, protoreflect.ValueOfString("x"))
-			}
-		case f.Kind() == protoreflect.MessageKind && f.IsList():
-			l := m.Mutable(f).List()
-			e := l.NewElement()
-			fill(e.Message(), ns)
-			l.Append(e)
-		case f.Kind() == protoreflect.MessageKind && !f.IsMap():
-			fill(m.Mutable(f).Message(), ns)
-		}
-	}
-}
-
-var metaService = metapb.File_proto_meta_proto.Services().ByName("Meta")
 
 // callEvery calls every unary method as cl and hands each error to check.
 func callEvery(t *testing.T, cl metapb.MetaClient, ns string, check func(method string, err error)) {
 	t.Helper()
-	conn := cl.(interface {
-		Invoke(context.Context, string, any, any, ...grpc.CallOption) error
-	})
-	ms := metaService.Methods()
-	for i := 0; i < ms.Len(); i++ {
-		md := ms.Get(i)
-		if md.IsStreamingClient() || md.IsStreamingServer() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := conn.Invoke(ctx, "/cairn.meta.Meta/"+string(md.Name()), attackRequest(md, ns), newMessage(md.Output()))
-		cancel()
-		check(string(md.Name()), fromStatus(err))
-	}
+	metatest.CallEvery(cl.(invoker).cc, ns, check)
 }
 
 func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
@@ -262,11 +195,7 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 	// A gateway: never a heartbeat, never administration.
 	gw := w.role(t, pki.RoleGateway, "g1")
 	for _, method := range []string{"Heartbeat", "CreateUser", "S3CreateUser", "S3CreateKey", "S3Grant", "S3ListKeys", "ClusterDrain", "ClusterStatus"} {
-		md := metaService.Methods().ByName(protoreflect.Name(method))
-		err := gw.(interface {
-			Invoke(context.Context, string, any, any, ...grpc.CallOption) error
-		}).Invoke(context.Background(), "/cairn.meta.Meta/"+method, attackRequest(md, "victim"), newMessage(md.Output()))
-		if !errors.Is(errors.Permission, fromStatus(err)) {
+		if err := metatest.Call(gw.(invoker).cc, method, "victim"); !errors.Is(errors.Permission, err) {
 			t.Errorf("gateway %s: %v, want PermissionDenied", method, err)
 		}
 	}

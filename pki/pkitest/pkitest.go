@@ -10,8 +10,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -79,6 +81,15 @@ func (ca *CA) ServerConfig(t testing.TB) *tls.Config {
 	return &tls.Config{
 		Certificates: []tls.Certificate{ca.Cert(t, pki.RoleMeta, "meta")},
 		ClientCAs:    ca.Pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
+	}
+}
+
+// WritePEM writes the CA's certificate to file (what $CAIRN_CA names).
+func (ca *CA) WritePEM(t testing.TB, file string) {
+	t.Helper()
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -233,7 +233,7 @@ func TestSecuritySuite(t *testing.T) {
 				t.Errorf("anonymous %s: %v", method, err)
 			}
 		})
-		userOK := map[string]bool{"Authenticate": true, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true}
+		userOK := map[string]bool{"Authenticate": true, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
 		_, mal := s.dial(t, nil, &mallory)
 		metatest.CallEvery(mal, "victim", func(method string, err error) {
 			if !userOK[method] && !errors.Is(errors.Permission, err) {

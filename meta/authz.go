@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/pki"
 	"cairn/proto/metapb"
@@ -65,6 +66,9 @@ var explicitRules = map[string]rule{
 	"MountSession":   {roles: roleMeta, user: userAny},
 	"MountReserve":   {roles: roleMeta, user: userAny},
 	"Sync":           {roles: roleGateway, user: userAny},
+	// Capabilities are renewed only while the caller may still use them
+	// (mayRenew, per namespace named inside each token).
+	"RenewCaps": {roles: roleGateway, user: userAny},
 	// Namespace records: their owner decides.
 	"CreateNamespace":   {roles: roleGateway, user: userAny}, // owner must be the caller (createRule)
 	"DeleteNamespace":   {roles: roleGateway, user: userOwner},
@@ -308,6 +312,22 @@ func Rights(key string, root bool, grants map[string]metapb.S3Access, n *metapb.
 		return true, false, false
 	}
 	return n.Visibility == metapb.Visibility_PUBLIC_READ, false, false
+}
+
+// mayRenew decides whether the caller of a RenewCaps may have a
+// capability of namespace ns for ops renewed: read or write on ns as for
+// a call, so a grant removed stops the data plane too, within callerTTL
+// plus a capability's lifetime.
+func (s *Service) mayRenew(ctx context.Context, ns string, ops capability.Op) bool {
+	c, ok := CallerOf(ctx)
+	if !ok {
+		return true // in-process, not through serve: the embedder's own call
+	}
+	lvl, _ := s.accessTo(c, ns)
+	if ops&(capability.Write|capability.Delete) != 0 {
+		return lvl >= accessWrite
+	}
+	return lvl >= accessRead
 }
 
 // mayRead reports whether c may read ns (answers and events are filtered

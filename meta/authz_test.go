@@ -3,13 +3,16 @@ package meta
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/meta/metatest"
 	"cairn/pki"
@@ -176,7 +179,7 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 		}
 	})
 	// A user: nothing of root's, nothing administrative.
-	userOK := map[string]bool{"Authenticate": false, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true}
+	userOK := map[string]bool{"Authenticate": false, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
 	callEvery(t, w.aliceCl, "victim", func(method string, err error) {
 		if _, ok := userOK[method]; ok {
 			return
@@ -272,6 +275,32 @@ func TestUserRights(t *testing.T) {
 	}
 	if _, err := w.role(t, pki.RoleData, "d1").Heartbeat(ctx, hb); err != nil {
 		t.Fatalf("heartbeat from a data server: %v", err)
+	}
+}
+
+// TestRenewFollowsRights: a user gets capabilities renewed only for the
+// namespaces they may still use, for the operations they may do.
+func TestRenewFollowsRights(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	mint := func(ops capability.Op, ns string) string {
+		tok, err := w.svc.caps.Mint(ops, 1, 1, 1, ns, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	req := &metapb.RenewCapsRequest{Caps: []string{
+		mint(capability.Read, "victim"), mint(capability.Read, "shared"),
+		mint(capability.Write, "shared"), mint(capability.Write, "alicens"),
+	}}
+	r, err := w.aliceCl.RenewCaps(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []bool{r.Caps[0] != "", r.Caps[1] != "", r.Caps[2] != "", r.Caps[3] != ""}
+	if want := []bool{false, true, false, true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("renewed (victim read, shared read, shared write, own write) = %v, want %v", got, want)
 	}
 }
 

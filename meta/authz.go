@@ -277,7 +277,7 @@ func (s *Service) accessTo(c Caller, ns string) (lvl accessLevel, exists bool) {
 	}
 	n := &metapb.Namespace{Name: ns}
 	exists = true
-	if v, err := s.readView(); err == nil {
+	if v, err := s.cachedView(); err == nil { // the read cache Resolve uses: no iterator on a warm call
 		if found, err := v.namespace(ns); err == nil {
 			n = found
 		} else {

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 
 	"cairn/capability"
 	"cairn/errors"
@@ -358,4 +359,55 @@ func TestWatchFiltered(t *testing.T) {
 	if !errors.Is(errors.Unauthenticated, err) {
 		t.Fatalf("anonymous watch: %v", err)
 	}
+}
+
+// BenchmarkAuthorize is what establishing and authorising the caller adds
+// to a call (the caller's verification cached, as for every warm call),
+// next to the Resolve it guards.
+func BenchmarkAuthorize(b *testing.B) {
+	svc, err := Open(testConfig(b.TempDir(), nil))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	ctx := context.Background()
+	if _, err := svc.S3CreateUser(ctx, &metapb.S3User{Name: "u"}); err != nil {
+		b.Fatal(err)
+	}
+	k, err := svc.S3CreateKey(ctx, &metapb.S3CreateKeyRequest{User: "u"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: "bns", Owner: k.Key.AccessKey}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.Mkdir(ctx, &metapb.MkdirRequest{Ns: "bns", Path: "a/b/c", Parents: true}); err != nil {
+		b.Fatal(err)
+	}
+	req := &metapb.ResolveRequest{Ns: "bns", Path: "a/b/c"}
+	user := metadata.NewIncomingContext(ctx, metadata.Pairs(mdAccessKey, k.Key.AccessKey, mdSecret, k.Secret))
+	gateway := WithCaller(ctx, Caller{Role: pki.RoleGateway, ID: "g"})
+	for _, bc := range []struct {
+		name string
+		ctx  context.Context
+	}{{"gateway", gateway}, {"user", user}, {"gateway-for-user", OnBehalfOf(gateway, k.Key.AccessKey)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				c, err := svc.caller(bc.ctx)
+				if err == nil {
+					err = svc.authorize(c, "Resolve", req)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("resolve", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := svc.Resolve(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -352,7 +352,8 @@ type filteredStream struct {
 
 func (f *filteredStream) SendMsg(m any) error {
 	if e, ok := m.(*metapb.Event); ok && e.Ns != "" && !f.may(e.Ns) {
-		m = &metapb.Event{Seq: e.Seq, Reset_: e.Reset_, MountFlush: e.MountFlush}
+		// The protocol fields stay: a mount acknowledges notices by number.
+		m = &metapb.Event{Seq: e.Seq, Reset_: e.Reset_, MountFlush: e.MountFlush, MountNotice: e.MountNotice}
 	}
 	return f.ServerStream.SendMsg(m)
 }

@@ -114,16 +114,21 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	mc, conn, err := meta.Dial(addr, fusefs.CountCalls())
+	mc, conn, err := dialMeta(addr, fusefs.CountCalls())
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	visible, err := visibility(ctx, mc)
+	who, err := whoami(ctx, mc)
 	if err != nil {
 		return err
 	}
-	cfg.Visible = visible
+	cfg.Visible = visibility(who)
+	if ns != "" {
+		if err := checkMount(ctx, mc, who, &cfg); err != nil {
+			return err
+		}
+	}
 	cl, err := client.New(client.Config{
 		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1,
 	})
@@ -175,26 +180,63 @@ func findMeta(ctx context.Context, o *options, flag string) (string, error) {
 	return addr, nil
 }
 
-// visibility decides which namespaces an all-namespaces mount shows: all
-// for root, else the caller's own and the public ones.
-func visibility(ctx context.Context, mc metapb.MetaClient) (func(*metapb.Namespace) bool, error) {
+// whoami is the user in the environment as meta knows them (key, root,
+// grants); nil without credentials.
+func whoami(ctx context.Context, mc metapb.MetaClient) (*metapb.AuthResponse, error) {
 	cfg, err := api.ConfigFromEnv()
 	if err != nil {
 		return nil, err
 	}
 	if cfg.AccessKey == "" {
-		return func(ns *metapb.Namespace) bool { return ns.Visibility == metapb.Visibility_PUBLIC_READ }, nil
-	}
-	who, err := mc.Authenticate(ctx, &metapb.AuthRequest{AccessKey: cfg.AccessKey, Secret: cfg.SecretKey})
-	if err != nil {
-		return nil, err
-	}
-	if who.Root {
 		return nil, nil
 	}
+	return mc.Authenticate(ctx, &metapb.AuthRequest{AccessKey: cfg.AccessKey, Secret: cfg.SecretKey})
+}
+
+// mayAccess is what who may do on namespace n, by the rule meta applies
+// to every call of the mount.
+func mayAccess(who *metapb.AuthResponse, n *metapb.Namespace) (read, write bool) {
+	read, write, _ = meta.Rights(who.GetAccessKey(), who.GetRoot(), who.GetGrants(), n)
+	return read, write
+}
+
+// visibility decides which namespaces an all-namespaces mount shows: all
+// for root, else those the caller may read.
+func visibility(who *metapb.AuthResponse) func(*metapb.Namespace) bool {
+	if who != nil && who.Root {
+		return nil
+	}
 	return func(ns *metapb.Namespace) bool {
-		return ns.Owner == who.AccessKey || ns.Visibility == metapb.Visibility_PUBLIC_READ
-	}, nil
+		read, _ := mayAccess(who, ns)
+		return read
+	}
+}
+
+// checkMount refuses a namespace the caller may not read, with a clear
+// error, before anything is mounted, and makes the mount read-only when
+// the caller may only read. Meta checks every call of the mount again (a
+// grant removed takes effect within a minute).
+func checkMount(ctx context.Context, mc metapb.MetaClient, who *metapb.AuthResponse, cfg *fusefs.Config) error {
+	const op = errors.Op("cli.mount")
+	n, err := mc.GetNamespace(ctx, &metapb.NamespaceRequest{Name: cfg.Namespace})
+	if err != nil && !errors.Is(errors.Permission, err) && !errors.Is(errors.Unauthenticated, err) {
+		return errors.E(op, errors.Path(cfg.Namespace), err)
+	}
+	var read, write bool
+	if err == nil {
+		read, write = mayAccess(who, n)
+	}
+	if !read {
+		kind, who := errors.Permission, "access key "+who.GetAccessKey()
+		if who == "access key " {
+			kind, who = errors.Unauthenticated, "a mount without credentials (set CAIRN_ACCESS_KEY/CAIRN_SECRET_KEY)"
+		}
+		return errors.E(op, kind, errors.Path(cfg.Namespace), fmt.Errorf("%s may not read namespace %s", who, cfg.Namespace))
+	}
+	if !write {
+		cfg.ReadOnly = true
+	}
+	return nil
 }
 
 // daemonize re-executes the command in the background, detached from the

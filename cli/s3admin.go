@@ -10,13 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
-// S3 users and access keys are kept by meta; these commands talk to it
-// over gRPC (--meta), which, like every meta call, belongs on the trusted
-// network (docs/architecture.md). defaultMeta is in benchmeta.go.
+// Users and access keys are kept by meta; these commands talk to it over
+// gRPC (--meta) as the user in the environment (see dialMeta): only root
+// may manage them. A key works on every way in: the native API, S3 and the
+// mount, with the same grants. defaultMeta is in benchmeta.go.
 
 func s3AdminCommands() []*cobra.Command {
 	metaAddr := defaultMeta
@@ -26,7 +26,7 @@ func s3AdminCommands() []*cobra.Command {
 	// withMeta runs f with a connection to meta.
 	withMeta := func(f func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			mc, conn, err := meta.Dial(metaAddr)
+			mc, conn, err := dialMeta(metaAddr)
 			if err != nil {
 				return err
 			}
@@ -34,14 +34,14 @@ func s3AdminCommands() []*cobra.Command {
 			return f(cmd, mc, args)
 		}
 	}
-	user := &cobra.Command{Use: "user", Short: "S3 users: create, ls, rm"}
-	key := &cobra.Command{Use: "key", Short: "S3 access keys: create, ls, rm, grant"}
+	user := &cobra.Command{Use: "user", Short: "users: create, ls, rm"}
+	key := &cobra.Command{Use: "key", Short: "access keys (native API, S3, mount): create, ls, rm, grant"}
 	for _, c := range []*cobra.Command{user, key} {
 		c.PersistentFlags().StringVar(&metaAddr, "meta", metaAddr, "meta gRPC address (default $CAIRN_META or "+defaultMeta+")")
 	}
 
 	user.AddCommand(&cobra.Command{
-		Use: "create NAME", Short: "Create an S3 user (then give it keys)", Args: nArgs(1, 1),
+		Use: "create NAME", Short: "Create a user (then give it keys)", Args: nArgs(1, 1),
 		RunE: withMeta(func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error {
 			if _, err := mc.S3CreateUser(cmd.Context(), &metapb.S3User{Name: args[0]}); err != nil {
 				return err
@@ -50,7 +50,7 @@ func s3AdminCommands() []*cobra.Command {
 			return nil
 		}),
 	}, &cobra.Command{
-		Use: "ls", Short: "List S3 users", Args: nArgs(0, 0),
+		Use: "ls", Short: "List users", Args: nArgs(0, 0),
 		RunE: withMeta(func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error {
 			l, err := mc.S3ListUsers(cmd.Context(), &metapb.Empty{})
 			if err != nil {
@@ -64,7 +64,7 @@ func s3AdminCommands() []*cobra.Command {
 			return tw.Flush()
 		}),
 	}, &cobra.Command{
-		Use: "rm NAME", Short: "Remove an S3 user and all their keys", Args: nArgs(1, 1),
+		Use: "rm NAME", Short: "Remove a user and all their keys", Args: nArgs(1, 1),
 		RunE: withMeta(func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error {
 			_, err := mc.S3DeleteUser(cmd.Context(), &metapb.S3UserRequest{Name: args[0]})
 			return err
@@ -73,12 +73,13 @@ func s3AdminCommands() []*cobra.Command {
 
 	var grants []string
 	create := &cobra.Command{
-		Use:   "create USER [--grant BUCKET=read|write ...]",
+		Use:   "create USER [--grant NS=read|write ...]",
 		Short: "Create an access key for a user; the secret is shown only now",
-		Long: `Create an access key and secret for USER. The key owns the buckets it
-creates; --grant gives it read or write access to other buckets (repeatable).
-The secret is printed once: meta keeps it sealed (SigV4 needs it to verify
-signatures) and never shows it again.`,
+		Long: `Create an access key and secret for USER. The key works on the native API
+(Basic), S3 (SigV4) and the mount alike. It owns the namespaces (buckets) it
+creates; --grant gives it read or write access to others (repeatable). The
+secret is printed once, for both kinds of client: meta keeps it sealed (SigV4
+needs it to verify signatures) and never shows it again.`,
 		Args: nArgs(1, 1),
 		RunE: withMeta(func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error {
 			g, err := parseGrants(grants)
@@ -89,7 +90,7 @@ signatures) and never shows it again.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", k.Key.AccessKey, k.Secret)
+			fmt.Fprintf(cmd.OutOrStdout(), "AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\nCAIRN_ACCESS_KEY=%[1]s\nCAIRN_SECRET_KEY=%[2]s\n", k.Key.AccessKey, k.Secret)
 			return nil
 		}),
 	}

@@ -151,6 +151,7 @@ func metaCmd() *cobra.Command {
 	var dead time.Duration = 10 * time.Second
 	var repairRate int64 = 64 << 20
 	var rebalanceOnJoin bool
+	trustPlaintext := true
 	cmd := &cobra.Command{
 		Use:   "meta",
 		Short: "Run the metadata service",
@@ -159,7 +160,7 @@ func metaCmd() *cobra.Command {
 			svc, err := meta.Open(meta.Config{
 				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
-				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
+				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin, TrustPlaintext: trustPlaintext,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }, Logger: logger(),
 			})
 			if err != nil {
@@ -201,6 +202,7 @@ func metaCmd() *cobra.Command {
 	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
 	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
 	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
+	fs.BoolVar(&trustPlaintext, "trust-plaintext", trustPlaintext, "treat callers on plaintext gRPC connections as cluster members (the trusted network of before mutual TLS); =false makes them anonymous")
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }

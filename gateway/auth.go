@@ -8,13 +8,16 @@ import (
 	"time"
 
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
-// principal is who makes a request; the zero value is anonymous.
+// principal is who makes a request; the zero value is anonymous. Its
+// grants are the same ones S3 honours: one set of keys for every way in.
 type principal struct {
-	key  string
-	root bool
+	key    string
+	root   bool
+	grants map[string]metapb.S3Access
 }
 
 // authCache remembers the outcome of checking a key and secret, so a warm
@@ -57,7 +60,7 @@ func (g *Gateway) authenticate(r *http.Request) (principal, error) {
 	e = authEntry{expires: now.Add(authOK)}
 	switch {
 	case err == nil:
-		e.p = principal{key: resp.AccessKey, root: resp.Root}
+		e.p = principal{key: resp.AccessKey, root: resp.Root, grants: resp.Grants}
 	case errors.Is(errors.Unauthenticated, err) || errors.Is(errors.NotExist, err) || errors.Is(errors.Permission, err):
 		e.err = errors.E(errors.Unauthenticated, "invalid access key or secret")
 		e.expires = now.Add(authFail)
@@ -92,16 +95,19 @@ func (g *Gateway) authorize(ctx context.Context, p principal, ns string, a acces
 		}
 		return nil, err
 	}
-	allowed := p.root || (p.key != "" && p.key == n.Owner)
-	if !allowed && a == read && n.Visibility == metapb.Visibility_PUBLIC_READ {
-		allowed = true
-	}
 	switch {
-	case allowed:
+	case p.may(n, a):
 		return n, nil
 	case p.key == "":
 		return nil, errors.E(errors.Unauthenticated, errors.Path(ns), "this namespace needs credentials")
 	default:
 		return nil, errors.E(errors.Permission, errors.Path(ns), "access denied")
 	}
+}
+
+// may reports whether p may read or write namespace n, by the rule meta
+// applies to every call (meta.Rights).
+func (p principal) may(n *metapb.Namespace, a access) bool {
+	mayRead, mayWrite, _ := meta.Rights(p.key, p.root, p.grants, n)
+	return mayWrite || a == read && mayRead
 }

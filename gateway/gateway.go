@@ -14,6 +14,7 @@ import (
 	"cairn/byterange"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/metrics"
 	"cairn/pathname"
 	"cairn/proto/metapb"
@@ -131,6 +132,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) (string, int) {
 	if err != nil {
 		return "auth", writeError(w, err)
 	}
+	// Meta checks the user's rights too, where the data is: a gateway
+	// that got a check wrong still cannot reach past them.
+	r = r.WithContext(meta.OnBehalfOf(r.Context(), p.key))
 	raw := strings.TrimPrefix(r.URL.Path, "/")
 	if raw == "" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -252,7 +256,7 @@ func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request, p princ
 		Namespaces []nsJSON `json:"namespaces"`
 	}{Namespaces: []nsJSON{}}
 	for _, n := range all {
-		if p.root || (p.key != "" && n.Owner == p.key) || n.Visibility == metapb.Visibility_PUBLIC_READ {
+		if p.may(n, read) {
 			out.Namespaces = append(out.Namespaces, toNSJSON(n))
 		}
 	}

@@ -135,13 +135,14 @@ func (s *Service) checkSecret(access, secret string) (ok, root bool) {
 	return match && found, u.Root
 }
 
-// Authenticate checks an access key and secret.
+// Authenticate checks an access key and secret against the one set of
+// keys (see checkUser) and says what the key may do.
 func (s *Service) Authenticate(ctx context.Context, req *metapb.AuthRequest) (*metapb.AuthResponse, error) {
-	ok, root := s.checkSecret(req.AccessKey, req.Secret)
-	if !ok || req.AccessKey == "" {
-		return nil, errors.E(errors.Op("meta.Authenticate"), errors.Unauthenticated, "bad access key or secret")
+	c, err := s.verify(req.AccessKey, req.Secret)
+	if err != nil {
+		return nil, errors.E(errors.Op("meta.Authenticate"), err)
 	}
-	return &metapb.AuthResponse{AccessKey: req.AccessKey, Root: root}, nil
+	return &metapb.AuthResponse{AccessKey: c.Key, Root: c.Root, User: c.User, Grants: c.Grants}, nil
 }
 
 // CreateUser makes a new (non-root) access key; the secret is returned

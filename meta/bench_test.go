@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkResolveGRPC(b *testing.B) {
 // of `cairn server` does.
 func BenchmarkResolveInProcess(b *testing.B) {
 	ts := benchSetup(b)
-	lc := Local(ts.svc, ts.cl)
+	lc := Local(ts.svc, Caller{Role: pki.RoleGateway, ID: "test"}, ts.cl)
 	parallelism(b, 32)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {

@@ -212,19 +212,23 @@ func (s *Service) RenewCaps(ctx context.Context, req *metapb.RenewCapsRequest) (
 		return nil, errors.E(op, errors.TooLarge, "more than 10000 capabilities")
 	}
 	out := &metapb.RenewCapsResponse{Caps: make([]string, len(req.Caps))}
-	known := map[string]bool{}
+	type scope struct {
+		ns  string
+		ops capability.Op
+	}
+	known := map[scope]bool{} // per namespace and operations: a read grant renews no write
 	for i, tok := range req.Caps {
 		c, err := s.caps.Signed(tok)
 		if err != nil || c.Ops&(capability.Admin|capability.Replicate) != 0 {
 			continue
 		}
-		ok, seen := known[c.Namespace]
+		ok, seen := known[scope{c.Namespace, c.Ops}]
 		if !seen {
 			// The hook for per-user authorisation: the caller must still
 			// be allowed to read (or write) this namespace.
 			_, err := s.GetNamespace(ctx, &metapb.NamespaceRequest{Name: c.Namespace})
 			ok = err == nil && (s.cfg.CapRenewFor == nil || s.cfg.CapRenewFor(ctx, c.Namespace, c.Ops))
-			known[c.Namespace] = ok
+			known[scope{c.Namespace, c.Ops}] = ok
 		}
 		if !ok {
 			continue

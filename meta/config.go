@@ -85,6 +85,14 @@ type Config struct {
 	// the point reads of a mutation (does the name exist, the parent's
 	// inode) off the disk and out of the decompressor. Default 256 MiB.
 	BlockCacheSize int64
+
+	// TrustPlaintext treats a caller on a connection without TLS as a
+	// member of the cluster (role meta: every call allowed), as on the
+	// trusted network Cairn assumed before mutual TLS. Off, such a caller
+	// is anonymous unless an in-process embedder names it (Local). Calls
+	// over TLS are authorised by the peer's certificate or the user's
+	// credentials either way. For deployments not yet on mutual TLS only.
+	TrustPlaintext bool
 }
 
 const (

@@ -135,8 +135,19 @@ func opName(fullMethod string) string { return path.Base(fullMethod) }
 // per-operation metrics; mounts first commit what they wrote behind, so
 // the call sees it; and a call that changed anything is answered only
 // once every mount's session dropped what it changed (classify.go).
-func (s *Service) serve(ctx context.Context, method string, h func(context.Context) (any, error)) (any, error) {
+// Before all that, the caller is established and authorised (caller.go,
+// authz.go): this is the one place both transports pass.
+func (s *Service) serve(ctx context.Context, method string, req any, h func(context.Context) (any, error)) (any, error) {
 	done := s.ops.Start(method)
+	c, err := s.caller(ctx)
+	if err == nil {
+		err = s.authorize(c, method, req)
+	}
+	if err != nil {
+		done(err)
+		return nil, err
+	}
+	ctx = WithCaller(ctx, c)
 	s.recallDirty(ctx, method)
 	before := s.hub.lastSeq()
 	resp, err := h(ctx)
@@ -152,23 +163,27 @@ func (s *Service) serve(ctx context.Context, method string, h func(context.Conte
 
 // NewGRPCServer returns a gRPC server with svc registered. Its interceptors
 // time every call into svc.Ops() and turn *errors.Error into a status that
-// carries the Kind, Op and Path.
-func NewGRPCServer(svc *Service) *grpc.Server {
+// carries the Kind, Op and Path. extra options come last (the transport's
+// TLS credentials).
+func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 	ops := svc.Ops()
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		resp, err := svc.serve(ctx, opName(info.FullMethod), func(ctx context.Context) (any, error) { return h(ctx, req) })
+		resp, err := svc.serve(ctx, opName(info.FullMethod), req, func(ctx context.Context) (any, error) { return h(ctx, req) })
 		return resp, toStatus(err)
 	}
 	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		done := ops.Start(opName(info.FullMethod))
-		err := h(srv, ss)
+		ss, err := svc.serveStream(ss, opName(info.FullMethod))
+		if err == nil {
+			err = h(srv, ss)
+		}
 		if errors.Is(errors.Canceled, err) {
 			err = nil // a watcher that hangs up is the normal end of a stream
 		}
 		done(err)
 		return toStatus(err)
 	}
-	s := grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.UnaryInterceptor(unary),
 		grpc.StreamInterceptor(stream),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
@@ -185,7 +200,8 @@ func NewGRPCServer(svc *Service) *grpc.Server {
 		// let most of 32 concurrent Resolves spill over; 64 gained 3-8%).
 		grpc.NumStreamWorkers(uint32(max(64, 32*runtime.GOMAXPROCS(0)))),
 		grpc.SharedWriteBuffer(true),
-	)
+	}
+	s := grpc.NewServer(append(opts, extra...)...)
 	metapb.RegisterMetaServer(s, svc)
 	return s
 }

@@ -131,6 +131,9 @@ func testConfig(dir string, c *cluster) Config {
 		Dir:        dir,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: prometheus.NewRegistry(),
+		// The tests of the API itself call over plaintext as a cluster
+		// member; authz_test.go tests who may call what over TLS.
+		TrustPlaintext: true,
 	}
 	if c != nil {
 		cfg.Chunks = c.chunks

@@ -21,19 +21,24 @@ import (
 //
 // Requests and answers are cloned at the boundary, so neither side can
 // see the other change a message it still holds, as over the wire.
-func Local(svc *Service, remote metapb.MetaClient) metapb.MetaClient {
-	return &local{MetaClient: remote, s: svc}
+//
+// who is the identity every call carries (`cairn server` gives its gateway
+// a gateway identity); a call made with OnBehalfOf is checked as that user.
+func Local(svc *Service, who Caller, remote metapb.MetaClient) metapb.MetaClient {
+	return &local{MetaClient: remote, s: svc, who: who}
 }
 
 type local struct {
 	metapb.MetaClient
-	s *Service
+	s   *Service
+	who Caller
 }
 
 // call runs one method of the service as the gRPC server would (see
 // Service.serve), on a copy of the request, and answers with a copy.
-func call[Req, Resp proto.Message](ctx context.Context, s *Service, name string, h func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
-	resp, err := s.serve(ctx, name, func(ctx context.Context) (any, error) { return h(ctx, proto.Clone(req).(Req)) })
+func call[Req, Resp proto.Message](ctx context.Context, l *local, name string, h func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
+	req = proto.Clone(req).(Req)
+	resp, err := l.s.serve(WithCaller(ctx, l.who), name, req, func(ctx context.Context) (any, error) { return h(ctx, req) })
 	if err != nil {
 		var zero Resp
 		return zero, err
@@ -42,63 +47,63 @@ func call[Req, Resp proto.Message](ctx context.Context, s *Service, name string,
 }
 
 func (l *local) GetNamespace(ctx context.Context, in *metapb.NamespaceRequest, _ ...grpc.CallOption) (*metapb.Namespace, error) {
-	return call(ctx, l.s, "GetNamespace", l.s.GetNamespace, in)
+	return call(ctx, l, "GetNamespace", l.s.GetNamespace, in)
 }
 
 func (l *local) CommitBatch(ctx context.Context, in *metapb.CommitBatchRequest, _ ...grpc.CallOption) (*metapb.CommitBatchResponse, error) {
-	return call(ctx, l.s, "CommitBatch", l.s.CommitBatch, in)
+	return call(ctx, l, "CommitBatch", l.s.CommitBatch, in)
 }
 
 func (l *local) Sync(ctx context.Context, in *metapb.Empty, _ ...grpc.CallOption) (*metapb.Empty, error) {
-	return call(ctx, l.s, "Sync", l.s.Sync, in)
+	return call(ctx, l, "Sync", l.s.Sync, in)
 }
 
 func (l *local) Resolve(ctx context.Context, in *metapb.ResolveRequest, _ ...grpc.CallOption) (*metapb.ResolveResponse, error) {
-	return call(ctx, l.s, "Resolve", l.s.Resolve, in)
+	return call(ctx, l, "Resolve", l.s.Resolve, in)
 }
 
 func (l *local) BatchResolve(ctx context.Context, in *metapb.BatchResolveRequest, _ ...grpc.CallOption) (*metapb.BatchResolveResponse, error) {
-	return call(ctx, l.s, "BatchResolve", l.s.BatchResolve, in)
+	return call(ctx, l, "BatchResolve", l.s.BatchResolve, in)
 }
 
 func (l *local) List(ctx context.Context, in *metapb.ListRequest, _ ...grpc.CallOption) (*metapb.ListResponse, error) {
-	return call(ctx, l.s, "List", l.s.List, in)
+	return call(ctx, l, "List", l.s.List, in)
 }
 
 func (l *local) Mkdir(ctx context.Context, in *metapb.MkdirRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
-	return call(ctx, l.s, "Mkdir", l.s.Mkdir, in)
+	return call(ctx, l, "Mkdir", l.s.Mkdir, in)
 }
 
 func (l *local) Commit(ctx context.Context, in *metapb.CommitRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
-	return call(ctx, l.s, "Commit", l.s.Commit, in)
+	return call(ctx, l, "Commit", l.s.Commit, in)
 }
 
 func (l *local) Append(ctx context.Context, in *metapb.AppendRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
-	return call(ctx, l.s, "Append", l.s.Append, in)
+	return call(ctx, l, "Append", l.s.Append, in)
 }
 
 func (l *local) Delete(ctx context.Context, in *metapb.DeleteRequest, _ ...grpc.CallOption) (*metapb.DeleteResponse, error) {
-	return call(ctx, l.s, "Delete", l.s.Delete, in)
+	return call(ctx, l, "Delete", l.s.Delete, in)
 }
 
 func (l *local) Rename(ctx context.Context, in *metapb.RenameRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
-	return call(ctx, l.s, "Rename", l.s.Rename, in)
+	return call(ctx, l, "Rename", l.s.Rename, in)
 }
 
 func (l *local) SetAttr(ctx context.Context, in *metapb.SetAttrRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
-	return call(ctx, l.s, "SetAttr", l.s.SetAttr, in)
+	return call(ctx, l, "SetAttr", l.s.SetAttr, in)
 }
 
 func (l *local) Assign(ctx context.Context, in *metapb.AssignRequest, _ ...grpc.CallOption) (*metapb.AssignResponse, error) {
-	return call(ctx, l.s, "Assign", l.s.Assign, in)
+	return call(ctx, l, "Assign", l.s.Assign, in)
 }
 
 func (l *local) Volumes(ctx context.Context, in *metapb.VolumesRequest, _ ...grpc.CallOption) (*metapb.VolumesResponse, error) {
-	return call(ctx, l.s, "Volumes", l.s.Volumes, in)
+	return call(ctx, l, "Volumes", l.s.Volumes, in)
 }
 
 func (l *local) Authenticate(ctx context.Context, in *metapb.AuthRequest, _ ...grpc.CallOption) (*metapb.AuthResponse, error) {
-	return call(ctx, l.s, "Authenticate", l.s.Authenticate, in)
+	return call(ctx, l, "Authenticate", l.s.Authenticate, in)
 }
 
 // Watch runs the service's change stream for this process on a goroutine,
@@ -106,6 +111,13 @@ func (l *local) Authenticate(ctx context.Context, in *metapb.AuthRequest, _ ...g
 // gateway comes back to its own cache as events, and over gRPC that echo
 // cost several percent of a small PUT's CPU.
 func (l *local) Watch(ctx context.Context, in *metapb.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[metapb.Event], error) {
+	c, err := l.s.caller(WithCaller(ctx, l.who))
+	if err == nil {
+		err = l.s.authorize(c, "Watch", nil)
+	}
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	p := &pipe{ctx: ctx, cancel: cancel, ch: make(chan *metapb.Event, 1024), done: make(chan struct{})}
 	req := proto.Clone(in).(*metapb.WatchRequest)

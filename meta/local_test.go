@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"cairn/errors"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -15,7 +16,7 @@ type namedClient struct {
 
 // bothClients returns the gRPC client of ts and an in-process one.
 func bothClients(ts *testServer) []namedClient {
-	return []namedClient{{"grpc", ts.cl}, {"local", Local(ts.svc, ts.cl)}}
+	return []namedClient{{"grpc", ts.cl}, {"local", Local(ts.svc, Caller{Role: pki.RoleGateway, ID: "test"}, ts.cl)}}
 }
 
 // TestLocalMatchesGRPC runs the same calls through the gRPC client and the

@@ -79,6 +79,7 @@ func (s *Service) ListNamespaces(ctx context.Context, _ *metapb.Empty) (*metapb.
 		}
 		out.Namespaces = append(out.Namespaces, ns)
 	}
+	s.filterNamespaces(ctx, out)
 	return out, it.Error()
 }
 

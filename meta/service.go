@@ -60,6 +60,7 @@ type Service struct {
 
 	mountSessions sessionTable // see session.go
 	locks         lockTable    // see locks.go
+	callers       callerCache  // verified credentials (caller.go)
 
 	gcKick  chan struct{}
 	gcp     gcPasses // see WaitCollected
@@ -95,6 +96,9 @@ func Open(cfg Config) (*Service, error) {
 		gcKick:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		caps:    &capability.Keyring{},
+	}
+	if s.cfg.CapRenewFor == nil {
+		s.cfg.CapRenewFor = s.mayRenew // renewals follow the caller's rights (authz.go)
 	}
 	s.cl.init()
 	if err := s.load(); err != nil {

@@ -28,6 +28,7 @@ import (
 	"cairn/gateway/s3"
 	"cairn/meta"
 	"cairn/metrics"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -126,6 +127,7 @@ func Start(cfg Config) (s *Server, err error) {
 		Dir: filepath.Join(cfg.Data, "meta"), RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dial, Logger: cfg.Logger,
 		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
+		TrustPlaintext: true, // until meta's listener speaks mutual TLS
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -165,7 +167,7 @@ func Start(cfg Config) (s *Server, err error) {
 
 	// The gateway calls meta in-process; the data server keeps its gRPC
 	// client, as in a cluster.
-	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, mc), Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
+	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, meta.Caller{Role: pki.RoleGateway, ID: "server"}, mc), Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}

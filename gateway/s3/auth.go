@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -204,12 +205,6 @@ func (s *Server) authorize(ctx context.Context, p principal, bucket string, a ac
 }
 
 func allowed(p principal, n *metapb.Namespace, a access) bool {
-	switch {
-	case p.root, p.access != "" && p.access == n.Owner:
-		return true
-	case a == read && n.Visibility == metapb.Visibility_PUBLIC_READ:
-		return true
-	}
-	g := p.grants[n.Name]
-	return g == metapb.S3Access_S3_WRITE || a == read && g == metapb.S3Access_S3_READ
+	mayRead, mayWrite, _ := meta.Rights(p.access, p.root, p.grants, n)
+	return mayWrite || a == read && mayRead
 }

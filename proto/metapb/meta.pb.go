@@ -2627,9 +2627,13 @@ func (x *AuthRequest) GetSecret() string {
 }
 
 type AuthResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
-	Root          bool                   `protobuf:"varint,2,opt,name=root,proto3" json:"root,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	AccessKey string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Root      bool                   `protobuf:"varint,2,opt,name=root,proto3" json:"root,omitempty"`
+	// Authorisation: the key's user and grants (namespace -> access), the
+	// same for every way in (native API, S3, mount).
+	User          string              `protobuf:"bytes,160,opt,name=user,proto3" json:"user,omitempty"`
+	Grants        map[string]S3Access `protobuf:"bytes,161,rep,name=grants,proto3" json:"grants,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=cairn.meta.S3Access"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2676,6 +2680,20 @@ func (x *AuthResponse) GetRoot() bool {
 		return x.Root
 	}
 	return false
+}
+
+func (x *AuthResponse) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AuthResponse) GetGrants() map[string]S3Access {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
 }
 
 type WatchRequest struct {
@@ -7207,11 +7225,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"A\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"\xe6\x01\n" +
 	"\fAuthResponse\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x12\n" +
-	"\x04root\x18\x02 \x01(\bR\x04root\"$\n" +
+	"\x04root\x18\x02 \x01(\bR\x04root\x12\x13\n" +
+	"\x04user\x18\xa0\x01 \x01(\tR\x04user\x12=\n" +
+	"\x06grants\x18\xa1\x01 \x03(\v2$.cairn.meta.AuthResponse.GrantsEntryR\x06grants\x1aO\n" +
+	"\vGrantsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\x04R\x05after\"\xb5\x01\n" +
 	"\x05Event\x12\x10\n" +
@@ -7665,7 +7688,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -7769,18 +7792,19 @@ var file_proto_meta_proto_goTypes = []any{
 	nil,                            // 99: cairn.meta.CommitRequest.HeadersEntry
 	nil,                            // 100: cairn.meta.CommitRequest.TagsEntry
 	nil,                            // 101: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 102: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 103: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 104: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 105: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 106: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 107: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 108: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 109: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 110: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 111: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 112: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 113: cairn.meta.S3Upload.TagsEntry
+	nil,                            // 102: cairn.meta.AuthResponse.GrantsEntry
+	nil,                            // 103: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 104: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 105: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 106: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 107: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 108: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 109: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 110: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 111: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 112: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 113: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 114: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7814,186 +7838,188 @@ var file_proto_meta_proto_depIdxs = []int32{
 	90,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	87,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	44,  // 31: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 32: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 33: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 34: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 35: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 36: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 37: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 38: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 39: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 40: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 41: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 42: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 43: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 44: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 45: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 46: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 47: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 48: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 49: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 50: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 51: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 52: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 53: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 54: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 55: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 56: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 57: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 58: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 59: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 60: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 61: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	91,  // 62: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	102, // 63: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	90,  // 64: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 65: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 66: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 67: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 68: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 69: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	103, // 70: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	104, // 71: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 72: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	105, // 73: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 74: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 75: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 76: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	106, // 77: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	107, // 78: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	108, // 79: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	109, // 80: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	110, // 81: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	111, // 82: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	112, // 83: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	113, // 84: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 85: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 86: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 87: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 88: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 89: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 90: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 91: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 92: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 93: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 94: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 95: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 96: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 97: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 98: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 99: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 100: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 101: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 102: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 103: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 104: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 105: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 106: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 107: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 108: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 109: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 110: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 111: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 112: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 113: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 114: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 115: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 116: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 117: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 118: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 119: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 120: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 121: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 122: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 123: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 124: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 125: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 126: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 127: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 128: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 129: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 130: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 131: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 132: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 133: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 134: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 135: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 136: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 137: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 138: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 139: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 140: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 141: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 142: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 143: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 144: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 145: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 146: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 147: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 148: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	88,  // 149: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	91,  // 150: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	92,  // 151: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 152: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 153: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 154: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 155: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 156: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 157: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 158: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 159: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 160: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 161: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 162: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 163: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 164: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 165: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 166: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 167: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 168: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 169: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 170: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 171: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 172: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 173: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 174: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 175: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 176: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 177: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 178: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 179: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 180: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 181: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 182: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 183: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 184: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 185: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 186: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 187: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 188: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 189: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 190: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 191: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 192: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 193: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 194: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 195: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 196: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 197: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 198: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 199: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 200: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 201: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 202: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	89,  // 203: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 204: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	93,  // 205: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	152, // [152:206] is the sub-list for method output_type
-	98,  // [98:152] is the sub-list for method input_type
-	98,  // [98:98] is the sub-list for extension type_name
-	98,  // [98:98] is the sub-list for extension extendee
-	0,   // [0:98] is the sub-list for field type_name
+	102, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 35: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 36: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 37: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 38: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 39: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 40: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 41: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 42: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 43: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 44: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 45: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	56,  // 46: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 47: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 48: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 49: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 50: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 51: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 52: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 53: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 54: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 55: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 56: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 57: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 58: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 59: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	91,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	103, // 64: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	90,  // 65: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 66: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 67: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 68: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 69: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 70: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	104, // 71: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	105, // 72: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 73: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	106, // 74: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 75: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 76: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 77: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	107, // 78: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	108, // 79: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	109, // 80: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	110, // 81: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	111, // 82: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	112, // 83: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	113, // 84: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	114, // 85: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 86: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 87: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 88: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 89: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 90: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 91: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 92: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 93: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 94: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 95: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 96: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 97: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 98: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 99: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 100: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 101: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 102: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 103: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 104: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 105: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 106: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 107: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 108: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 109: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 110: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 111: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 112: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 113: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 114: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 115: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 116: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 117: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 118: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 119: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 120: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 121: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 122: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 123: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 124: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 125: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 126: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 127: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 128: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 129: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 130: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 131: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 132: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 133: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 134: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 135: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 136: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 137: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 138: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 139: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 140: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 141: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 142: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 143: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 144: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 145: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 146: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 147: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 148: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 149: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 150: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	88,  // 151: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	91,  // 152: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	92,  // 153: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 154: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 155: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 156: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 157: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 158: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 159: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 160: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 161: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 162: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 163: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 164: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 165: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 166: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 167: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 168: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 169: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 170: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 171: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 172: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 173: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 174: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 175: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 176: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 177: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 178: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 179: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 180: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 181: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 182: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 183: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 184: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 185: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 186: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 187: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 188: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 189: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 190: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 191: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 192: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 193: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 194: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 195: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 196: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 197: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 198: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 199: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 200: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 201: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 202: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 203: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 204: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	89,  // 205: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 206: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	93,  // 207: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	154, // [154:208] is the sub-list for method output_type
+	100, // [100:154] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8041,7 +8067,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   111,
+			NumMessages:   112,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

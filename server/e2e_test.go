@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/capability"
 	"cairn/chunk"
 	"cairn/proto/metapb"
 	"cairn/server"
@@ -612,7 +613,9 @@ func TestLostNeedleIsDataLoss(t *testing.T) {
 	}
 	v := vr.Volumes[0]
 	for _, addr := range v.Servers { // behind meta's back, on every replica
-		if err := chunk.NewRemote(addr).Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
+		r := chunk.NewRemote(addr) // signing as meta does
+		r.SetCaps(capability.Signer{Keys: s.Meta().CapKeyring()})
+		if err := r.Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
 			t.Fatal(err)
 		}
 	}

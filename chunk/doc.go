@@ -11,23 +11,36 @@
 //
 // # HTTP routes
 //
-//	POST   /v/{vid}?gen=G           body = needle (Content-Length required)
-//	                                -> 200 {"key":K}
-//	PUT    /v/{vid}/{key}?gen=G     same, key chosen by the caller (replication)
-//	                                -> 200 {"key":K}
-//	GET    /v/{vid}/{key}           the needle; "Range: bytes=a-b", "a-" or "-n"
-//	HEAD   /v/{vid}/{key}           (one range) -> 206 with Content-Range.
-//	                                Content-Length always set.
-//	DELETE /v/{vid}/{key}?gen=G     -> 204 (also for a needle that is not there)
-//	PUT    /admin/volumes/{vid}?gen=G        create a volume -> 204
-//	GET    /admin/volumes                    {"server_id":..., "volumes":[...]}
-//	POST   /admin/volumes/{vid}/compact      compact now -> 204
-//	PUT    /admin/volumes/{vid}/replicas?gen=G&addrs=a,b,c   replica set (meta)
-//	GET    /admin/volumes/{vid}/needles      [{"k":key,"n":size},...]
-//	POST   /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N  copy from a peer
-//	POST   /v/{vid}/{key}/repair             restore a corrupt needle from a peer
-//	GET    /local                   {"socket":"@cairn-chunk-ID"}: the local-read
-//	                                socket (local.go); 404 when off
+// Every route but GET /local needs a capability (package capability,
+// auth.go) in the X-Cairn-Cap header or the cap= query parameter, for the
+// operation, volume and key named below, or a verified meta or
+// data-server identity (mutual TLS). None: 401; forged, expired, unknown
+// key or too narrow: 403; the request then reads and changes nothing.
+//
+//	route                                       capability          answer
+//	POST   /v/{vid}?gen=G                       write vid           200 {"key":K,"cap":C}
+//	       body = needle (Content-Length required); C reads and deletes K
+//	PUT    /v/{vid}/{key}?gen=G                 replicate vid/key   200 {"key":K}
+//	       key chosen by the caller (replication, copies)
+//	GET    /v/{vid}/{key}                       read vid/key        the needle; "Range:
+//	HEAD   /v/{vid}/{key}                       read vid/key        bytes=a-b", "a-" or "-n"
+//	       (one range) -> 206 with Content-Range; Content-Length always set
+//	DELETE /v/{vid}/{key}?gen=G                 delete vid/key      204 (also for a needle that is not there)
+//	PUT    /admin/volumes/{vid}?gen=G           admin vid           create a volume -> 204
+//	GET    /admin/volumes                       admin, any volume   {"server_id":..., "volumes":[...]}
+//	POST   /admin/volumes/{vid}/compact         admin vid           compact now -> 204
+//	PUT    /admin/volumes/{vid}/replicas?gen=G&addrs=a,b,c
+//	                                            admin vid           replica set (meta) -> 204
+//	GET    /admin/volumes/{vid}/needles         admin vid           [{"k":key,"n":size},...]
+//	POST   /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N
+//	                                            admin vid           copy from a peer -> 204
+//	POST   /v/{vid}/{key}/repair                read vid/key        restore a corrupt needle from a peer
+//	GET    /local                               none                {"socket":"@cairn-chunk-ID"}: the
+//	       local-read socket (local.go), which checks its peer's uid; 404 when off
+//
+// "admin vid" and "write vid" need a capability of every key of the
+// volume. Until meta's first heartbeat answer brings the keys, every
+// route but /local is 503 Unavailable.
 //
 // In a cluster (replicate.go) a POST to the volume's primary is forwarded
 // to the other replicas and answered once every copy is durable; every
@@ -43,7 +56,7 @@
 //
 // Errors are JSON, {"error":{"code":"NotExist","message":"...","path":"1/42"}},
 // with the status from the single table kindStatus (http.go): Invalid 400,
-// NotExist 404, TooLarge 413, Range 416, Stale/ReadOnly/Exist 409, Corrupt
+// Unauthenticated 401, Permission 403, NotExist 404, TooLarge 413, Range 416, Stale/ReadOnly/Exist 409, Corrupt
 // and IO 500, Unavailable 503. Remote turns the code back into the same
 // errors.Kind, so callers test errors.Is(errors.Corrupt, err) whichever
 // implementation they hold.

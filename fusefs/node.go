@@ -293,7 +293,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		ns := t.UnixNano()
 		req.AtimeNs = &ns
 	}
-	if req.Mode == nil && n.isFile() {
+	if req.Mode == nil && !n.isDir() {
 		// The kernel leaves dropping set-ID bits to us (fs.go): on a
 		// change of owner, and on an unprivileged truncate.
 		chown := req.Uid != nil || req.Gid != nil

@@ -257,6 +257,8 @@ var syscallCases = []syscallCase{
 	{name: "chown/ELOOP", setup: loop("l"), call: "chown %d/l 1 1", want: unix.ELOOP},
 	{name: "lchown/symlink", setup: func(t *testing.T, d string) { must(t, os.Symlink("missing", filepath.Join(d, "l"))) }, call: "lchown %d/l 77 77", check: wantOwner("l", 77)},
 	{name: "chown/setuid-dropped", setup: all(file("f", 0o4755)), call: "chown %d/f 5 5", check: wantMode("f", unix.S_IFREG|0o755)},
+	{name: "chown/setid-dropped-fifo", setup: all(func(t *testing.T, d string) { must(t, unix.Mkfifo(filepath.Join(d, "p"), 0o644)) }, chmodTo("p", 0o6755)),
+		call: "chown %d/p 5 5", check: wantMode("p", unix.S_IFIFO|0o755)},
 	// link
 	{name: "link", setup: file("f", 0o644), call: "link %d/f %d/g", check: all(wantNlink("f", 2), wantNlink("g", 2))},
 	{name: "link/EEXIST", setup: all(file("f", 0o644), file("g", 0o644)), call: "link %d/f %d/g", want: unix.EEXIST},

@@ -145,3 +145,28 @@ func TestAtimeAccess(t *testing.T) {
 		t.Fatalf("utimensat of atime: %v", b)
 	}
 }
+
+// FuzzSparse: a commit's extent list (outside input) is accepted only if
+// sorted it is disjoint, without empty or overflowing extents, and within
+// the size; gaps are holes.
+func FuzzSparse(f *testing.F) {
+	f.Add(uint64(0), uint64(4), uint64(8), uint64(5), uint64(20))
+	f.Add(uint64(0), uint64(5), uint64(4), uint64(6), uint64(10))
+	f.Add(uint64(1<<63), uint64(1<<63), uint64(0), uint64(1), uint64(1))
+	f.Fuzz(func(t *testing.T, o1, l1, o2, l2, size uint64) {
+		exts, err := sparse([]*metapb.Extent{ext(o2, l2, 1, 2), ext(o1, l1, 1, 1)}, size)
+		if err != nil {
+			return
+		}
+		var at uint64
+		for _, e := range exts {
+			if e.Length == 0 || e.Offset < at || e.Offset+e.Length < e.Offset {
+				t.Fatalf("accepted %v", exts)
+			}
+			at = e.Offset + e.Length
+		}
+		if at > size {
+			t.Fatalf("accepted extents past size %d: %v", size, exts)
+		}
+	})
+}

@@ -15,7 +15,7 @@ import (
 func TestMethodClassification(t *testing.T) {
 	data := map[string]bool{
 		"Resolve": true, "BatchResolve": true, "List": true, "Mkdir": true, "Commit": true, "CommitBatch": true,
-		"Append": true, "Delete": true, "Rename": true, "SetAttr": true, "Symlink": true, "Link": true, "SetXattr": true,
+		"Append": true, "Delete": true, "Rename": true, "SetAttr": true, "Symlink": true, "Link": true, "SetXattr": true, "Mknod": true,
 		"DeleteNamespace": true, "GetNamespace": true, "S3GetBucketConfig": true,
 		"S3Copy": true, "S3SetTags": true, "S3CompleteUpload": true,
 		// Uploads name a key but change no file before completion: recalled

@@ -62,6 +62,7 @@ type Service struct {
 	locks         lockTable    // see locks.go
 
 	gcKick  chan struct{}
+	gcp     gcPasses // see WaitCollected
 	closing chan struct{}
 	wg      sync.WaitGroup
 	syncs   sync.WaitGroup // log syncs no caller waits for (proposeWait)

@@ -74,6 +74,7 @@ const (
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
+	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
 )
 
@@ -149,6 +150,9 @@ type MetaClient interface {
 	// namespace they name exists: a long-lived reader (a mount, a cache)
 	// keeps reading extents it resolved hours ago.
 	RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error)
 	// Mount consistency
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
@@ -695,6 +699,16 @@ func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts .
 	return out, nil
 }
 
+func (c *metaClient) Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_Mknod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MountLockResponse)
@@ -777,6 +791,9 @@ type MetaServer interface {
 	// namespace they name exists: a long-lived reader (a mount, a cache)
 	// keeps reading extents it resolved hours ago.
 	RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(context.Context, *MountMknodRequest) (*Inode, error)
 	// Mount consistency
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
@@ -946,6 +963,9 @@ func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 }
 func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
+}
+func (UnimplementedMetaServer) Mknod(context.Context, *MountMknodRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method Mknod not implemented")
 }
 func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MountLock not implemented")
@@ -1889,6 +1909,24 @@ func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_Mknod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountMknodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Mknod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Mknod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Mknod(ctx, req.(*MountMknodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_MountLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MountLockRequest)
 	if err := dec(in); err != nil {
@@ -2113,6 +2151,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewCaps",
 			Handler:    _Meta_RenewCaps_Handler,
+		},
+		{
+			MethodName: "Mknod",
+			Handler:    _Meta_Mknod_Handler,
 		},
 		{
 			MethodName: "MountLock",

@@ -105,3 +105,19 @@ func TestS3CallsCoherentWithMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommandMethods: the calls whose answers wait for the mounts are the
+// commands, derived from metapb.Command; reads never wait.
+func TestCommandMethods(t *testing.T) {
+	for _, m := range []string{"Mkdir", "Commit", "CommitBatch", "Append", "Delete", "Rename", "SetAttr", "Symlink", "Link", "SetXattr",
+		"CreateNamespace", "DeleteNamespace", "SetVisibility", "S3Copy", "S3SetTags", "S3CompleteUpload"} {
+		if !commandMethods[m] {
+			t.Errorf("%s is not a command: its answer would not wait for the mounts", m)
+		}
+	}
+	for _, m := range []string{"Resolve", "BatchResolve", "List", "ListNamespaces", "MountDirty", "MountLock", "Info"} {
+		if commandMethods[m] {
+			t.Errorf("%s is a command: reads must not wait for the mounts", m)
+		}
+	}
+}

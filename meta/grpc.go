@@ -151,10 +151,10 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 	s.recallDirty(ctx, method)
 	before := s.hub.lastSeq()
 	resp, err := h(ctx)
-	// Published events: the call changed what mounts may cache (see
-	// classify.go). A failed call may have applied too (a batch whose
+	// A command that published events changed what mounts may cache
+	// (classify.go). A failed one may have applied too (a batch whose
 	// answer failed after), so its events are waited for as well.
-	if after := s.hub.lastSeq(); after != before {
+	if after := s.hub.lastSeq(); after != before && commandMethods[method] {
 		s.awaitSessions(ctx, after)
 	}
 	done(err)

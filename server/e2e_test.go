@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"cairn/capability"
 	"cairn/chunk"
+	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server"
 )
@@ -611,8 +613,14 @@ func TestLostNeedleIsDataLoss(t *testing.T) {
 		t.Fatalf("volume %d: %v", e.Volume, err)
 	}
 	v := vr.Volumes[0]
+	keys, err := meta.LoadCapKeys(filepath.Join(s.DataDir(), "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, addr := range v.Servers { // behind meta's back, on every replica
-		if err := chunk.NewRemote(addr).Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
+		r := chunk.NewRemote(addr)
+		r.SetCaps(capability.Signer{Keys: keys})
+		if err := r.Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
 			t.Fatal(err)
 		}
 	}

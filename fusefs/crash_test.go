@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 		serveChild(v)
 		return
 	}
+	if os.Getenv("CAIRN_TEST_SYSCALL") != "" { // TestSyscalls' child
+		os.Exit(syscallChild(os.Args[1:]))
+	}
 	os.Exit(m.Run())
 }
 

@@ -77,21 +77,34 @@ const (
 	FileType_REGULAR               FileType = 1
 	FileType_DIRECTORY             FileType = 2
 	FileType_SYMLINK               FileType = 3
+	// POSIX surface: special files, stored as inodes without content.
+	FileType_FIFO         FileType = 140
+	FileType_CHAR_DEVICE  FileType = 141 // Inode.rdev names the device
+	FileType_BLOCK_DEVICE FileType = 142
+	FileType_SOCKET       FileType = 143 // an AF_UNIX socket's name
 )
 
 // Enum value maps for FileType.
 var (
 	FileType_name = map[int32]string{
-		0: "FILE_TYPE_UNSPECIFIED",
-		1: "REGULAR",
-		2: "DIRECTORY",
-		3: "SYMLINK",
+		0:   "FILE_TYPE_UNSPECIFIED",
+		1:   "REGULAR",
+		2:   "DIRECTORY",
+		3:   "SYMLINK",
+		140: "FIFO",
+		141: "CHAR_DEVICE",
+		142: "BLOCK_DEVICE",
+		143: "SOCKET",
 	}
 	FileType_value = map[string]int32{
 		"FILE_TYPE_UNSPECIFIED": 0,
 		"REGULAR":               1,
 		"DIRECTORY":             2,
 		"SYMLINK":               3,
+		"FIFO":                  140,
+		"CHAR_DEVICE":           141,
+		"BLOCK_DEVICE":          142,
+		"SOCKET":                143,
 	}
 )
 
@@ -570,6 +583,9 @@ type Inode struct {
 	Headers map[string]string `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Tags    map[string]string `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Xattrs  map[string][]byte `protobuf:"bytes,60,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // extended attributes set through a mount ("user.x")
+	// POSIX surface (140-149).
+	Rdev    uint32 `protobuf:"varint,140,opt,name=rdev,proto3" json:"rdev,omitempty"`                      // CHAR_DEVICE, BLOCK_DEVICE: the device number (Linux encoding)
+	AtimeNs int64  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"` // last access (relatime, written behind by mounts); 0: mtime
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
@@ -725,6 +741,20 @@ func (x *Inode) GetXattrs() map[string][]byte {
 		return x.Xattrs
 	}
 	return nil
+}
+
+func (x *Inode) GetRdev() uint32 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *Inode) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
+	}
+	return 0
 }
 
 func (x *Inode) GetSeq() uint64 {
@@ -1202,7 +1232,8 @@ type MkdirRequest struct {
 	// a Sync) carries the directory too. A mount's mkdir, like a local
 	// file system's, is durable at the next fsync.
 	NoSyncWait    bool   `protobuf:"varint,7,opt,name=no_sync_wait,json=noSyncWait,proto3" json:"no_sync_wait,omitempty"`
-	Ino           uint64 `protobuf:"varint,8,opt,name=ino,proto3" json:"ino,omitempty"` // the new directory takes this inode number, reserved by MountReserve
+	Ino           uint64 `protobuf:"varint,8,opt,name=ino,proto3" json:"ino,omitempty"`                                // the new directory takes this inode number, reserved by MountReserve
+	ModeExact     bool   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,6 +1324,13 @@ func (x *MkdirRequest) GetIno() uint64 {
 	return 0
 }
 
+func (x *MkdirRequest) GetModeExact() bool {
+	if x != nil {
+		return x.ModeExact
+	}
+	return false
+}
+
 // CommitRequest creates or atomically replaces a file whose data is
 // already stored in needles. Readers see the old or the new file, never a mix.
 type CommitRequest struct {
@@ -1300,7 +1338,7 @@ type CommitRequest struct {
 	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
 	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // must tile [0, size) without gaps
+	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
 	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
 	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1313,7 +1351,9 @@ type CommitRequest struct {
 	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
 	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
 	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"` // a new file takes this inode number, reserved by MountReserve
+	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                               // a new file takes this inode number, reserved by MountReserve
+	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`       // 0: unchanged (a new file shows its mtime)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1503,20 @@ func (x *CommitRequest) GetTags() map[string]string {
 func (x *CommitRequest) GetIno() uint64 {
 	if x != nil {
 		return x.Ino
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetModeExact() bool {
+	if x != nil {
+		return x.ModeExact
+	}
+	return false
+}
+
+func (x *CommitRequest) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
 	}
 	return 0
 }
@@ -1837,15 +1891,19 @@ func (x *RenameRequest) GetParents() bool {
 }
 
 type SetAttrRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Mode          *uint32                `protobuf:"varint,3,opt,name=mode,proto3,oneof" json:"mode,omitempty"`
-	Uid           *uint32                `protobuf:"varint,4,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
-	Gid           *uint32                `protobuf:"varint,5,opt,name=gid,proto3,oneof" json:"gid,omitempty"`
-	MtimeNs       *int64                 `protobuf:"varint,6,opt,name=mtime_ns,json=mtimeNs,proto3,oneof" json:"mtime_ns,omitempty"`
-	Size          *uint64                `protobuf:"varint,7,opt,name=size,proto3,oneof" json:"size,omitempty"` // truncate (shrink or extend with zeros)
-	ContentType   *string                `protobuf:"bytes,8,opt,name=content_type,json=contentType,proto3,oneof" json:"content_type,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Mode        *uint32                `protobuf:"varint,3,opt,name=mode,proto3,oneof" json:"mode,omitempty"`
+	Uid         *uint32                `protobuf:"varint,4,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	Gid         *uint32                `protobuf:"varint,5,opt,name=gid,proto3,oneof" json:"gid,omitempty"`
+	MtimeNs     *int64                 `protobuf:"varint,6,opt,name=mtime_ns,json=mtimeNs,proto3,oneof" json:"mtime_ns,omitempty"`
+	Size        *uint64                `protobuf:"varint,7,opt,name=size,proto3,oneof" json:"size,omitempty"` // truncate (shrink or extend with zeros)
+	ContentType *string                `protobuf:"bytes,8,opt,name=content_type,json=contentType,proto3,oneof" json:"content_type,omitempty"`
+	AtimeNs     *int64                 `protobuf:"varint,140,opt,name=atime_ns,json=atimeNs,proto3,oneof" json:"atime_ns,omitempty"`
+	// An access moves atime (relatime): no ctime, version or change event,
+	// so readers' caches of the file stay.
+	Access        bool `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1934,6 +1992,20 @@ func (x *SetAttrRequest) GetContentType() string {
 		return *x.ContentType
 	}
 	return ""
+}
+
+func (x *SetAttrRequest) GetAtimeNs() int64 {
+	if x != nil && x.AtimeNs != nil {
+		return *x.AtimeNs
+	}
+	return 0
+}
+
+func (x *SetAttrRequest) GetAccess() bool {
+	if x != nil {
+		return x.Access
+	}
+	return false
 }
 
 type Volume struct {
@@ -3158,6 +3230,7 @@ type Command struct {
 	//	*Command_MountLink
 	//	*Command_MountXattr
 	//	*Command_MountReserve
+	//	*Command_MountMknod
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3477,6 +3550,15 @@ func (x *Command) GetMountReserve() *MountReserveRequest {
 	return nil
 }
 
+func (x *Command) GetMountMknod() *MountMknodRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountMknod); ok {
+			return x.MountMknod
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3602,6 +3684,11 @@ type Command_MountReserve struct {
 	MountReserve *MountReserveRequest `protobuf:"bytes,63,opt,name=mount_reserve,json=mountReserve,proto3,oneof"`
 }
 
+type Command_MountMknod struct {
+	// POSIX surface
+	MountMknod *MountMknodRequest `protobuf:"bytes,140,opt,name=mount_mknod,json=mountMknod,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3661,6 +3748,8 @@ func (*Command_MountLink) isCommand_Op() {}
 func (*Command_MountXattr) isCommand_Op() {}
 
 func (*Command_MountReserve) isCommand_Op() {}
+
+func (*Command_MountMknod) isCommand_Op() {}
 
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
@@ -3736,11 +3825,16 @@ func (x *MountSessionMsg) GetNoticeAck() uint64 {
 // MountDirtyRequest tells meta, before a mount answers a close it has not
 // committed yet, that it holds changes behind; epoch grows with each.
 type MountDirtyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ns            string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ns      string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
+	Path    string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// create: the change is a create or mkdir of path answered behind. Meta
+	// grants it only if the name is free: it recalls the mounts that may
+	// hold a create of it (a claim on the name, changes not announced path
+	// by path) and answers Exist if the name is taken.
+	Create        bool `protobuf:"varint,120,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3801,6 +3895,13 @@ func (x *MountDirtyRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *MountDirtyRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
 }
 
 type MountSymlinkRequest struct {
@@ -6563,6 +6664,306 @@ func (x *DiskHealth) GetFailedVolumes() uint32 {
 	return 0
 }
 
+// MountMknodRequest makes a special file (FIFO, CHAR_DEVICE, BLOCK_DEVICE,
+// SOCKET): an inode with a type, mode and device number and no content.
+type MountMknodRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Type          FileType               `protobuf:"varint,3,opt,name=type,proto3,enum=cairn.meta.FileType" json:"type,omitempty"`
+	Mode          uint32                 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits, taken as given
+	Rdev          uint32                 `protobuf:"varint,5,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Uid           uint32                 `protobuf:"varint,6,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,7,opt,name=gid,proto3" json:"gid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountMknodRequest) Reset() {
+	*x = MountMknodRequest{}
+	mi := &file_proto_meta_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountMknodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountMknodRequest) ProtoMessage() {}
+
+func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
+func (*MountMknodRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *MountMknodRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountMknodRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MountMknodRequest) GetType() FileType {
+	if x != nil {
+		return x.Type
+	}
+	return FileType_FILE_TYPE_UNSPECIFIED
+}
+
+func (x *MountMknodRequest) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetRdev() uint32 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
+// MountLockRequest is one lock operation of a mount's lock owner (the
+// kernel's: an open file for flock, a process for POSIX locks) on a file.
+// Ranges are inclusive, as FUSE passes them; type is F_RDLCK (0), F_WRLCK
+// (1) or F_UNLCK (2).
+type MountLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"` // the mount's session: its locks die with it
+	Ns            string                 `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Flock         bool                   `protobuf:"varint,5,opt,name=flock,proto3" json:"flock,omitempty"` // flock(2) lock (whole file); else POSIX record lock
+	Start         uint64                 `protobuf:"varint,6,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,7,opt,name=end,proto3" json:"end,omitempty"`
+	Type          uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
+	Pid           uint32                 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	Wait          bool                   `protobuf:"varint,10,opt,name=wait,proto3" json:"wait,omitempty"` // F_SETLKW: wait until granted (or the call is cancelled)
+	Test          bool                   `protobuf:"varint,11,opt,name=test,proto3" json:"test,omitempty"` // F_GETLK: report a conflicting lock, change nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockRequest) Reset() {
+	*x = MountLockRequest{}
+	mi := &file_proto_meta_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockRequest) ProtoMessage() {}
+
+func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
+func (*MountLockRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *MountLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetFlock() bool {
+	if x != nil {
+		return x.Flock
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetTest() bool {
+	if x != nil {
+		return x.Test
+	}
+	return false
+}
+
+// MountLockResponse: granted, or (not granted, or test) the conflicting
+// lock (type F_UNLCK when there is none).
+type MountLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Granted       bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	Pid           uint32                 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockResponse) Reset() {
+	*x = MountLockResponse{}
+	mi := &file_proto_meta_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockResponse) ProtoMessage() {}
+
+func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
+func (*MountLockResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *MountLockResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *MountLockResponse) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -6603,7 +7004,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xb3\x06\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xe4\x06\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -6622,7 +7023,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x128\n" +
 	"\aheaders\x18( \x03(\v2\x1e.cairn.meta.Inode.HeadersEntryR\aheaders\x12/\n" +
 	"\x04tags\x18) \x03(\v2\x1b.cairn.meta.Inode.TagsEntryR\x04tags\x125\n" +
-	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x11\n" +
+	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x13\n" +
+	"\x04rdev\x18\x8c\x01 \x01(\rR\x04rdev\x12\x1a\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x11\n" +
 	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6664,7 +7067,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fListResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.cairn.meta.ListEntryR\aentries\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xb8\x01\n" +
+	"nextCursor\"\xd8\x01\n" +
 	"\fMkdirRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6674,7 +7077,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aparents\x18\x06 \x01(\bR\aparents\x12 \n" +
 	"\fno_sync_wait\x18\a \x01(\bR\n" +
 	"noSyncWait\x12\x10\n" +
-	"\x03ino\x18\b \x01(\x04R\x03ino\"\xdd\x05\n" +
+	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
+	"\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x99\x06\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6693,7 +7098,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bmtime_ns\x18\x0e \x01(\x03R\amtimeNs\x12@\n" +
 	"\aheaders\x18( \x03(\v2&.cairn.meta.CommitRequest.HeadersEntryR\aheaders\x127\n" +
 	"\x04tags\x18) \x03(\v2#.cairn.meta.CommitRequest.TagsEntryR\x04tags\x12\x10\n" +
-	"\x03ino\x18< \x01(\x04R\x03ino\x1a;\n" +
+	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
+	"\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -6727,7 +7135,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1d\n" +
 	"\n" +
 	"no_replace\x18\x04 \x01(\bR\tnoReplace\x12\x18\n" +
-	"\aparents\x18\x05 \x01(\bR\aparents\"\x9c\x02\n" +
+	"\aparents\x18\x05 \x01(\bR\aparents\"\xe3\x02\n" +
 	"\x0eSetAttrRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
@@ -6736,13 +7144,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x05 \x01(\rH\x02R\x03gid\x88\x01\x01\x12\x1e\n" +
 	"\bmtime_ns\x18\x06 \x01(\x03H\x03R\amtimeNs\x88\x01\x01\x12\x17\n" +
 	"\x04size\x18\a \x01(\x04H\x04R\x04size\x88\x01\x01\x12&\n" +
-	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01B\a\n" +
+	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01\x12\x1f\n" +
+	"\batime_ns\x18\x8c\x01 \x01(\x03H\x06R\aatimeNs\x88\x01\x01\x12\x17\n" +
+	"\x06access\x18\x8d\x01 \x01(\bR\x06accessB\a\n" +
 	"\x05_modeB\x06\n" +
 	"\x04_uidB\x06\n" +
 	"\x04_gidB\v\n" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
-	"\r_content_type\"\xde\x01\n" +
+	"\r_content_typeB\v\n" +
+	"\t_atime_ns\"\xde\x01\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -6835,7 +7246,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x92\x0f\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xd5\x0f\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -6872,19 +7283,22 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mount_link\x18= \x01(\v2\x1c.cairn.meta.MountLinkRequestH\x00R\tmountLink\x12@\n" +
 	"\vmount_xattr\x18> \x01(\v2\x1d.cairn.meta.MountXattrRequestH\x00R\n" +
 	"mountXattr\x12F\n" +
-	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserveB\x04\n" +
+	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12A\n" +
+	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
+	"mountMknodB\x04\n" +
 	"\x02op\"r\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
 	"\n" +
-	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"g\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"\x7f\n" +
 	"\x11MountDirtyRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
 	"\x02ns\x18\x03 \x01(\tR\x02ns\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\tR\x04path\"u\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
+	"\x06create\x18x \x01(\bR\x06create\"u\n" +
 	"\x13MountSymlinkRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
@@ -7134,20 +7548,51 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\acorrupt\x18\x05 \x01(\x04R\acorrupt\x12\x1a\n" +
 	"\brepaired\x18\x06 \x01(\x04R\brepaired\x12(\n" +
 	"\x10no_space_volumes\x18\a \x01(\rR\x0enoSpaceVolumes\x12%\n" +
-	"\x0efailed_volumes\x18\b \x01(\rR\rfailedVolumes**\n" +
+	"\x0efailed_volumes\x18\b \x01(\rR\rfailedVolumes\"\xad\x01\n" +
+	"\x11MountMknodRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12(\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\rR\x04mode\x12\x12\n" +
+	"\x04rdev\x18\x05 \x01(\rR\x04rdev\x12\x10\n" +
+	"\x03uid\x18\x06 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\a \x01(\rR\x03gid\"\xf0\x01\n" +
+	"\x10MountLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x0e\n" +
+	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\x04R\x05owner\x12\x14\n" +
+	"\x05flock\x18\x05 \x01(\bR\x05flock\x12\x14\n" +
+	"\x05start\x18\x06 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\a \x01(\x04R\x03end\x12\x12\n" +
+	"\x04type\x18\b \x01(\rR\x04type\x12\x10\n" +
+	"\x03pid\x18\t \x01(\rR\x03pid\x12\x12\n" +
+	"\x04wait\x18\n" +
+	" \x01(\bR\x04wait\x12\x12\n" +
+	"\x04test\x18\v \x01(\bR\x04test\"{\n" +
+	"\x11MountLockResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
-	"\vPUBLIC_READ\x10\x01*N\n" +
+	"\vPUBLIC_READ\x10\x01*\x8b\x01\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aREGULAR\x10\x01\x12\r\n" +
 	"\tDIRECTORY\x10\x02\x12\v\n" +
-	"\aSYMLINK\x10\x03*2\n" +
+	"\aSYMLINK\x10\x03\x12\t\n" +
+	"\x04FIFO\x10\x8c\x01\x12\x10\n" +
+	"\vCHAR_DEVICE\x10\x8d\x01\x12\x11\n" +
+	"\fBLOCK_DEVICE\x10\x8e\x01\x12\v\n" +
+	"\x06SOCKET\x10\x8f\x01*2\n" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xe2\x1a\n" +
+	"\bS3_WRITE\x10\x022\xe7\x1b\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -7203,7 +7648,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12H\n" +
-	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
+	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
+	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -7218,7 +7665,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 108)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 111)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                // 0: cairn.meta.Visibility
 	(FileType)(0),                  // 1: cairn.meta.FileType
@@ -7311,26 +7758,29 @@ var file_proto_meta_proto_goTypes = []any{
 	(*RenewCapsRequest)(nil),       // 88: cairn.meta.RenewCapsRequest
 	(*RenewCapsResponse)(nil),      // 89: cairn.meta.RenewCapsResponse
 	(*DiskHealth)(nil),             // 90: cairn.meta.DiskHealth
-	nil,                            // 91: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 92: cairn.meta.Inode.HeadersEntry
-	nil,                            // 93: cairn.meta.Inode.TagsEntry
-	nil,                            // 94: cairn.meta.Inode.XattrsEntry
-	nil,                            // 95: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 96: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 97: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 98: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 99: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 100: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 101: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 102: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 103: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 104: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 105: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 106: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 107: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 108: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 109: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 110: cairn.meta.S3Upload.TagsEntry
+	(*MountMknodRequest)(nil),      // 91: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),       // 92: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),      // 93: cairn.meta.MountLockResponse
+	nil,                            // 94: cairn.meta.Inode.UserMetaEntry
+	nil,                            // 95: cairn.meta.Inode.HeadersEntry
+	nil,                            // 96: cairn.meta.Inode.TagsEntry
+	nil,                            // 97: cairn.meta.Inode.XattrsEntry
+	nil,                            // 98: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                            // 99: cairn.meta.CommitRequest.HeadersEntry
+	nil,                            // 100: cairn.meta.CommitRequest.TagsEntry
+	nil,                            // 101: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                            // 102: cairn.meta.ClusterServer.LabelsEntry
+	nil,                            // 103: cairn.meta.S3Key.GrantsEntry
+	nil,                            // 104: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                            // 105: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                            // 106: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                            // 107: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                            // 108: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                            // 109: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                            // 110: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                            // 111: cairn.meta.S3Upload.UserMetaEntry
+	nil,                            // 112: cairn.meta.S3Upload.HeadersEntry
+	nil,                            // 113: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7338,10 +7788,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	91,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	92,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	93,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	94,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	94,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	95,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	96,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	97,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7351,15 +7801,15 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	95,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	96,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	97,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	98,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	99,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	100, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	98,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	101, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	90,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
@@ -7395,149 +7845,155 @@ var file_proto_meta_proto_depIdxs = []int32{
 	50,  // 59: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	51,  // 60: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	53,  // 61: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	99,  // 62: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	90,  // 63: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 64: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 65: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 66: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 67: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 68: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	100, // 69: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	101, // 70: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 71: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	102, // 72: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 73: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 74: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 75: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	103, // 76: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	104, // 77: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	105, // 78: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	106, // 79: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	107, // 80: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	108, // 81: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	109, // 82: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	110, // 83: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 84: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 85: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 86: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 87: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 88: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 89: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 90: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 91: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 92: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 93: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 94: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 95: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 96: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 97: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 98: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 99: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 100: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 101: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 102: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 103: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 104: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 105: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 106: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 107: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 108: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 109: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 110: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 111: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 112: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 113: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 114: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 115: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 116: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 117: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 118: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 119: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 120: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 121: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 122: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 123: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 124: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 125: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 126: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 127: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 128: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 129: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 130: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 131: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 132: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 133: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 134: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 135: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 136: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 137: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 138: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 139: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 140: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 141: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 142: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 143: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 144: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 145: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 146: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	88,  // 147: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	3,   // 148: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 149: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 150: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 151: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 152: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 153: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 154: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 155: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 156: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 157: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 158: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 159: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 160: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 161: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 162: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 163: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 164: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 165: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 166: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 167: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 168: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 169: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 170: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 171: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 172: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 173: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 174: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 175: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 176: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 177: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 178: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 179: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 180: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 181: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 182: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 183: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 184: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 185: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 186: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 187: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 188: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 189: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 190: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 191: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 192: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 193: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 195: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 196: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 197: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 198: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	89,  // 199: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	148, // [148:200] is the sub-list for method output_type
-	96,  // [96:148] is the sub-list for method input_type
-	96,  // [96:96] is the sub-list for extension type_name
-	96,  // [96:96] is the sub-list for extension extendee
-	0,   // [0:96] is the sub-list for field type_name
+	91,  // 62: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	102, // 63: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	90,  // 64: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 65: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 66: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 67: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 68: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 69: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	103, // 70: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	104, // 71: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 72: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	105, // 73: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 74: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 75: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 76: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	106, // 77: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	107, // 78: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	108, // 79: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	109, // 80: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	110, // 81: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	111, // 82: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	112, // 83: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	113, // 84: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 85: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 86: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 87: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 88: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 89: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 90: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 91: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 92: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 93: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 94: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 95: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 96: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 97: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 98: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 99: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 100: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 101: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 102: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 103: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 104: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 105: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 106: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 107: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 108: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 109: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 110: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 111: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 112: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 113: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 114: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 115: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 116: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 117: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 118: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 119: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 120: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 121: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 122: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 123: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 124: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 125: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 126: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 127: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 128: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 129: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 130: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 131: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 132: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 133: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 134: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 135: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 136: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 137: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 138: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 139: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 140: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 141: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 142: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 143: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 144: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 145: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 146: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 147: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 148: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	88,  // 149: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	91,  // 150: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	92,  // 151: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 152: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 153: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 154: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 155: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 156: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 157: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 158: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 159: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 160: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 161: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 162: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 163: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 164: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 165: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 166: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 167: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 168: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 169: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 170: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 171: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 172: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 173: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 174: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 175: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 176: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 177: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 178: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 179: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 180: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 181: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 182: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 183: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 184: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 185: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 186: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 187: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 188: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 189: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 190: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 191: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 192: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 193: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 194: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 195: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 196: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 197: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 198: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 199: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 200: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 201: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 202: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	89,  // 203: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 204: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	93,  // 205: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	152, // [152:206] is the sub-list for method output_type
+	98,  // [98:152] is the sub-list for method input_type
+	98,  // [98:98] is the sub-list for extension type_name
+	98,  // [98:98] is the sub-list for extension extendee
+	0,   // [0:98] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7577,6 +8033,7 @@ func file_proto_meta_proto_init() {
 		(*Command_MountLink)(nil),
 		(*Command_MountXattr)(nil),
 		(*Command_MountReserve)(nil),
+		(*Command_MountMknod)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7584,7 +8041,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   108,
+			NumMessages:   111,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

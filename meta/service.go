@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -251,7 +253,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 	if err != nil {
 		s.mu.Unlock()
 		b.Close()
-		return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+		return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 	}
 	s.hub.publish(res.events)
 	if res.inode != nil && len(res.events) > 0 {
@@ -278,7 +280,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 		err = b.SyncWait()
 		b.Close()
 		if err != nil {
-			return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+			return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 		}
 	}
 	if res.garbage {
@@ -628,6 +630,22 @@ func (q quietLogger) Errorf(format string, args ...any) {
 	q.l.Error("pebble", "msg", fmt.Sprintf(format, args...))
 }
 func (q quietLogger) Fatalf(format string, args ...any) {
-	q.l.Error("pebble fatal", "msg", fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	if strings.Contains(msg, syscall.ENOSPC.Error()) {
+		// Pebble cannot go on after a failed log write; say what to do.
+		// Every change acknowledged before is in the synced log.
+		q.l.Error("meta's disk is full: free space and start meta again; acknowledged changes are kept", "msg", msg)
+	} else {
+		q.l.Error("pebble fatal", "msg", msg)
+	}
 	os.Exit(1)
+}
+
+// diskKind classifies an error of the store's disk: a full disk is
+// NoSpace (507 at the HTTP edges), anything else IO.
+func diskKind(err error) errors.Kind {
+	if errors.IsErr(err, syscall.ENOSPC) {
+		return errors.NoSpace
+	}
+	return errors.IO
 }

@@ -14,6 +14,7 @@ import (
 	"cairn/chunk/chunktest"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 )
 
@@ -519,13 +520,9 @@ func TestCutPrimary(t *testing.T) {
 		t.Fatalf("no volume had %s as its primary after %d tries", cut.Addr, len(full))
 	}
 	l := startLoad(c, "cutp", 4)
-	time.Sleep(time.Second)
-	l.mu.Lock()
-	before := len(l.acked)
-	l.mu.Unlock()
-	if before == 0 {
-		t.Fatal("no write went through before the cut")
-	}
+	acked := func() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.acked) }
+	await.Until(t, 30*time.Second, "writes going through before the cut", func() bool { return acked() >= 10 })
+	before := acked()
 	l.mark()
 	n.Cut(t)
 	time.Sleep(5 * time.Second)

@@ -297,4 +297,3 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("signed out, the private file answered %s", resp.Status)
 	}
 }
-

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -73,10 +74,10 @@ func newShots(t *testing.T) *shots {
 
 func (s *shots) take(ctx context.Context, name string) {
 	var buf []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 80)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 100)); err != nil {
 		s.t.Fatalf("screenshot %s: %v", name, err)
 	}
-	os.WriteFile(filepath.Join(s.dir, name+".jpg"), buf, 0o644)
+	os.WriteFile(filepath.Join(s.dir, name+".png"), buf, 0o644)
 }
 
 func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
@@ -296,4 +297,42 @@ func TestBrowser(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("signed out, the private file answered %s", resp.Status)
 	}
+
+	// The same link in the browser, signed out.
+	var w int
+	run(t, ctx, "sign out", chromedp.Click(`#details button[aria-label="Close details"]`), waitJS(`!document.querySelector("#details")`),
+		chromedp.Click("#signout", chromedp.ByID), waitJS(`!document.getElementById("signin").hidden`))
+	run(t, ctx, "open link", chromedp.Navigate(link), waitJS(`!!document.querySelector("img") && document.querySelector("img").naturalWidth > 0`),
+		chromedp.Evaluate(`document.querySelector("img").naturalWidth`, &w))
+	if w != 64 {
+		t.Fatalf("shared image width %d", w)
+	}
+
+	// Access: create a user and a key; the secret is shown once.
+	run(t, ctx, "sign in again", chromedp.Navigate(base+"/#/access"), waitJS(`!document.getElementById("signin").hidden`),
+		chromedp.SendKeys("#si-key", servertest.Root, chromedp.ByID), chromedp.SendKeys("#si-secret", servertest.RootSecret, chromedp.ByID),
+		chromedp.Click(`#signin button[type=submit]`), waitJS(`!!document.getElementById("user-name")`))
+	run(t, ctx, "create user", chromedp.SendKeys("#user-name", "alice", chromedp.ByID), chromedp.Click(`#user-form button[type=submit]`),
+		waitJS(`!!document.querySelector('#key-user option[value="alice"]')`))
+	run(t, ctx, "create key", chromedp.SendKeys("#key-grants", "photos=read", chromedp.ByID), chromedp.Click(`#key-form button[type=submit]`),
+		waitJS(`!!document.getElementById("new-secret-value")`))
+	var key, secret string
+	run(t, ctx, "secret", chromedp.Text("#new-key", &key, chromedp.ByID), chromedp.Text("#new-secret-value", &secret, chromedp.ByID))
+	if len(key) < 16 || len(secret) < 30 {
+		t.Fatalf("new key %q secret %q", key, secret)
+	}
+	run(t, ctx, "key listed", waitJS(`!!document.querySelector('tr[data-key="`+key+`"]')`))
+	shot.take(ctx, "09-access")
+
+	// Cluster and activity pages.
+	run(t, ctx, "cluster", chromedp.Navigate(base+"/#/cluster"), waitJS(`!!document.querySelector('tr[data-state="alive"]')`))
+	shot.take(ctx, "10-cluster")
+	run(t, ctx, "activity", chromedp.Navigate(base+"/#/activity"),
+		waitJS(`Number((document.querySelector("#charts") || {dataset: {}}).dataset.samples || 0) >= 2`))
+	shot.take(ctx, "11-activity")
+
+	// A phone-sized screen.
+	run(t, ctx, "phone", emulation.SetDeviceMetricsOverride(390, 844, 2, true), chromedp.Navigate(base+"/#/files/photos"),
+		waitJS(`!!document.querySelector('tr[data-name="cat.png"]')`))
+	shot.take(ctx, "12-phone-files")
 }

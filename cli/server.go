@@ -21,6 +21,7 @@ import (
 	"cairn/bench"
 	"cairn/chunk"
 	"cairn/client"
+	"cairn/console"
 	"cairn/errors"
 	"cairn/gateway"
 	"cairn/gateway/s3"
@@ -111,6 +112,9 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 			if u := s.S3URL(); u != "" {
 				fmt.Printf("cairn server: S3 API on %s\n", u)
 			}
+			if u := s.ConsoleURL(); u != "" {
+				fmt.Printf("cairn server: web console on %s\n", u)
+			}
 			return untilSignal(s.Shutdown)
 		},
 	}
@@ -127,7 +131,15 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
 	fs.BoolVar(&cfg.NoLocalReads, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
 	s3Flags(fs, &cfg.S3, &cfg.S3Domain, &cfg.S3UploadMaxAge)
+	cfg.Console = ":8081"
+	consoleFlag(fs, &cfg.Console)
 	return cmd
+}
+
+// consoleFlag is the web console's flag, shared by `cairn server` and
+// `cairn gateway`.
+func consoleFlag(fs *pflag.FlagSet, addr *string) {
+	fs.StringVar(addr, "console", *addr, `web console listen address; "off" disables`)
 }
 
 // adminServe starts the role's admin listener unless addr is "off".
@@ -280,6 +292,7 @@ func chunkCmd() *cobra.Command {
 
 func gatewayCmd() *cobra.Command {
 	var metaAddr, listen, admin, s3Listen string
+	consoleAddr := ":8081"
 	s3cfg := s3.Config{}
 	gcfg := gateway.Config{PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20, HotObjectMax: 1 << 20}
 	var extent int64 = 8 << 20
@@ -317,24 +330,48 @@ func gatewayCmd() *cobra.Command {
 			srv := gateway.Server(g)
 			go srv.Serve(l)
 			fmt.Printf("cairn gateway: HTTP API on %s, meta %s\n", l.Addr(), metaAddr)
-			if s3Listen == "" || s3Listen == "off" {
-				return untilSignal(srv.Shutdown)
+			servers := []*http.Server{srv}
+			s3On, consoleOn := s3Listen != "" && s3Listen != "off", consoleAddr != "" && consoleAddr != "off"
+			var s3srv *s3.Server
+			if s3On || consoleOn { // the console's uploads and share links use the S3 layer
+				s3cfg.Client, s3cfg.Small, s3cfg.Logger = cl, g, logger()
+				if s3srv, err = s3.New(s3cfg); err != nil {
+					return err
+				}
+				defer s3srv.Close()
 			}
-			s3cfg.Client, s3cfg.Small, s3cfg.Logger = cl, g, logger()
-			s3srv, err := s3.New(s3cfg)
-			if err != nil {
-				return err
+			if s3On {
+				sl, err := net.Listen("tcp", s3Listen)
+				if err != nil {
+					return err
+				}
+				ssrv := gateway.Server(s3srv.Handler())
+				go ssrv.Serve(sl)
+				servers = append(servers, ssrv)
+				fmt.Printf("cairn gateway: S3 API on %s\n", sl.Addr())
 			}
-			defer s3srv.Close()
-			sl, err := net.Listen("tcp", s3Listen)
-			if err != nil {
-				return err
+			if consoleOn {
+				conL, err := net.Listen("tcp", consoleAddr)
+				if err != nil {
+					return err
+				}
+				con, err := console.New(console.Config{Gateway: g, S3: s3srv.Handler(), Meta: mc,
+					Ops: []*metrics.Ops{g.Ops(), s3srv.Ops()}, Logger: logger()})
+				if err != nil {
+					return err
+				}
+				defer con.Close()
+				csrv := con.Server()
+				go con.Serve(csrv, conL)
+				servers = append(servers, csrv)
+				fmt.Printf("cairn gateway: web console on http://%s\n", conL.Addr())
 			}
-			ssrv := gateway.Server(s3srv.Handler())
-			go ssrv.Serve(sl)
-			fmt.Printf("cairn gateway: S3 API on %s\n", sl.Addr())
 			return untilSignal(func(ctx context.Context) error {
-				return errors.Join(srv.Shutdown(ctx), ssrv.Shutdown(ctx))
+				var errs []error
+				for _, s := range servers {
+					errs = append(errs, s.Shutdown(ctx))
+				}
+				return errors.Join(errs...)
 			})
 		},
 	}
@@ -349,6 +386,7 @@ func gatewayCmd() *cobra.Command {
 	sizeFlag(fs, &extent, "extent-size", "largest needle one write creates")
 	s3Listen = ":9000"
 	s3Flags(fs, &s3Listen, &s3cfg.Domain, &s3cfg.UploadMaxAge)
+	consoleFlag(fs, &consoleAddr)
 	return cmd
 }
 

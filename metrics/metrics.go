@@ -25,6 +25,8 @@ type Ops struct {
 
 	mu  sync.RWMutex
 	ops map[string]*opStat
+
+	bytesIn, bytesOut atomic.Uint64 // AddBytes (window.go)
 }
 
 // opStat keeps an exact-enough latency histogram of its own: Prometheus

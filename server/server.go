@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"cairn"
 	"cairn/chunk"
 	"cairn/client"
+	"cairn/console"
 	"cairn/errors"
 	"cairn/gateway"
 	"cairn/gateway/s3"
@@ -40,6 +42,11 @@ type Config struct {
 	Chunk string // data-plane listener. Default 127.0.0.1:8091
 	Admin string // /metrics, /debug/pprof, /debug/profile. Default 127.0.0.1:8092; "off" disables
 	S3    string // S3 API listener. Default :9000; "off" disables
+	// Console is the web console's listener; "" or "off" disables (the
+	// command's flag defaults to :8081). ConsoleTLS, when set, serves it
+	// over HTTPS.
+	Console    string
+	ConsoleTLS *tls.Config
 
 	S3Domain       string        // virtual-host-style requests: bucket.S3Domain
 	S3UploadMaxAge time.Duration // abandoned multipart uploads are aborted after this. Default 7 days
@@ -69,21 +76,23 @@ func Defaults() Config {
 
 // Server is a running one-process store.
 type Server struct {
-	cfg       Config
-	metaSvc   *meta.Service
-	grpc      *grpc.Server
-	metaConn  *grpc.ClientConn
-	store     *chunk.Store
-	client    *client.Client
-	gateway   *gateway.Gateway
-	s3        *s3.Server
-	s3Srv     *http.Server
-	httpSrv   *http.Server
-	chunkSrv  *http.Server
-	adminSrv  *http.Server
-	lis       map[string]net.Listener
-	cancel    context.CancelFunc
-	generated [2]string
+	cfg        Config
+	metaSvc    *meta.Service
+	grpc       *grpc.Server
+	metaConn   *grpc.ClientConn
+	store      *chunk.Store
+	client     *client.Client
+	gateway    *gateway.Gateway
+	s3         *s3.Server
+	s3Srv      *http.Server
+	console    *console.Console
+	consoleSrv *http.Server
+	httpSrv    *http.Server
+	chunkSrv   *http.Server
+	adminSrv   *http.Server
+	lis        map[string]net.Listener
+	cancel     context.CancelFunc
+	generated  [2]string
 }
 
 // Start opens the data directory, starts every role and returns once the
@@ -100,8 +109,8 @@ func Start(cfg Config) (s *Server, err error) {
 			srv.Close() // not s: a failing return sets it to nil
 		}
 	}()
-	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin, "s3": cfg.S3} {
-		if (name == "admin" || name == "s3") && (addr == "off" || addr == "") {
+	for name, addr := range map[string]string{"http": cfg.HTTP, "meta": cfg.Meta, "chunk": cfg.Chunk, "admin": cfg.Admin, "s3": cfg.S3, "console": cfg.Console} {
+		if (name == "admin" || name == "s3" || name == "console") && (addr == "off" || addr == "") {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)
@@ -180,14 +189,27 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	s.httpSrv = gateway.Server(s.gateway)
 	go s.httpSrv.Serve(s.lis["http"])
-	if l := s.lis["s3"]; l != nil {
+	// The console's parted uploads and share links go through the S3
+	// layer in process, so it exists when either needs it.
+	if s.lis["s3"] != nil || s.lis["console"] != nil {
 		s.s3, err = s3.New(s3.Config{Client: s.client, Domain: cfg.S3Domain, Small: s.gateway,
 			UploadMaxAge: cfg.S3UploadMaxAge, Logger: cfg.Logger})
 		if err != nil {
 			return nil, errors.E(op, err)
 		}
+	}
+	if l := s.lis["s3"]; l != nil {
 		s.s3Srv = gateway.Server(s.s3.Handler())
 		go s.s3Srv.Serve(l)
+	}
+	if l := s.lis["console"]; l != nil {
+		s.console, err = console.New(console.Config{Gateway: s.gateway, S3: s.s3.Handler(), Meta: mc,
+			Ops: []*metrics.Ops{s.gateway.Ops(), s.s3.Ops()}, TLS: cfg.ConsoleTLS, Logger: cfg.Logger})
+		if err != nil {
+			return nil, errors.E(op, err)
+		}
+		s.consoleSrv = s.console.Server()
+		go s.console.Serve(s.consoleSrv, l)
 	}
 	if l := s.lis["admin"]; l != nil {
 		s.adminSrv = &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
@@ -243,6 +265,18 @@ func (s *Server) S3URL() string {
 	return ""
 }
 
+// ConsoleURL is the web console's URL ("" when it is off).
+func (s *Server) ConsoleURL() string {
+	a := s.Addr("console")
+	switch {
+	case a == "":
+		return ""
+	case s.cfg.ConsoleTLS != nil:
+		return "https://" + a
+	}
+	return "http://" + a
+}
+
 // URL is the native API's base URL.
 func (s *Server) URL() string { return "http://" + s.Addr("http") }
 
@@ -263,6 +297,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.s3Srv != nil {
 		errs = append(errs, s.s3Srv.Shutdown(ctx))
 	}
+	if s.consoleSrv != nil {
+		errs = append(errs, s.consoleSrv.Shutdown(ctx))
+	}
 	if s.adminSrv != nil {
 		s.adminSrv.Shutdown(ctx)
 	}
@@ -279,10 +316,13 @@ func (s *Server) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 	}
-	for _, srv := range []*http.Server{s.httpSrv, s.s3Srv, s.adminSrv, s.chunkSrv} {
+	for _, srv := range []*http.Server{s.httpSrv, s.s3Srv, s.consoleSrv, s.adminSrv, s.chunkSrv} {
 		if srv != nil {
 			srv.Close()
 		}
+	}
+	if s.console != nil {
+		s.console.Close()
 	}
 	if s.s3 != nil {
 		s.s3.Close()

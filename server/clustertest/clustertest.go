@@ -62,6 +62,9 @@ type Options struct {
 	// command prefix (e.g. "ip netns exec NS") and the host it listens on.
 	Placement func(i int) (prefix []string, host string)
 	Gateway   bool // also start a gateway
+	// GatewayArgs are extra flags of the gateway (its console is off
+	// unless they name an address).
+	GatewayArgs []string
 	// ExtentSize is the test client's (Cluster.Client); default 1 MiB.
 	ExtentSize int64
 }
@@ -118,7 +121,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 	}
 	if opt.Gateway {
 		addr := freeAddr(t, opt.Host)
-		c.Gateway = c.proc("gateway", addr, nil, []string{"gateway", "--meta", metaAddr, "--http", addr, "--admin", "off"})
+		c.Gateway = c.proc("gateway", addr, nil, append([]string{"gateway", "--meta", metaAddr, "--http", addr, "--admin", "off", "--s3", "off", "--console", "off"}, opt.GatewayArgs...))
 		c.Gateway.Start(t)
 	}
 	mc, conn, err := meta.Dial(metaAddr)

@@ -592,7 +592,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 	}
 	n.Size, n.Etag, n.ContentType, n.UserMeta, n.MtimeNs = r.Size, r.Etag, r.ContentType, r.UserMeta, mtime
-	n.Headers, n.Tags = r.Headers, r.Tags
+	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
 	}

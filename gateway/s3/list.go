@@ -3,7 +3,6 @@ package s3
 import (
 	"encoding/base64"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +133,9 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 	if v2 {
 		after = v.Get("start-after")
 	}
-	empty := false
+	// No key starts with '/' (see cleanKey), and meta would read the
+	// prefix "/" as the bucket's root.
+	empty := strings.HasPrefix(l.prefix, "/")
 	if t := v.Get("continuation-token"); v2 && t != "" {
 		if l.cursor, l.lastCP, err = decodeToken(t); err != nil {
 			return err
@@ -142,7 +143,7 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 	} else if after != "" {
 		var ok bool
 		l.cursor, ok = meta.ListCursorAfter(delimited, l.prefix, after)
-		empty = !ok
+		empty = empty || !ok
 		if l.delimiter != "" && strings.HasSuffix(after, l.delimiter) {
 			l.lastCP = after // a marker that is a common prefix: skip its group
 		}
@@ -154,7 +155,7 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 	}
 	esc := func(s string) string {
 		if enc == "url" {
-			return url.QueryEscape(s)
+			return urlEncode(s)
 		}
 		return s
 	}
@@ -200,4 +201,27 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 	}
 	writeXML(q.w, http.StatusOK, out)
 	return nil
+}
+
+// urlEncode is S3's encoding-type=url: every byte but the unreserved ones
+// and '/' as %XX, a space as '+'. Escaping '/' (url.QueryEscape) made
+// prefixes and delimiters come back as %2F, which clients do not undo.
+func urlEncode(s string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '_', c == '.', c == '~', c == '/':
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+	return b.String()
 }

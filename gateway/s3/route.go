@@ -68,7 +68,7 @@ var anyParams = map[string]bool{
 var (
 	listParams   = []string{"prefix", "delimiter", "marker", "max-keys", "encoding-type", "allow-unordered", "optional-object-attributes"}
 	listV2Params = []string{"list-type", "prefix", "delimiter", "continuation-token", "start-after", "max-keys", "encoding-type", "fetch-owner", "allow-unordered", "optional-object-attributes"}
-	getParams    = []string{"versionId", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"}
+	getParams    = []string{"versionId", "partNumber", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"}
 	versionParam = []string{"versionId"}
 )
 
@@ -104,6 +104,7 @@ var routes = map[routeKey]route{
 	{levelObject, http.MethodGet, "tagging"}:     {"GetObjectTagging", (*Server).getObjectTagging, versionParam},
 	{levelObject, http.MethodPut, "tagging"}:     {"PutObjectTagging", (*Server).putObjectTagging, versionParam},
 	{levelObject, http.MethodDelete, "tagging"}:  {"DeleteObjectTagging", (*Server).deleteObjectTagging, versionParam},
+	{levelObject, http.MethodGet, "attributes"}:  {"GetObjectAttributes", (*Server).getObjectAttributes, versionParam},
 	{levelObject, http.MethodGet, "acl"}:         {"GetObjectAcl", (*Server).getObjectACL, versionParam},
 	{levelObject, http.MethodPut, "acl"}:         {"PutObjectAcl", (*Server).putObjectACL, versionParam},
 }

@@ -195,13 +195,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	if r.Method == http.MethodOptions {
 		return "cors-preflight", s.preflight(w, r, bucket)
 	}
+	// CORS headers go on errors too, authentication's included: without
+	// them a browser hides the error from the page that caused it (and
+	// preflights, which are not authenticated, show the rules anyway).
+	if bucket != "" && r.Header.Get("Origin") != "" {
+		s.corsHeaders(w, r, bucket)
+	}
 	query := r.URL.Query()
 	p, b, err := s.authenticate(r, query)
 	if err != nil {
 		return "auth", writeError(w, r, err)
-	}
-	if bucket != "" && r.Header.Get("Origin") != "" {
-		s.corsHeaders(w, r, bucket)
 	}
 	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key}
 	op, err := s.dispatch(q)

@@ -570,6 +570,10 @@ type Inode struct {
 	Headers map[string]string `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Tags    map[string]string `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Xattrs  map[string][]byte `protobuf:"bytes,60,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // extended attributes set through a mount ("user.x")
+	// S3 multipart: the sizes of the parts a completed upload was made of,
+	// for GetObject ?partNumber and GetObjectAttributes. Trusted only while
+	// the ETag is still the upload's ("...-N" with N sizes).
+	PartSizes []uint64 `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"`
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
@@ -723,6 +727,13 @@ func (x *Inode) GetTags() map[string]string {
 func (x *Inode) GetXattrs() map[string][]byte {
 	if x != nil {
 		return x.Xattrs
+	}
+	return nil
+}
+
+func (x *Inode) GetPartSizes() []uint64 {
+	if x != nil {
+		return x.PartSizes
 	}
 	return nil
 }
@@ -1303,7 +1314,8 @@ type CommitRequest struct {
 	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
 	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
 	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"` // a new file takes this inode number, reserved by MountReserve
+	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
+	PartSizes     []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1455,6 +1467,13 @@ func (x *CommitRequest) GetIno() uint64 {
 		return x.Ino
 	}
 	return 0
+}
+
+func (x *CommitRequest) GetPartSizes() []uint64 {
+	if x != nil {
+		return x.PartSizes
+	}
+	return nil
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -5965,10 +5984,14 @@ func (x *S3CompletePart) GetEtag() string {
 }
 
 type S3CompleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Upload        *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
-	Parts         []*S3CompletePart      `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
-	MinPartSize   uint64                 `protobuf:"varint,3,opt,name=min_part_size,json=minPartSize,proto3" json:"min_part_size,omitempty"` // every part but the last must be at least this
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Upload      *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
+	Parts       []*S3CompletePart      `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	MinPartSize uint64                 `protobuf:"varint,3,opt,name=min_part_size,json=minPartSize,proto3" json:"min_part_size,omitempty"` // every part but the last must be at least this
+	// S3 conditional completion: commit only if the key does not exist
+	// (If-None-Match: *), or only if its ETag is this (If-Match).
+	IfNoneMatch   bool   `protobuf:"varint,180,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`
+	IfMatch       string `protobuf:"bytes,181,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6022,6 +6045,20 @@ func (x *S3CompleteRequest) GetMinPartSize() uint64 {
 		return x.MinPartSize
 	}
 	return 0
+}
+
+func (x *S3CompleteRequest) GetIfNoneMatch() bool {
+	if x != nil {
+		return x.IfNoneMatch
+	}
+	return false
+}
+
+func (x *S3CompleteRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
 }
 
 type S3ListPartsRequest struct {
@@ -6312,7 +6349,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xb3\x06\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xd3\x06\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -6331,7 +6368,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x128\n" +
 	"\aheaders\x18( \x03(\v2\x1e.cairn.meta.Inode.HeadersEntryR\aheaders\x12/\n" +
 	"\x04tags\x18) \x03(\v2\x1b.cairn.meta.Inode.TagsEntryR\x04tags\x125\n" +
-	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x11\n" +
+	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x1e\n" +
+	"\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12\x11\n" +
 	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6382,7 +6421,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aparents\x18\x06 \x01(\bR\aparents\x12 \n" +
 	"\fno_sync_wait\x18\a \x01(\bR\n" +
 	"noSyncWait\x12\x10\n" +
-	"\x03ino\x18\b \x01(\x04R\x03ino\"\xdd\x05\n" +
+	"\x03ino\x18\b \x01(\x04R\x03ino\"\xfd\x05\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6401,7 +6440,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bmtime_ns\x18\x0e \x01(\x03R\amtimeNs\x12@\n" +
 	"\aheaders\x18( \x03(\v2&.cairn.meta.CommitRequest.HeadersEntryR\aheaders\x127\n" +
 	"\x04tags\x18) \x03(\v2#.cairn.meta.CommitRequest.TagsEntryR\x04tags\x12\x10\n" +
-	"\x03ino\x18< \x01(\x04R\x03ino\x1a;\n" +
+	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
+	"\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -6798,11 +6839,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06shared\x18\x03 \x01(\bR\x06shared\"<\n" +
 	"\x0eS3CompletePart\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x9e\x01\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xdf\x01\n" +
 	"\x11S3CompleteRequest\x123\n" +
 	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x120\n" +
 	"\x05parts\x18\x02 \x03(\v2\x1a.cairn.meta.S3CompletePartR\x05parts\x12\"\n" +
-	"\rmin_part_size\x18\x03 \x01(\x04R\vminPartSize\"u\n" +
+	"\rmin_part_size\x18\x03 \x01(\x04R\vminPartSize\x12#\n" +
+	"\rif_none_match\x18\xb4\x01 \x01(\bR\vifNoneMatch\x12\x1a\n" +
+	"\bif_match\x18\xb5\x01 \x01(\tR\aifMatch\"u\n" +
 	"\x12S3ListPartsRequest\x123\n" +
 	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\rR\x05after\x12\x14\n" +

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/proto/metapb"
 	"cairn/volume"
@@ -48,6 +49,11 @@ type Config struct {
 	// NoLocalReads turns off the local-read socket (local.go): clients on
 	// this host then read over HTTP like everyone else.
 	NoLocalReads bool
+	// Caps verifies the data plane's capabilities (package capability).
+	// Nil: a keyring that meta's heartbeat answers fill; until the first,
+	// every HTTP request is refused. A server without meta (tests) sets
+	// its own.
+	Caps *capability.Keyring
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.

@@ -51,6 +51,8 @@ type Config struct {
 	ExtentSize    int64         // largest needle a write creates. Default 8 MiB
 	MaxVolumeSize uint64        // bytes before a volume turns read-only. Default 8 GiB
 	NoLocalReads  bool          // clients on this host read over HTTP, not from the volume files (chunk/local.go)
+	CapTTL        time.Duration // life of a data-plane capability (meta.Config.CapTTL). Default 10h
+	CapRotate     time.Duration // capability key rotation (meta.Config.CapRotate). Default 24h
 
 	Logger *slog.Logger
 }
@@ -123,6 +125,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.metaSvc, err = meta.Open(meta.Config{
 		Dir: filepath.Join(cfg.Data, "meta"), RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dial, Logger: cfg.Logger,
+		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

@@ -73,6 +73,7 @@ const (
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
+	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 )
 
 // MetaClient is the client API for Meta service.
@@ -142,6 +143,11 @@ type MetaClient interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error)
 }
 
 type metaClient struct {
@@ -674,6 +680,16 @@ func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewCapsResponse)
+	err := c.cc.Invoke(ctx, Meta_RenewCaps_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -741,6 +757,11 @@ type MetaServer interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -903,6 +924,9 @@ func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveReques
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1825,6 +1849,24 @@ func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewCapsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).RenewCaps(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_RenewCaps_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).RenewCaps(ctx, req.(*RenewCapsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2027,6 +2069,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Meta_Sync_Handler,
+		},
+		{
+			MethodName: "RenewCaps",
+			Handler:    _Meta_RenewCaps_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

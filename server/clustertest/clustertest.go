@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/meta"
@@ -372,10 +373,23 @@ func (c *Cluster) WaitAlive(t testing.TB, ps ...*Proc) {
 	})
 	for _, p := range ps {
 		WaitFor(t, 30*time.Second, p.Name+" to hold a lease", func() bool {
-			_, err := chunk.NewRemote(p.Addr).Needles(context.Background(), 1<<31)
+			_, err := c.Remote(p.Addr).Needles(context.Background(), 1<<31)
 			return err != nil && !strings.Contains(err.Error(), "lease")
 		})
 	}
+}
+
+// Remote is a client of the data server at addr that signs its calls with
+// meta's capability keys (read from meta's directory), as meta does.
+func (c *Cluster) Remote(addr string) *chunk.Remote {
+	c.t.Helper()
+	keys, err := meta.LoadCapKeys(filepath.Join(c.Dir, "meta"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r := chunk.NewRemote(addr)
+	r.SetCaps(capability.Signer{Keys: keys})
+	return r
 }
 
 // WaitReplicated waits until every volume has all its replicas on live

@@ -87,6 +87,7 @@ var routes = map[routeKey]route{
 	{levelBucket, http.MethodGet, "location"}:   {"GetBucketLocation", (*Server).getBucketLocation, nil},
 	{levelBucket, http.MethodGet, "versioning"}: {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
 	{levelBucket, http.MethodGet, "uploads"}:    {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
+	{levelBucket, http.MethodGet, "versions"}:   {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
 	{levelBucket, http.MethodPost, "delete"}:    {"DeleteObjects", (*Server).deleteObjects, nil},
 	{levelBucket, http.MethodGet, "tagging"}:    {"GetBucketTagging", (*Server).getBucketTagging, nil},
 	{levelBucket, http.MethodPut, "tagging"}:    {"PutBucketTagging", (*Server).putBucketTagging, nil},

@@ -47,7 +47,7 @@ var implemented = map[string]bool{
 	"bucket GET cors": true, "bucket PUT cors": true, "bucket DELETE cors": true,
 	"bucket GET tagging": true, "bucket PUT tagging": true, "bucket DELETE tagging": true,
 	"bucket GET location": true, "bucket GET versioning": true, "bucket GET uploads": true,
-	"bucket POST delete": true,
+	"bucket POST delete": true, "bucket GET versions": true,
 }
 
 // notConfiguredCodes are the bucket configurations Cairn has none of:

@@ -209,6 +209,29 @@ type objectXML struct {
 	StorageClass string `xml:"StorageClass"`
 }
 
+type listVersionsResult struct {
+	XMLName             xml.Name       `xml:"ListVersionsResult"`
+	Xmlns               string         `xml:"xmlns,attr"`
+	Name                string         `xml:"Name"`
+	Prefix              string         `xml:"Prefix"`
+	KeyMarker           string         `xml:"KeyMarker"`
+	VersionIDMarker     string         `xml:"VersionIdMarker"`
+	NextKeyMarker       string         `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string         `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int            `xml:"MaxKeys"`
+	Delimiter           string         `xml:"Delimiter,omitempty"`
+	EncodingType        string         `xml:"EncodingType,omitempty"`
+	IsTruncated         bool           `xml:"IsTruncated"`
+	Versions            []versionXML   `xml:"Version"`
+	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
+}
+
+type versionXML struct {
+	objectXML
+	VersionID string `xml:"VersionId"`
+	IsLatest  bool   `xml:"IsLatest"`
+}
+
 type commonPrefix struct {
 	Prefix string `xml:"Prefix"`
 }

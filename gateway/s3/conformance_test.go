@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"cairn/server/servertest"
 )
 
 // The tests in this file are the cases an S3 conformance suite found
@@ -440,4 +442,32 @@ func TestExpectContinue(t *testing.T) {
 	if got := getBody(t, c, "expect", "big"); !bytes.Equal(got, body) {
 		t.Fatal("object stored with Expect differs")
 	}
+}
+
+// TestExpectedOwnerAndSize: x-amz-expected-bucket-owner (and the copy
+// source's) are checked, not ignored; so is x-amz-mp-object-size.
+func TestExpectedOwnerAndSize(t *testing.T) {
+	s := start(t)
+	c := root(t, s)
+	ctx := context.Background()
+	must(c.CreateBucket(ctx, bucketInput("owned")))
+	must(c.PutObject(ctx, putInput("owned", "k", "x")))
+	_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("owned"), Key: aws.String("k"), ExpectedBucketOwner: aws.String("someone-else")})
+	wantCode(t, err, "AccessDenied")
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("owned"), Key: aws.String("k"), Body: strings.NewReader("y"), ExpectedBucketOwner: aws.String("someone-else")})
+	wantCode(t, err, "AccessDenied")
+	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String("owned"), Key: aws.String("k2"), CopySource: aws.String("owned/k"), ExpectedSourceBucketOwner: aws.String("someone-else")})
+	wantCode(t, err, "AccessDenied")
+	must(c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("owned"), Key: aws.String("k"), ExpectedBucketOwner: aws.String(servertest.Root)}))
+	if got := getBody(t, c, "owned", "k"); string(got) != "x" {
+		t.Fatalf("object is %q", got)
+	}
+
+	up, done := multipartObject(t, c, "owned", "mp", []byte("abc"))
+	complete := &s3.CompleteMultipartUploadInput{Bucket: aws.String("owned"), Key: aws.String("mp"), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: done}, MpuObjectSize: aws.Int64(4)}
+	_, err = c.CompleteMultipartUpload(ctx, complete)
+	wantCode(t, err, "InvalidRequest")
+	complete.MpuObjectSize = aws.Int64(3)
+	must(c.CompleteMultipartUpload(ctx, complete))
 }

@@ -223,7 +223,10 @@ func (s *Server) completeUpload(q *request) error {
 		req.Parts = append(req.Parts, &metapb.S3CompletePart{Number: uint32(p.PartNumber), Etag: strings.Trim(p.ETag, `" `)})
 	}
 	// Check first, for S3's precise errors; meta checks again atomically.
-	err = s.checkParts(q, ref, req)
+	size, err := s.checkParts(q, ref, req)
+	if mp := q.r.Header.Get("X-Amz-Mp-Object-Size"); err == nil && mp != "" && mp != strconv.FormatInt(size, 10) {
+		return apiErr(http.StatusBadRequest, "InvalidRequest", "x-amz-mp-object-size is not the size of the parts listed ("+strconv.FormatInt(size, 10)+")")
+	}
 	if err != nil && toAPI(err).code == "NoSuchUpload" {
 		if done := s.completed(q, req); done != nil {
 			return s.writeCompleted(q, done)
@@ -273,13 +276,14 @@ func (s *Server) completed(q *request, req *metapb.S3CompleteRequest) *metapb.In
 }
 
 // checkParts compares the completion list with the uploaded parts.
-func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb.S3CompleteRequest) error {
+// It returns the size of the object the parts make.
+func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb.S3CompleteRequest) (int64, error) {
 	have := map[uint32]*metapb.S3Part{}
 	var after uint32
 	for {
 		l, err := s.meta.S3ListParts(q.ctx(), &metapb.S3ListPartsRequest{Upload: ref, After: after, Limit: 1000})
 		if err != nil {
-			return notExistAs(err, errNoSuchUpload())
+			return 0, notExistAs(err, errNoSuchUpload())
 		}
 		for _, p := range l.Parts {
 			have[p.Number] = p
@@ -289,16 +293,18 @@ func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb
 			break
 		}
 	}
+	var size int64
 	for i, cp := range req.Parts {
 		p := have[cp.Number]
 		if p == nil || p.Etag != cp.Etag {
-			return apiErr(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
+			return 0, apiErr(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
 		}
 		if i < len(req.Parts)-1 && int64(p.Size) < s.cfg.MinPartSize {
-			return apiErr(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
+			return 0, apiErr(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
 		}
+		size += int64(p.Size)
 	}
-	return nil
+	return size, nil
 }
 
 func (s *Server) abortUpload(q *request) error {

@@ -232,8 +232,12 @@ var amzHeaders = map[string]bool{
 // are checked where the bucket is known (checkObjectACL).
 func checkHeaders(h http.Header) error {
 	for k := range h {
+		// Most headers are not x-amz-*: skip them without lower-casing.
+		if len(k) < 6 || !strings.EqualFold(k[:6], "x-amz-") {
+			continue
+		}
 		lk := strings.ToLower(k)
-		if !strings.HasPrefix(lk, "x-amz-") || strings.HasPrefix(lk, "x-amz-meta-") {
+		if strings.HasPrefix(lk, "x-amz-meta-") {
 			continue
 		}
 		if amzHeaders[lk] {

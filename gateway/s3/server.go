@@ -222,7 +222,41 @@ func (s *Server) dispatch(q *request) (string, error) {
 	if err != nil {
 		return rt.op, err
 	}
+	if err := s.expectedOwners(q); err != nil {
+		return rt.op, err
+	}
 	return rt.op, rt.serve(s, q)
+}
+
+// expectedOwners checks x-amz-expected-bucket-owner (and, for copies,
+// x-amz-source-expected-bucket-owner): a request meant for a bucket of
+// one owner must not act on a bucket of another. Answered 403, as S3.
+func (s *Server) expectedOwners(q *request) error {
+	h := q.r.Header
+	check := func(bucket, want string) error {
+		if want == "" || bucket == "" {
+			return nil
+		}
+		n, err := s.client.Namespace(q.ctx(), bucket)
+		if err != nil {
+			return notExistAs(err, errNoSuchBucket())
+		}
+		if n.Owner != want {
+			return apiErr(http.StatusForbidden, "AccessDenied", "Access Denied: the bucket's owner is not the expected one")
+		}
+		return nil
+	}
+	if err := check(q.bucket, h.Get("X-Amz-Expected-Bucket-Owner")); err != nil {
+		return err
+	}
+	if want := h.Get("X-Amz-Source-Expected-Bucket-Owner"); want != "" {
+		sb, _, err := copySource(h)
+		if err != nil {
+			return err
+		}
+		return check(sb, want)
+	}
+	return nil
 }
 
 // notConfigured are bucket configurations Cairn does not have, with the

@@ -244,6 +244,10 @@ func (s *Server) S3URL() string {
 // URL is the native API's base URL.
 func (s *Server) URL() string { return "http://" + s.Addr("http") }
 
+// Meta is the in-process meta service; tests wait on its background duties
+// (Meta().WaitCollected) rather than sleeping.
+func (s *Server) Meta() *meta.Service { return s.metaSvc }
+
 // Client is the in-process client (tests use it to look behind the API).
 func (s *Server) Client() *client.Client { return s.client }
 

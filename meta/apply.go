@@ -643,7 +643,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	if r.AtimeNs != 0 {
 		n.AtimeNs = r.AtimeNs
 	}
-	n.Headers, n.Tags = r.Headers, r.Tags
+	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
 	}

@@ -160,6 +160,7 @@ func (t *txn) completeUpload(r *metapb.S3CompleteRequest) error {
 	var (
 		exts  []*metapb.Extent
 		sums  [][]byte
+		sizes []uint64
 		size  uint64
 		kept  = map[uint32]bool{}
 		owned = map[needle]int{} // parts holding each needle
@@ -193,6 +194,7 @@ func (t *txn) completeUpload(r *metapb.S3CompleteRequest) error {
 			owned[nd]++
 		}
 		size += p.Size
+		sizes = append(sizes, p.Size)
 		kept[cp.Number] = true
 	}
 	// The file is one owner of each needle, however many parts held it.
@@ -209,6 +211,7 @@ func (t *txn) completeUpload(r *metapb.S3CompleteRequest) error {
 	return t.commitKeep(&metapb.CommitRequest{
 		Ns: u.Bucket, Path: u.Key, Size: size, Extents: exts, Etag: MultipartETag(sums),
 		ContentType: u.ContentType, UserMeta: u.UserMeta, Headers: u.Headers, Tags: u.Tags, Parents: true,
+		IfNoneMatch: r.IfNoneMatch, IfMatch: r.IfMatch, PartSizes: sizes,
 	}, false)
 }
 

@@ -176,7 +176,7 @@ func (t *txn) s3Copy(r *metapb.S3CopyRequest) error {
 	c := &metapb.CommitRequest{
 		Ns: r.DstNs, Path: r.DstPath, Size: src.Size, Extents: exts, Etag: src.Etag,
 		ContentType: src.ContentType, UserMeta: src.UserMeta, Headers: src.Headers, Tags: src.Tags,
-		Mode: src.Mode, Parents: true,
+		Mode: src.Mode, Parents: true, PartSizes: src.PartSizes,
 	}
 	if c.Etag == "" {
 		c.Etag = syntheticETag(src)

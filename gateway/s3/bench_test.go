@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -50,6 +51,24 @@ func BenchmarkChunkedSigned(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := io.Copy(io.Discard, newChunkedReader(bytes.NewReader(body), testSigner(seed, when))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkResolve is the cost exhaustive routing adds to every request:
+// a signed GET as an SDK sends it.
+func BenchmarkResolve(b *testing.B) {
+	r := httptest.NewRequest(http.MethodGet, "/bucket/some/key?x-id=GetObject", nil)
+	for k, v := range map[string]string{"X-Amz-Date": "20261125T000000Z", "X-Amz-Content-Sha256": "UNSIGNED-PAYLOAD",
+		"Authorization": "AWS4-HMAC-SHA256 ...", "User-Agent": "aws-sdk-go-v2", "Amz-Sdk-Invocation-Id": "x",
+		"Amz-Sdk-Request": "attempt=1", "Accept-Encoding": "identity", "X-Amz-Checksum-Mode": "ENABLED"} {
+		r.Header.Set(k, v)
+	}
+	q := &request{r: r, query: r.URL.Query(), bucket: "bucket", key: "some/key"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := resolve(q); err != nil {
 			b.Fatal(err)
 		}
 	}

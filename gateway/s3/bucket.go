@@ -1,8 +1,11 @@
 package s3
 
 import (
+	"encoding/base64"
 	"net/http"
 	"sort"
+	"strconv"
+	"strings"
 
 	"cairn/errors"
 	"cairn/pathname"
@@ -16,21 +19,49 @@ func (s *Server) listBuckets(q *request) error {
 	if q.p.access == "" {
 		return apiErr(http.StatusForbidden, "AccessDenied", "Access Denied")
 	}
+	v := q.query
+	limit := maxBuckets
+	if mb := v.Get("max-buckets"); mb != "" {
+		n, err := strconv.Atoi(mb)
+		if err != nil || n < 1 || n > maxBuckets {
+			return apiErr(http.StatusBadRequest, "InvalidArgument", "max-buckets must be an integer from 1 to 10000")
+		}
+		limit = n
+	}
+	after := ""
+	if t := v.Get("continuation-token"); t != "" {
+		b, err := base64.RawURLEncoding.DecodeString(t)
+		if err != nil || len(b) == 0 {
+			return apiErr(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
+		}
+		after = string(b)
+	}
+	prefix := v.Get("prefix")
 	all, err := s.client.ListNamespaces(q.ctx())
 	if err != nil {
 		return err
 	}
-	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: ownerOf(q.p.access), Buckets: []bucketInfo{}}
+	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	out := listAllMyBucketsResult{Xmlns: s3NS, Owner: ownerOf(q.p.access), Buckets: []bucketInfo{}, Prefix: prefix}
 	for _, n := range all {
 		// Like S3, a key sees the buckets it owns, plus those it was
 		// granted; public buckets of others are readable, not listed.
-		if q.p.root || n.Owner == q.p.access || q.p.grants[n.Name] != metapb.S3Access_S3_NONE {
-			out.Buckets = append(out.Buckets, bucketInfo{Name: n.Name, CreationDate: isoTime(n.CreatedNs)})
+		if n.Name <= after || !strings.HasPrefix(n.Name, prefix) ||
+			!(q.p.root || n.Owner == q.p.access || q.p.grants[n.Name] != metapb.S3Access_S3_NONE) {
+			continue
 		}
+		if len(out.Buckets) == limit {
+			out.ContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(out.Buckets[limit-1].Name))
+			break
+		}
+		out.Buckets = append(out.Buckets, bucketInfo{Name: n.Name, CreationDate: isoTime(n.CreatedNs)})
 	}
 	writeXML(q.w, http.StatusOK, out)
 	return nil
 }
+
+// maxBuckets is the largest page of ListBuckets, as S3's.
+const maxBuckets = 10000
 
 func ownerOf(access string) owner { return owner{ID: access, DisplayName: access} }
 

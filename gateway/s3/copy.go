@@ -92,6 +92,15 @@ func (s *Server) copyObject(q *request) error {
 		if req.ContentType, req.UserMeta, req.Headers, err = objectMeta(h); err != nil {
 			return err
 		}
+		// The bytes are the source's, and so are their checksums.
+		for k, v := range f.Inode.Headers {
+			if strings.HasPrefix(k, "X-Amz-Checksum-") {
+				if req.Headers == nil {
+					req.Headers = map[string]string{}
+				}
+				req.Headers[k] = v
+			}
+		}
 	default:
 		return apiErr(http.StatusBadRequest, "InvalidArgument", "Unknown metadata directive.")
 	}

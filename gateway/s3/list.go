@@ -3,7 +3,6 @@ package s3
 import (
 	"encoding/base64"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -111,56 +110,77 @@ func (l *lister) run() error {
 	}
 }
 
-func (s *Server) listObjects(q *request, v2 bool) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
-	if err != nil {
-		return err
-	}
+// listKind is which listing a request asks for.
+type listKind uint8
+
+const (
+	listV1 listKind = iota
+	listV2
+	listVersions
+)
+
+// page runs one page of a listing for the request's parameters of kind k
+// and returns it with the encoder that encoding-type asks for.
+func (s *Server) page(q *request, k listKind) (l *lister, esc func(string) string, err error) {
 	v := q.query
-	l := &lister{s: s, q: q, prefix: v.Get("prefix"), delimiter: v.Get("delimiter"), maxKeys: maxKeysLimit}
+	l = &lister{s: s, q: q, prefix: v.Get("prefix"), delimiter: v.Get("delimiter"), maxKeys: maxKeysLimit}
 	if mk := v.Get("max-keys"); mk != "" {
-		k, err := strconv.Atoi(mk)
-		if err != nil || k < 0 {
-			return apiErr(http.StatusBadRequest, "InvalidArgument", "max-keys must be a non-negative integer")
+		n, err := strconv.Atoi(mk)
+		if err != nil || n < 0 {
+			return nil, nil, apiErr(http.StatusBadRequest, "InvalidArgument", "max-keys must be a non-negative integer")
 		}
-		l.maxKeys = min(k, maxKeysLimit)
+		l.maxKeys = min(n, maxKeysLimit)
 	}
-	enc := v.Get("encoding-type")
-	if enc != "" && enc != "url" {
-		return apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
+	esc = func(s string) string { return s }
+	switch v.Get("encoding-type") {
+	case "":
+	case "url":
+		esc = urlEncode
+	default:
+		return nil, nil, apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
 	}
 	delimited := l.delimiter == "/"
-	after := v.Get("marker")
-	if v2 {
-		after = v.Get("start-after")
-	}
-	empty := false
-	if t := v.Get("continuation-token"); v2 && t != "" {
+	after := map[listKind]string{listV1: v.Get("marker"), listV2: v.Get("start-after"), listVersions: v.Get("key-marker")}[k]
+	// No key starts with '/' (see cleanKey), and meta would read the
+	// prefix "/" as the bucket's root.
+	empty := strings.HasPrefix(l.prefix, "/")
+	if t := v.Get("continuation-token"); k == listV2 && t != "" {
 		if l.cursor, l.lastCP, err = decodeToken(t); err != nil {
-			return err
+			return nil, nil, err
 		}
 	} else if after != "" {
 		var ok bool
 		l.cursor, ok = meta.ListCursorAfter(delimited, l.prefix, after)
-		empty = !ok
+		empty = empty || !ok
 		if l.delimiter != "" && strings.HasSuffix(after, l.delimiter) {
 			l.lastCP = after // a marker that is a common prefix: skip its group
 		}
 	}
 	if !empty {
 		if err := l.run(); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	esc := func(s string) string {
-		if enc == "url" {
-			return url.QueryEscape(s)
-		}
-		return s
+	return l, esc, nil
+}
+
+func (s *Server) listObjects(q *request, v2 bool) error {
+	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	if err != nil {
+		return err
 	}
+	kind := listV1
+	if v2 {
+		kind = listV2
+	}
+	l, esc, err := s.page(q, kind)
+	if err != nil {
+		return err
+	}
+	v := q.query
 	out := listBucketResult{
 		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), MaxKeys: l.maxKeys,
-		Delimiter: esc(l.delimiter), EncodingType: enc, IsTruncated: l.truncated,
+		Delimiter: esc(l.delimiter), EncodingType: v.Get("encoding-type"), IsTruncated: l.truncated,
 	}
 	var own *owner
 	if !v2 || v.Get("fetch-owner") == "true" {
@@ -168,17 +188,7 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 		own = &o
 	}
 	for _, e := range l.contents {
-		o := objectXML{Key: esc(e.Name), StorageClass: "STANDARD", Owner: own}
-		if e.Inode != nil {
-			o.LastModified = isoTime(e.Inode.MtimeNs)
-			o.ETag = etagOf(e.Inode)
-			if !e.Dir {
-				o.Size = e.Inode.Size
-			}
-		} else {
-			o.LastModified = time.Unix(0, 0).UTC().Format("2006-01-02T15:04:05.000Z")
-		}
-		out.Contents = append(out.Contents, o)
+		out.Contents = append(out.Contents, entryXML(e, esc, own))
 	}
 	for _, p := range l.prefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(p)})
@@ -200,4 +210,76 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 	}
 	writeXML(q.w, http.StatusOK, out)
 	return nil
+}
+
+func entryXML(e *metapb.ListEntry, esc func(string) string, own *owner) objectXML {
+	o := objectXML{Key: esc(e.Name), StorageClass: "STANDARD", Owner: own}
+	if e.Inode != nil {
+		o.LastModified = isoTime(e.Inode.MtimeNs)
+		o.ETag = etagOf(e.Inode)
+		if !e.Dir {
+			o.Size = e.Inode.Size
+		}
+	} else {
+		o.LastModified = time.Unix(0, 0).UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	return o
+}
+
+// listVersions is ListObjectVersions. No bucket is versioned, so each
+// object is its one version, "null" and latest, and the listing is the
+// objects' (clients and test suites call it to empty a bucket).
+func (s *Server) listVersions(q *request) error {
+	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	if err != nil {
+		return err
+	}
+	v := q.query
+	if vm := v.Get("version-id-marker"); vm != "" && (vm != "null" || v.Get("key-marker") == "") {
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid version id specified")
+	}
+	l, esc, err := s.page(q, listVersions)
+	if err != nil {
+		return err
+	}
+	own := ownerOf(n.Owner)
+	out := listVersionsResult{
+		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), KeyMarker: esc(v.Get("key-marker")),
+		VersionIDMarker: v.Get("version-id-marker"), MaxKeys: l.maxKeys, Delimiter: esc(l.delimiter),
+		EncodingType: v.Get("encoding-type"), IsTruncated: l.truncated,
+	}
+	for _, e := range l.contents {
+		out.Versions = append(out.Versions, versionXML{objectXML: entryXML(e, esc, &own), VersionID: "null", IsLatest: true})
+	}
+	for _, p := range l.prefixes {
+		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(p)})
+	}
+	if l.truncated {
+		out.NextKeyMarker, out.NextVersionIDMarker = esc(l.last), "null"
+	}
+	writeXML(q.w, http.StatusOK, out)
+	return nil
+}
+
+// urlEncode is S3's encoding-type=url: every byte but the unreserved ones
+// and '/' as %XX, a space as '+'. Escaping '/' (url.QueryEscape) made
+// prefixes and delimiters come back as %2F, which clients do not undo.
+func urlEncode(s string) string {
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '-', c == '_', c == '.', c == '~', c == '/':
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
+	return b.String()
 }

@@ -2,14 +2,16 @@ package s3
 
 import (
 	"crypto/md5"
+	"encoding/hex"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 
-	"cairn/byterange"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -45,12 +47,24 @@ func (s *Server) createUpload(q *request) error {
 	if err != nil {
 		return err
 	}
+	// Parts are verified against the checksums they carry; the
+	// algorithm is echoed as S3 does, so SDKs go on to send them.
+	algo := strings.ToUpper(q.r.Header.Get("X-Amz-Checksum-Algorithm"))
+	if _, ok := checksumAlgos[textproto.CanonicalMIMEHeaderKey("X-Amz-Checksum-"+algo)]; algo != "" && !ok {
+		return errInvalidRequest("Checksum algorithm provided is unsupported. Please try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, SHA1, SHA256]")
+	}
 	u, err := s.meta.S3CreateUpload(q.ctx(), &metapb.S3Upload{
 		Bucket: q.bucket, Key: ref.Key, Owner: q.p.access,
 		ContentType: ct, UserMeta: user, Headers: std, Tags: tags,
 	})
 	if err != nil {
 		return notExistAs(err, errNoSuchBucket())
+	}
+	if algo != "" {
+		q.w.Header().Set("X-Amz-Checksum-Algorithm", algo)
+		if t := q.r.Header.Get("X-Amz-Checksum-Type"); t != "" {
+			q.w.Header().Set("X-Amz-Checksum-Type", t)
+		}
 	}
 	writeXML(q.w, http.StatusOK, initiateMultipartUploadResult{Xmlns: s3NS, Bucket: q.bucket, Key: q.key, UploadID: u.UploadId})
 	return nil
@@ -131,11 +145,9 @@ func (s *Server) uploadPartCopy(q *request) error {
 	size := f.Size()
 	off, n := int64(0), size
 	if h := q.r.Header.Get("X-Amz-Copy-Source-Range"); h != "" {
-		rg, ok, err := byterange.Parse(h, size)
-		if err != nil || !ok || !strings.HasPrefix(h, "bytes=") || strings.HasPrefix(h, "bytes=-") {
-			return apiErr(http.StatusBadRequest, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+		if off, n, err = copySourceRange(h, size); err != nil {
+			return err
 		}
-		off, n = rg.Start, rg.Length
 	}
 	// The part's ETag is the MD5 of its bytes, which must be read; the
 	// bytes themselves are not written again.
@@ -163,6 +175,23 @@ func (s *Server) uploadPartCopy(q *request) error {
 	return nil
 }
 
+// copySourceRange parses x-amz-copy-source-range, which unlike Range is
+// exactly "bytes=first-last" within the source: S3 refuses a range that
+// runs past the source's end rather than clamping it.
+func copySourceRange(h string, size int64) (off, n int64, err error) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	first, last, ok2 := strings.Cut(spec, "-")
+	a, errA := strconv.ParseInt(first, 10, 64)
+	b, errB := strconv.ParseInt(last, 10, 64)
+	if !ok || !ok2 || errA != nil || errB != nil || a < 0 || b < a {
+		return 0, 0, apiErr(http.StatusBadRequest, "InvalidArgument", "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy")
+	}
+	if b >= size {
+		return 0, 0, apiErr(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable: the source object is "+strconv.FormatInt(size, 10)+" bytes")
+	}
+	return a, b - a + 1, nil
+}
+
 func (s *Server) completeUpload(q *request) error {
 	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
 		return err
@@ -178,7 +207,12 @@ func (s *Server) completeUpload(q *request) error {
 	if len(in.Parts) == 0 || len(in.Parts) > 10000 {
 		return errMalformedXML()
 	}
-	req := &metapb.S3CompleteRequest{Upload: ref, MinPartSize: uint64(s.cfg.MinPartSize)}
+	inm, err := ifNoneMatchStar(q.r.Header)
+	if err != nil {
+		return err
+	}
+	req := &metapb.S3CompleteRequest{Upload: ref, MinPartSize: uint64(s.cfg.MinPartSize),
+		IfNoneMatch: inm, IfMatch: strings.Trim(q.r.Header.Get("If-Match"), `" `)}
 	for i, p := range in.Parts {
 		if p.PartNumber < 1 || p.PartNumber > 10000 {
 			return apiErr(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found.")
@@ -189,30 +223,67 @@ func (s *Server) completeUpload(q *request) error {
 		req.Parts = append(req.Parts, &metapb.S3CompletePart{Number: uint32(p.PartNumber), Etag: strings.Trim(p.ETag, `" `)})
 	}
 	// Check first, for S3's precise errors; meta checks again atomically.
-	if err := s.checkParts(q, ref, req); err != nil {
+	size, err := s.checkParts(q, ref, req)
+	if mp := q.r.Header.Get("X-Amz-Mp-Object-Size"); err == nil && mp != "" && mp != strconv.FormatInt(size, 10) {
+		return apiErr(http.StatusBadRequest, "InvalidRequest", "x-amz-mp-object-size is not the size of the parts listed ("+strconv.FormatInt(size, 10)+")")
+	}
+	if err != nil && toAPI(err).code == "NoSuchUpload" {
+		if done := s.completed(q, req); done != nil {
+			return s.writeCompleted(q, done)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	ino, err := s.client.CompleteUpload(q.ctx(), req)
 	if err != nil {
+		if errors.Is(errors.Precondition, err) {
+			return apiErr(http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+		}
 		if errors.Is(errors.Invalid, err) {
 			return apiErr(http.StatusBadRequest, "InvalidPart", err.Error())
 		}
 		return s.keyError(notExistAs(err, errNoSuchUpload()))
 	}
+	return s.writeCompleted(q, ino)
+}
+
+func (s *Server) writeCompleted(q *request, ino *metapb.Inode) error {
 	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{
 		Xmlns: s3NS, Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: etagOf(ino),
 	})
 	return nil
 }
 
+// completed returns the object a repeated CompleteMultipartUpload made,
+// or nil. S3 answers a retried completion (its first answer lost) with
+// 200: the upload is gone, but the key holds the object that exactly
+// this list of parts makes, which its multipart ETag shows.
+func (s *Server) completed(q *request, req *metapb.S3CompleteRequest) *metapb.Inode {
+	sums := make([][]byte, 0, len(req.Parts))
+	for _, p := range req.Parts {
+		sum, err := hex.DecodeString(p.Etag)
+		if err != nil {
+			return nil
+		}
+		sums = append(sums, sum)
+	}
+	f, err := s.stat(q)
+	if err != nil || f.IsDir() || f.Inode.Etag != meta.MultipartETag(sums) {
+		return nil
+	}
+	return f.Inode
+}
+
 // checkParts compares the completion list with the uploaded parts.
-func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb.S3CompleteRequest) error {
+// It returns the size of the object the parts make.
+func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb.S3CompleteRequest) (int64, error) {
 	have := map[uint32]*metapb.S3Part{}
 	var after uint32
 	for {
 		l, err := s.meta.S3ListParts(q.ctx(), &metapb.S3ListPartsRequest{Upload: ref, After: after, Limit: 1000})
 		if err != nil {
-			return notExistAs(err, errNoSuchUpload())
+			return 0, notExistAs(err, errNoSuchUpload())
 		}
 		for _, p := range l.Parts {
 			have[p.Number] = p
@@ -222,16 +293,18 @@ func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb
 			break
 		}
 	}
+	var size int64
 	for i, cp := range req.Parts {
 		p := have[cp.Number]
 		if p == nil || p.Etag != cp.Etag {
-			return apiErr(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
+			return 0, apiErr(http.StatusBadRequest, "InvalidPart", "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.")
 		}
 		if i < len(req.Parts)-1 && int64(p.Size) < s.cfg.MinPartSize {
-			return apiErr(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
+			return 0, apiErr(http.StatusBadRequest, "EntityTooSmall", "Your proposed upload is smaller than the minimum allowed object size.")
 		}
+		size += int64(p.Size)
 	}
-	return nil
+	return size, nil
 }
 
 func (s *Server) abortUpload(q *request) error {
@@ -299,14 +372,38 @@ func (s *Server) listUploads(q *request) error {
 	if err != nil {
 		return err
 	}
-	out := listMultipartUploadsResult{
-		Xmlns: s3NS, Bucket: q.bucket, KeyMarker: v.Get("key-marker"), UploadIDMarker: v.Get("upload-id-marker"),
-		Prefix: v.Get("prefix"), MaxUploads: maxUploads, IsTruncated: l.Truncated,
+	enc := v.Get("encoding-type")
+	esc := func(s string) string { return s }
+	switch enc {
+	case "":
+	case "url":
+		esc = urlEncode
+	default:
+		return apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
 	}
+	out := listMultipartUploadsResult{
+		Xmlns: s3NS, Bucket: q.bucket, KeyMarker: esc(v.Get("key-marker")), UploadIDMarker: v.Get("upload-id-marker"),
+		Prefix: esc(v.Get("prefix")), MaxUploads: maxUploads, IsTruncated: l.Truncated, EncodingType: enc,
+	}
+	// A delimiter groups keys into common prefixes, within the page meta
+	// returned (its markers stay exact: they are the last upload seen).
+	delim, prefix := v.Get("delimiter"), v.Get("prefix")
+	out.Delimiter = esc(delim)
+	lastCP := ""
 	for _, u := range l.Uploads {
-		out.Uploads = append(out.Uploads, uploadXML{Key: u.Key, UploadID: u.UploadId, Initiator: ownerOf(u.Owner),
+		rest, under := strings.CutPrefix(u.Key, prefix)
+		if i := strings.Index(rest, delim); delim != "" && under && i >= 0 {
+			cp := prefix + rest[:i+len(delim)]
+			if cp != lastCP {
+				out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(cp)})
+				lastCP = cp
+			}
+			out.NextKeyMarker, out.NextUploadIDMarker = esc(u.Key), u.UploadId
+			continue
+		}
+		out.Uploads = append(out.Uploads, uploadXML{Key: esc(u.Key), UploadID: u.UploadId, Initiator: ownerOf(u.Owner),
 			Owner: ownerOf(u.Owner), StorageClass: "STANDARD", Initiated: isoTime(u.InitiatedNs)})
-		out.NextKeyMarker, out.NextUploadIDMarker = u.Key, u.UploadId
+		out.NextKeyMarker, out.NextUploadIDMarker = esc(u.Key), u.UploadId
 	}
 	writeXML(q.w, http.StatusOK, out)
 	return nil

@@ -3,7 +3,6 @@ package s3
 import (
 	"io"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +105,10 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	inm, err := ifNoneMatchStar(q.r.Header)
+	if err != nil {
+		return err
+	}
 	st, err := s.store(q, q.bucket)
 	if err != nil {
 		return err
@@ -114,9 +117,9 @@ func (s *Server) putObject(q *request) error {
 		PutOptions: client.PutOptions{
 			ContentType: ct, UserMeta: user,
 			IfMatch:     strings.Trim(q.r.Header.Get("If-Match"), `" `),
-			IfNoneMatch: strings.TrimSpace(q.r.Header.Get("If-None-Match")) == "*",
+			IfNoneMatch: inm,
 		},
-		Headers: std, Tags: tags,
+		Headers: storeChecksums(q.w.Header(), std), Tags: tags,
 	})
 	if err != nil {
 		return s.keyError(err)
@@ -124,6 +127,19 @@ func (s *Server) putObject(q *request) error {
 	q.w.Header().Set("ETag", etagOf(ino))
 	q.w.WriteHeader(http.StatusOK)
 	return nil
+}
+
+// ifNoneMatchStar reads If-None-Match on a write: S3 takes only "*"
+// (create, do not replace) and answers an ETag with NotImplemented,
+// which is better than ignoring it.
+func ifNoneMatchStar(h http.Header) (bool, error) {
+	switch v := strings.TrimSpace(h.Get("If-None-Match")); v {
+	case "":
+		return false, nil
+	case "*":
+		return true, nil
+	}
+	return false, errNotImplemented("If-None-Match on a write takes only *")
 }
 
 // putFolder stores a folder marker ("key/"): a directory.
@@ -249,11 +265,22 @@ func (s *Server) getObject(q *request) error {
 		ct = "binary/octet-stream"
 	}
 	h["Content-Type"] = []string{ct}
+	// Stored checksums are sent back only when asked for, and only for
+	// the whole object (they are not a range's).
+	checksums := strings.EqualFold(q.r.Header.Get("X-Amz-Checksum-Mode"), "ENABLED") && q.r.Header.Get("Range") == ""
 	for k, v := range ino.Headers {
+		if strings.HasPrefix(k, "X-Amz-Checksum-") {
+			if !checksums {
+				continue
+			}
+			h["X-Amz-Checksum-Type"] = []string{"FULL_OBJECT"}
+		}
 		h[k] = []string{v}
 	}
 	for k, v := range ino.UserMeta {
-		h["X-Amz-Meta-"+textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+		// As sent (stored lower-case), not canonicalised: S3 answers
+		// x-amz-meta-meta1, and clients that compare names see the difference.
+		h["x-amz-meta-"+k] = []string{v}
 	}
 	if len(ino.Tags) > 0 {
 		h["X-Amz-Tagging-Count"] = []string{strconv.Itoa(len(ino.Tags))}
@@ -277,7 +304,16 @@ func (s *Server) getObject(q *request) error {
 		size = 0
 	}
 	start, length, code := int64(0), size, http.StatusOK
-	if rg, ok, err := byterange.Parse(q.r.Header.Get("Range"), size); err != nil {
+	if pn := v.Get("partNumber"); pn != "" {
+		var err error
+		if start, length, code, err = partRange(q.r.Header, ino, pn); err != nil {
+			return err
+		}
+		if code == http.StatusPartialContent {
+			h["Content-Range"] = []string{byterange.Range{Start: start, Length: length}.ContentRange(size)}
+			h["X-Amz-Mp-Parts-Count"] = []string{strconv.Itoa(len(ino.PartSizes))}
+		}
+	} else if rg, ok, err := byterange.Parse(q.r.Header.Get("Range"), size); err != nil {
 		h.Set("Content-Range", "bytes */"+strconv.FormatInt(size, 10))
 		return apiErr(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable")
 	} else if ok {
@@ -311,6 +347,42 @@ func (s *Server) getObject(q *request) error {
 		panic(http.ErrAbortHandler)
 	}
 	return nil
+}
+
+// partRange finds the bytes of part pn of a multipart object (206), or
+// the whole of an object uploaded in one piece when pn is 1 (200).
+func partRange(h http.Header, ino *metapb.Inode, pn string) (start, length int64, code int, err error) {
+	n, perr := strconv.Atoi(pn)
+	switch {
+	case perr != nil || n < 1 || n > 10000:
+		return 0, 0, 0, apiErr(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and 10000, inclusive")
+	case h.Get("Range") != "":
+		return 0, 0, 0, errInvalidRequest("Cannot specify both Range header and partNumber query parameter")
+	}
+	notSatisfiable := apiErr(http.StatusRequestedRangeNotSatisfiable, "InvalidPartNumber", "The requested partnumber is not satisfiable")
+	_, count, multipart := strings.Cut(ino.Etag, "-")
+	if !multipart {
+		if n != 1 {
+			return 0, 0, 0, notSatisfiable
+		}
+		return 0, int64(ino.Size), http.StatusOK, nil
+	}
+	// Sizes are trusted only while they still describe the file: a
+	// mount's write changes the ETag.
+	var total uint64
+	for _, sz := range ino.PartSizes {
+		total += sz
+	}
+	if count != strconv.Itoa(len(ino.PartSizes)) || total != ino.Size {
+		return 0, 0, 0, errNotImplemented("the part sizes of this object were not recorded (it was completed by an older Cairn)")
+	}
+	if n > len(ino.PartSizes) {
+		return 0, 0, 0, notSatisfiable
+	}
+	for _, sz := range ino.PartSizes[:n-1] {
+		start += int64(sz)
+	}
+	return start, int64(ino.PartSizes[n-1]), http.StatusPartialContent, nil
 }
 
 // lazyHeader sends the status with the first byte of the body, so a read

@@ -68,7 +68,7 @@ var anyParams = map[string]bool{
 var (
 	listParams   = []string{"prefix", "delimiter", "marker", "max-keys", "encoding-type", "allow-unordered", "optional-object-attributes"}
 	listV2Params = []string{"list-type", "prefix", "delimiter", "continuation-token", "start-after", "max-keys", "encoding-type", "fetch-owner", "allow-unordered", "optional-object-attributes"}
-	getParams    = []string{"versionId", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"}
+	getParams    = []string{"versionId", "partNumber", "response-content-type", "response-content-language", "response-expires", "response-cache-control", "response-content-disposition", "response-content-encoding"}
 	versionParam = []string{"versionId"}
 )
 
@@ -87,6 +87,7 @@ var routes = map[routeKey]route{
 	{levelBucket, http.MethodGet, "location"}:   {"GetBucketLocation", (*Server).getBucketLocation, nil},
 	{levelBucket, http.MethodGet, "versioning"}: {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
 	{levelBucket, http.MethodGet, "uploads"}:    {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
+	{levelBucket, http.MethodGet, "versions"}:   {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
 	{levelBucket, http.MethodPost, "delete"}:    {"DeleteObjects", (*Server).deleteObjects, nil},
 	{levelBucket, http.MethodGet, "tagging"}:    {"GetBucketTagging", (*Server).getBucketTagging, nil},
 	{levelBucket, http.MethodPut, "tagging"}:    {"PutBucketTagging", (*Server).putBucketTagging, nil},
@@ -104,6 +105,7 @@ var routes = map[routeKey]route{
 	{levelObject, http.MethodGet, "tagging"}:     {"GetObjectTagging", (*Server).getObjectTagging, versionParam},
 	{levelObject, http.MethodPut, "tagging"}:     {"PutObjectTagging", (*Server).putObjectTagging, versionParam},
 	{levelObject, http.MethodDelete, "tagging"}:  {"DeleteObjectTagging", (*Server).deleteObjectTagging, versionParam},
+	{levelObject, http.MethodGet, "attributes"}:  {"GetObjectAttributes", (*Server).getObjectAttributes, versionParam},
 	{levelObject, http.MethodGet, "acl"}:         {"GetObjectAcl", (*Server).getObjectACL, versionParam},
 	{levelObject, http.MethodPut, "acl"}:         {"PutObjectAcl", (*Server).putObjectACL, versionParam},
 }
@@ -230,8 +232,12 @@ var amzHeaders = map[string]bool{
 // are checked where the bucket is known (checkObjectACL).
 func checkHeaders(h http.Header) error {
 	for k := range h {
+		// Most headers are not x-amz-*: skip them without lower-casing.
+		if len(k) < 6 || !strings.EqualFold(k[:6], "x-amz-") {
+			continue
+		}
 		lk := strings.ToLower(k)
-		if !strings.HasPrefix(lk, "x-amz-") || strings.HasPrefix(lk, "x-amz-meta-") {
+		if strings.HasPrefix(lk, "x-amz-meta-") {
 			continue
 		}
 		if amzHeaders[lk] {

@@ -195,13 +195,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	if r.Method == http.MethodOptions {
 		return "cors-preflight", s.preflight(w, r, bucket)
 	}
+	// CORS headers go on errors too, authentication's included: without
+	// them a browser hides the error from the page that caused it (and
+	// preflights, which are not authenticated, show the rules anyway).
+	if bucket != "" && r.Header.Get("Origin") != "" {
+		s.corsHeaders(w, r, bucket)
+	}
 	query := r.URL.Query()
 	p, b, err := s.authenticate(r, query)
 	if err != nil {
 		return "auth", writeError(w, r, err)
-	}
-	if bucket != "" && r.Header.Get("Origin") != "" {
-		s.corsHeaders(w, r, bucket)
 	}
 	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key}
 	op, err := s.dispatch(q)
@@ -219,7 +222,41 @@ func (s *Server) dispatch(q *request) (string, error) {
 	if err != nil {
 		return rt.op, err
 	}
+	if err := s.expectedOwners(q); err != nil {
+		return rt.op, err
+	}
 	return rt.op, rt.serve(s, q)
+}
+
+// expectedOwners checks x-amz-expected-bucket-owner (and, for copies,
+// x-amz-source-expected-bucket-owner): a request meant for a bucket of
+// one owner must not act on a bucket of another. Answered 403, as S3.
+func (s *Server) expectedOwners(q *request) error {
+	h := q.r.Header
+	check := func(bucket, want string) error {
+		if want == "" || bucket == "" {
+			return nil
+		}
+		n, err := s.client.Namespace(q.ctx(), bucket)
+		if err != nil {
+			return notExistAs(err, errNoSuchBucket())
+		}
+		if n.Owner != want {
+			return apiErr(http.StatusForbidden, "AccessDenied", "Access Denied: the bucket's owner is not the expected one")
+		}
+		return nil
+	}
+	if err := check(q.bucket, h.Get("X-Amz-Expected-Bucket-Owner")); err != nil {
+		return err
+	}
+	if want := h.Get("X-Amz-Source-Expected-Bucket-Owner"); want != "" {
+		sb, _, err := copySource(h)
+		if err != nil {
+			return err
+		}
+		return check(sb, want)
+	}
+	return nil
 }
 
 // notConfigured are bucket configurations Cairn does not have, with the

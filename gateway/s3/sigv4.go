@@ -139,11 +139,15 @@ func parsePresigned(q url.Values) (sigClaims, error) {
 	}
 	c.when = t
 	secs, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
-	if err != nil || secs < 0 {
+	switch {
+	case err != nil:
 		return c, authQueryMalformed("X-Amz-Expires should be a number")
-	}
-	if time.Duration(secs)*time.Second > maxPresignExpiry {
-		return c, authQueryMalformed("X-Amz-Expires must be less than a week (in seconds) that is 604800")
+	// S3 answers these two with 403, not 400. Seconds are compared as
+	// seconds: a Duration of a huge count would overflow and pass.
+	case secs < 0:
+		return c, apiErr(http.StatusForbidden, "AuthorizationQueryParametersError", "X-Amz-Expires must be non-negative")
+	case secs > int64(maxPresignExpiry/time.Second):
+		return c, apiErr(http.StatusForbidden, "AuthorizationQueryParametersError", "X-Amz-Expires must be less than a week (in seconds) that is 604800")
 	}
 	c.expires = time.Duration(secs) * time.Second
 	c.presigned = true

@@ -39,7 +39,7 @@ var allMethods = []string{http.MethodGet, http.MethodHead, http.MethodPut, http.
 // implemented are the method and sub-resource pairs that are served (and
 // tested by the other tests); every other pair must be refused.
 var implemented = map[string]bool{
-	"object GET acl": true, "object PUT acl": true,
+	"object GET acl": true, "object PUT acl": true, "object GET attributes": true,
 	"object GET tagging": true, "object PUT tagging": true, "object DELETE tagging": true,
 	"object POST uploads": true,
 	"object GET uploadId": true, "object PUT uploadId": true, "object POST uploadId": true, "object DELETE uploadId": true,
@@ -47,7 +47,7 @@ var implemented = map[string]bool{
 	"bucket GET cors": true, "bucket PUT cors": true, "bucket DELETE cors": true,
 	"bucket GET tagging": true, "bucket PUT tagging": true, "bucket DELETE tagging": true,
 	"bucket GET location": true, "bucket GET versioning": true, "bucket GET uploads": true,
-	"bucket POST delete": true,
+	"bucket POST delete": true, "bucket GET versions": true,
 }
 
 // notConfiguredCodes are the bucket configurations Cairn has none of:
@@ -64,6 +64,16 @@ var notConfiguredCodes = map[string]string{
 // the S3 error code ("" on success or for a HEAD).
 func rawS3(t *testing.T, s *server.Server, method, path string, h http.Header, body []byte) (int, string) {
 	t.Helper()
+	resp, data := rawS3Body(t, s, method, path, h, body)
+	var e struct{ Code string }
+	xml.Unmarshal(data, &e)
+	return resp.StatusCode, e.Code
+}
+
+// rawS3Body sends a SigV4-signed request as root and returns the
+// response (body closed) and its body.
+func rawS3Body(t *testing.T, s *server.Server, method, path string, h http.Header, body []byte) (*http.Response, []byte) {
+	t.Helper()
 	req := must(http.NewRequest(method, s.S3URL()+path, bytes.NewReader(body)))
 	for k, v := range h {
 		req.Header[k] = v
@@ -77,10 +87,7 @@ func rawS3(t *testing.T, s *server.Server, method, path string, h http.Header, b
 	}
 	resp := must(http.DefaultClient.Do(req))
 	defer resp.Body.Close()
-	data := must(io.ReadAll(resp.Body))
-	var e struct{ Code string }
-	xml.Unmarshal(data, &e)
-	return resp.StatusCode, e.Code
+	return resp, must(io.ReadAll(resp.Body))
 }
 
 // TestUnknownSubresources sends every sub-resource of the S3 reference
@@ -238,6 +245,9 @@ func TestUnknownSubresources(t *testing.T) {
 	wantCode(t, err, "NotImplemented")
 	_, err = c.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(bucket), Key: k})
 	wantCode(t, err, "NotImplemented")
+	_, err = c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String(bucket), Key: k,
+		ObjectAttributes: []types.ObjectAttributes{"Unknown"}})
+	wantCode(t, err, "InvalidArgument")
 	_, err = c.GetObjectTorrent(ctx, &s3.GetObjectTorrentInput{Bucket: aws.String(bucket), Key: k})
 	wantCode(t, err, "NotImplemented")
 	_, err = c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: k, VersionId: aws.String("3HL4kqtJlcpXroDTDmJ")})

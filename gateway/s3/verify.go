@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"hash"
 	"hash/crc32"
+	"hash/crc64"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -31,6 +32,24 @@ var checksumAlgos = map[string]func() hash.Hash{
 	"X-Amz-Checksum-Crc32c": func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) },
 	"X-Amz-Checksum-Sha1":   sha1.New,
 	"X-Amz-Checksum-Sha256": sha256.New,
+	// CRC-64/NVME: hash/crc64 takes the reflected polynomial.
+	"X-Amz-Checksum-Crc64nvme": func() hash.Hash { return crc64.New(crc64NVME) },
+}
+
+var crc64NVME = crc64.MakeTable(0x9a6c9329ac4bc9b5)
+
+// storeChecksums adds to std the checksums a PUT was verified with (set
+// on the response by verify), so GET and HEAD can give them back.
+func storeChecksums(resp http.Header, std map[string]string) map[string]string {
+	for name := range checksumAlgos {
+		if v := resp.Get(name); v != "" {
+			if std == nil {
+				std = map[string]string{}
+			}
+			std[name] = v
+		}
+	}
+	return std
 }
 
 func newChecksums(h http.Header) *checksums {

@@ -51,6 +51,9 @@ type listAllMyBucketsResult struct {
 	Xmlns   string       `xml:"xmlns,attr"`
 	Owner   owner        `xml:"Owner"`
 	Buckets []bucketInfo `xml:"Buckets>Bucket"`
+	// A page of a ListBuckets with max-buckets ends with a token.
+	ContinuationToken string `xml:"ContinuationToken,omitempty"`
+	Prefix            string `xml:"Prefix,omitempty"`
 }
 
 type bucketInfo struct {
@@ -206,6 +209,29 @@ type objectXML struct {
 	StorageClass string `xml:"StorageClass"`
 }
 
+type listVersionsResult struct {
+	XMLName             xml.Name       `xml:"ListVersionsResult"`
+	Xmlns               string         `xml:"xmlns,attr"`
+	Name                string         `xml:"Name"`
+	Prefix              string         `xml:"Prefix"`
+	KeyMarker           string         `xml:"KeyMarker"`
+	VersionIDMarker     string         `xml:"VersionIdMarker"`
+	NextKeyMarker       string         `xml:"NextKeyMarker,omitempty"`
+	NextVersionIDMarker string         `xml:"NextVersionIdMarker,omitempty"`
+	MaxKeys             int            `xml:"MaxKeys"`
+	Delimiter           string         `xml:"Delimiter,omitempty"`
+	EncodingType        string         `xml:"EncodingType,omitempty"`
+	IsTruncated         bool           `xml:"IsTruncated"`
+	Versions            []versionXML   `xml:"Version"`
+	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
+}
+
+type versionXML struct {
+	objectXML
+	VersionID string `xml:"VersionId"`
+	IsLatest  bool   `xml:"IsLatest"`
+}
+
 type commonPrefix struct {
 	Prefix string `xml:"Prefix"`
 }
@@ -259,17 +285,20 @@ type partXML struct {
 }
 
 type listMultipartUploadsResult struct {
-	XMLName            xml.Name    `xml:"ListMultipartUploadsResult"`
-	Xmlns              string      `xml:"xmlns,attr"`
-	Bucket             string      `xml:"Bucket"`
-	KeyMarker          string      `xml:"KeyMarker"`
-	UploadIDMarker     string      `xml:"UploadIdMarker"`
-	NextKeyMarker      string      `xml:"NextKeyMarker"`
-	NextUploadIDMarker string      `xml:"NextUploadIdMarker"`
-	Prefix             string      `xml:"Prefix"`
-	MaxUploads         int         `xml:"MaxUploads"`
-	IsTruncated        bool        `xml:"IsTruncated"`
-	Uploads            []uploadXML `xml:"Upload"`
+	XMLName            xml.Name       `xml:"ListMultipartUploadsResult"`
+	Xmlns              string         `xml:"xmlns,attr"`
+	Bucket             string         `xml:"Bucket"`
+	KeyMarker          string         `xml:"KeyMarker"`
+	UploadIDMarker     string         `xml:"UploadIdMarker"`
+	NextKeyMarker      string         `xml:"NextKeyMarker"`
+	NextUploadIDMarker string         `xml:"NextUploadIdMarker"`
+	Prefix             string         `xml:"Prefix"`
+	MaxUploads         int            `xml:"MaxUploads"`
+	IsTruncated        bool           `xml:"IsTruncated"`
+	EncodingType       string         `xml:"EncodingType,omitempty"`
+	Delimiter          string         `xml:"Delimiter,omitempty"`
+	Uploads            []uploadXML    `xml:"Upload"`
+	CommonPrefixes     []commonPrefix `xml:"CommonPrefixes"`
 }
 
 type uploadXML struct {

@@ -586,6 +586,10 @@ type Inode struct {
 	// POSIX surface (140-149).
 	Rdev    uint32 `protobuf:"varint,140,opt,name=rdev,proto3" json:"rdev,omitempty"`                      // CHAR_DEVICE, BLOCK_DEVICE: the device number (Linux encoding)
 	AtimeNs int64  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"` // last access (relatime, written behind by mounts); 0: mtime
+	// S3 multipart: the sizes of the parts a completed upload was made of,
+	// for GetObject ?partNumber and GetObjectAttributes. Trusted only while
+	// the ETag is still the upload's ("...-N" with N sizes).
+	PartSizes []uint64 `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"`
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
@@ -755,6 +759,13 @@ func (x *Inode) GetAtimeNs() int64 {
 		return x.AtimeNs
 	}
 	return 0
+}
+
+func (x *Inode) GetPartSizes() []uint64 {
+	if x != nil {
+		return x.PartSizes
+	}
+	return nil
 }
 
 func (x *Inode) GetSeq() uint64 {
@@ -1351,9 +1362,10 @@ type CommitRequest struct {
 	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
 	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
 	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                               // a new file takes this inode number, reserved by MountReserve
-	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
-	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`       // 0: unchanged (a new file shows its mtime)
+	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
+	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
+	PartSizes     []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1519,6 +1531,13 @@ func (x *CommitRequest) GetAtimeNs() int64 {
 		return x.AtimeNs
 	}
 	return 0
+}
+
+func (x *CommitRequest) GetPartSizes() []uint64 {
+	if x != nil {
+		return x.PartSizes
+	}
+	return nil
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -6129,10 +6148,14 @@ func (x *S3CompletePart) GetEtag() string {
 }
 
 type S3CompleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Upload        *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
-	Parts         []*S3CompletePart      `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
-	MinPartSize   uint64                 `protobuf:"varint,3,opt,name=min_part_size,json=minPartSize,proto3" json:"min_part_size,omitempty"` // every part but the last must be at least this
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Upload      *S3UploadRequest       `protobuf:"bytes,1,opt,name=upload,proto3" json:"upload,omitempty"`
+	Parts       []*S3CompletePart      `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	MinPartSize uint64                 `protobuf:"varint,3,opt,name=min_part_size,json=minPartSize,proto3" json:"min_part_size,omitempty"` // every part but the last must be at least this
+	// S3 conditional completion: commit only if the key does not exist
+	// (If-None-Match: *), or only if its ETag is this (If-Match).
+	IfNoneMatch   bool   `protobuf:"varint,180,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`
+	IfMatch       string `protobuf:"bytes,181,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6186,6 +6209,20 @@ func (x *S3CompleteRequest) GetMinPartSize() uint64 {
 		return x.MinPartSize
 	}
 	return 0
+}
+
+func (x *S3CompleteRequest) GetIfNoneMatch() bool {
+	if x != nil {
+		return x.IfNoneMatch
+	}
+	return false
+}
+
+func (x *S3CompleteRequest) GetIfMatch() string {
+	if x != nil {
+		return x.IfMatch
+	}
+	return ""
 }
 
 type S3ListPartsRequest struct {
@@ -7022,7 +7059,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xe4\x06\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\x84\a\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -7043,7 +7080,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04tags\x18) \x03(\v2\x1b.cairn.meta.Inode.TagsEntryR\x04tags\x125\n" +
 	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x13\n" +
 	"\x04rdev\x18\x8c\x01 \x01(\rR\x04rdev\x12\x1a\n" +
-	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x11\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
+	"\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12\x11\n" +
 	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -7097,7 +7136,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x99\x06\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb9\x06\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -7119,7 +7158,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
 	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
-	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x1a;\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
+	"\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -7531,11 +7572,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06shared\x18\x03 \x01(\bR\x06shared\"<\n" +
 	"\x0eS3CompletePart\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
-	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x9e\x01\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\xdf\x01\n" +
 	"\x11S3CompleteRequest\x123\n" +
 	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x120\n" +
 	"\x05parts\x18\x02 \x03(\v2\x1a.cairn.meta.S3CompletePartR\x05parts\x12\"\n" +
-	"\rmin_part_size\x18\x03 \x01(\x04R\vminPartSize\"u\n" +
+	"\rmin_part_size\x18\x03 \x01(\x04R\vminPartSize\x12#\n" +
+	"\rif_none_match\x18\xb4\x01 \x01(\bR\vifNoneMatch\x12\x1a\n" +
+	"\bif_match\x18\xb5\x01 \x01(\tR\aifMatch\"u\n" +
 	"\x12S3ListPartsRequest\x123\n" +
 	"\x06upload\x18\x01 \x01(\v2\x1b.cairn.meta.S3UploadRequestR\x06upload\x12\x14\n" +
 	"\x05after\x18\x02 \x01(\rR\x05after\x12\x14\n" +

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
 // The admin pages call meta's admin RPCs; the console serves them to root
-// sessions only (Console.root), as the CLI's admin commands are for
-// whoever may reach meta.
+// sessions only (Console.root), and meta checks the signed-in user's
+// rights again itself: every call names the user (meta.OnBehalfOf).
 
 type serverJSON struct {
 	ID            string            `json:"id"`
@@ -57,7 +58,8 @@ func nsTime(ns int64) string {
 
 // cluster: GET /api/cluster, meta's ClusterStatus for the cluster page.
 func (c *Console) cluster(w http.ResponseWriter, r *http.Request, s *session) {
-	st, err := c.cfg.Meta.ClusterStatus(r.Context(), &metapb.Empty{})
+	// Meta decides, as the signed-in user (the console holds no rights).
+	st, err := c.cfg.Meta.ClusterStatus(meta.OnBehalfOf(r.Context(), s.key), &metapb.Empty{})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -131,7 +133,8 @@ func parseAccess(s string) (metapb.S3Access, error) {
 //	POST   /api/access/grants/{key}  {"ns", "access": read|write|none}
 func (c *Console) access(w http.ResponseWriter, r *http.Request, s *session) {
 	what, name := r.PathValue("what"), r.PathValue("name")
-	ctx := r.Context()
+	ctx := meta.OnBehalfOf(r.Context(), s.key) // meta checks root itself
+
 	var in struct {
 		Name   string            `json:"name"`
 		User   string            `json:"user"`

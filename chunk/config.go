@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -48,6 +49,10 @@ type Config struct {
 	// NoLocalReads turns off the local-read socket (local.go): clients on
 	// this host then read over HTTP like everyone else.
 	NoLocalReads bool
+	// TLS, when set, is how this server dials its peers (replication,
+	// copies): the cluster CA and this server's data certificate. Nil
+	// dials them over plain HTTP.
+	TLS *tls.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.

@@ -31,7 +31,7 @@ func (s *Store) CopyFrom(ctx context.Context, vid uint32, gen uint64, from strin
 	const op errors.Op = "chunk.CopyFrom"
 	done := s.ops.Start("copy")
 	defer func() { done(err) }()
-	src := NewRemote(from)
+	src := s.peer(from)
 	want, err := src.Needles(ctx, vid)
 	if err != nil {
 		return errors.E(op, errors.Path(from), err)
@@ -117,7 +117,7 @@ func (s *Store) RepairNeedle(ctx context.Context, vid uint32, key uint64) (err e
 		if addr == s.cfg.Addr {
 			continue
 		}
-		peer := NewRemote(addr)
+		peer := s.peer(addr)
 		size, err := peer.Size(ctx, vid, key)
 		if err == nil {
 			buf.Reset()

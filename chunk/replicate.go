@@ -104,7 +104,7 @@ func (s *Store) putReplicated(ctx context.Context, op errors.Op, vid uint32, gen
 			wg.Go(func() {
 				fctx, cancel := context.WithTimeout(ctx, s.replicaTimeout(len(data)))
 				defer cancel()
-				errs[i] = NewRemote(addr).PutKey(fctx, vid, gen, key, data)
+				errs[i] = s.peer(addr).PutKey(fctx, vid, gen, key, data)
 			})
 		}
 	})

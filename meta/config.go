@@ -8,6 +8,7 @@ import (
 
 	"cairn"
 	"cairn/errors"
+	"cairn/pki"
 )
 
 // Config configures a Service. The zero value of each field except Dir is
@@ -39,6 +40,10 @@ type Config struct {
 	// create volumes and to delete garbage needles. Nil: placement cannot
 	// create volumes and garbage stays queued.
 	Chunks func(addr string) cairn.Chunks
+
+	// CA is the cluster CA (pki.LoadOrCreateCA in Dir), with its key: Join
+	// signs new servers' certificates with it. Nil: no one can join.
+	CA *pki.CA
 
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger

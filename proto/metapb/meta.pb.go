@@ -3121,6 +3121,8 @@ type Command struct {
 	//	*Command_MountLink
 	//	*Command_MountXattr
 	//	*Command_MountReserve
+	//	*Command_PutJoinToken
+	//	*Command_UseJoinToken
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3440,6 +3442,24 @@ func (x *Command) GetMountReserve() *MountReserveRequest {
 	return nil
 }
 
+func (x *Command) GetPutJoinToken() *JoinTokenRecord {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutJoinToken); ok {
+			return x.PutJoinToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUseJoinToken() *UseJoinTokenCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_UseJoinToken); ok {
+			return x.UseJoinToken
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3565,6 +3585,15 @@ type Command_MountReserve struct {
 	MountReserve *MountReserveRequest `protobuf:"bytes,63,opt,name=mount_reserve,json=mountReserve,proto3,oneof"`
 }
 
+type Command_PutJoinToken struct {
+	// ---- Cluster identity (pki) ----
+	PutJoinToken *JoinTokenRecord `protobuf:"bytes,150,opt,name=put_join_token,json=putJoinToken,proto3,oneof"`
+}
+
+type Command_UseJoinToken struct {
+	UseJoinToken *UseJoinTokenCommand `protobuf:"bytes,151,opt,name=use_join_token,json=useJoinToken,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3624,6 +3653,10 @@ func (*Command_MountLink) isCommand_Op() {}
 func (*Command_MountXattr) isCommand_Op() {}
 
 func (*Command_MountReserve) isCommand_Op() {}
+
+func (*Command_PutJoinToken) isCommand_Op() {}
+
+func (*Command_UseJoinToken) isCommand_Op() {}
 
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
@@ -6272,6 +6305,395 @@ func (x *S3UploadList) GetTruncated() bool {
 	return false
 }
 
+// JoinTokenRecord is what meta keeps of a join token: never the secret,
+// only its hash (pki.SecretHash).
+type JoinTokenRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"` // pki.Role the certificate will carry
+	ExpiresNs     int64                  `protobuf:"varint,4,opt,name=expires_ns,json=expiresNs,proto3" json:"expires_ns,omitempty"`
+	Uses          uint32                 `protobuf:"varint,5,opt,name=uses,proto3" json:"uses,omitempty"` // joins left; the record goes at 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinTokenRecord) Reset() {
+	*x = JoinTokenRecord{}
+	mi := &file_proto_meta_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinTokenRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinTokenRecord) ProtoMessage() {}
+
+func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
+func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *JoinTokenRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JoinTokenRecord) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+func (x *JoinTokenRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *JoinTokenRecord) GetExpiresNs() int64 {
+	if x != nil {
+		return x.ExpiresNs
+	}
+	return 0
+}
+
+func (x *JoinTokenRecord) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+// UseJoinTokenCommand spends one use of a token, if its secret matches and
+// it has not expired (at the command's now_ns).
+type UseJoinTokenCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UseJoinTokenCommand) Reset() {
+	*x = UseJoinTokenCommand{}
+	mi := &file_proto_meta_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UseJoinTokenCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UseJoinTokenCommand) ProtoMessage() {}
+
+func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
+func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *UseJoinTokenCommand) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UseJoinTokenCommand) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+type CreateJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`                 // "data" or "gateway"
+	TtlNs int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"` // 0: one hour
+	Uses  uint32                 `protobuf:"varint,3,opt,name=uses,proto3" json:"uses,omitempty"`                // 0: one
+	// The root pair, until calls carry credentials of their own.
+	AccessKey     string `protobuf:"bytes,4,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Secret        string `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenRequest) Reset() {
+	*x = CreateJoinTokenRequest{}
+	mi := &file_proto_meta_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenRequest) ProtoMessage() {}
+
+func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *CreateJoinTokenRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenRequest) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type CreateJoinTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"` // cairn-join.<id>.<secret>.<CA sha256>
+	ExpiresNs     int64                  `protobuf:"varint,2,opt,name=expires_ns,json=expiresNs,proto3" json:"expires_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenResponse) Reset() {
+	*x = CreateJoinTokenResponse{}
+	mi := &file_proto_meta_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenResponse) ProtoMessage() {}
+
+func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *CreateJoinTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenResponse) GetExpiresNs() int64 {
+	if x != nil {
+		return x.ExpiresNs
+	}
+	return 0
+}
+
+type JoinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	PublicKey     []byte                 `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"` // PKIX DER of the key to certify
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`                            // the certificate's id (CN): a data server's advertised address, a gateway's name
+	Sans          []string               `protobuf:"bytes,4,rep,name=sans,proto3" json:"sans,omitempty"`                            // host names and addresses it serves on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_proto_meta_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *JoinRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *JoinRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetSans() []string {
+	if x != nil {
+		return x.Sans
+	}
+	return nil
+}
+
+type JoinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cert          []byte                 `protobuf:"bytes,1,opt,name=cert,proto3" json:"cert,omitempty"` // DER
+	Ca            []byte                 `protobuf:"bytes,2,opt,name=ca,proto3" json:"ca,omitempty"`     // the CA certificate, PEM
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_proto_meta_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *JoinResponse) GetCert() []byte {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetCa() []byte {
+	if x != nil {
+		return x.Ca
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -6540,7 +6962,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x92\x0f\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xa2\x10\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -6577,7 +6999,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mount_link\x18= \x01(\v2\x1c.cairn.meta.MountLinkRequestH\x00R\tmountLink\x12@\n" +
 	"\vmount_xattr\x18> \x01(\v2\x1d.cairn.meta.MountXattrRequestH\x00R\n" +
 	"mountXattr\x12F\n" +
-	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserveB\x04\n" +
+	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12D\n" +
+	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
+	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinTokenB\x04\n" +
 	"\x02op\"r\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -6821,7 +7245,40 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\"\\\n" +
 	"\fS3UploadList\x12.\n" +
 	"\auploads\x18\x01 \x03(\v2\x14.cairn.meta.S3UploadR\auploads\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated**\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x89\x01\n" +
+	"\x0fJoinTokenRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"expires_ns\x18\x04 \x01(\x03R\texpiresNs\x12\x12\n" +
+	"\x04uses\x18\x05 \x01(\rR\x04uses\"F\n" +
+	"\x13UseJoinTokenCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\"\x8e\x01\n" +
+	"\x16CreateJoinTokenRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x15\n" +
+	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x12\n" +
+	"\x04uses\x18\x03 \x01(\rR\x04uses\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x04 \x01(\tR\taccessKey\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\"N\n" +
+	"\x17CreateJoinTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"expires_ns\x18\x02 \x01(\x03R\texpiresNs\"j\n" +
+	"\vJoinRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\fR\tpublicKey\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04sans\x18\x04 \x03(\tR\x04sans\"F\n" +
+	"\fJoinResponse\x12\x12\n" +
+	"\x04cert\x18\x01 \x01(\fR\x04cert\x12\x0e\n" +
+	"\x02ca\x18\x02 \x01(\fR\x02ca\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -6834,7 +7291,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\x98\x1a\n" +
+	"\bS3_WRITE\x10\x022\xaf\x1b\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -6889,7 +7346,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
-	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.EmptyB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
+	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
+	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -6904,115 +7363,121 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
 var file_proto_meta_proto_goTypes = []any{
-	(Visibility)(0),                // 0: cairn.meta.Visibility
-	(FileType)(0),                  // 1: cairn.meta.FileType
-	(S3Access)(0),                  // 2: cairn.meta.S3Access
-	(*Namespace)(nil),              // 3: cairn.meta.Namespace
-	(*CreateNamespaceRequest)(nil), // 4: cairn.meta.CreateNamespaceRequest
-	(*NamespaceRequest)(nil),       // 5: cairn.meta.NamespaceRequest
-	(*SetVisibilityRequest)(nil),   // 6: cairn.meta.SetVisibilityRequest
-	(*NamespaceList)(nil),          // 7: cairn.meta.NamespaceList
-	(*Extent)(nil),                 // 8: cairn.meta.Extent
-	(*Inode)(nil),                  // 9: cairn.meta.Inode
-	(*ResolveRequest)(nil),         // 10: cairn.meta.ResolveRequest
-	(*ResolveResponse)(nil),        // 11: cairn.meta.ResolveResponse
-	(*BatchResolveRequest)(nil),    // 12: cairn.meta.BatchResolveRequest
-	(*ResolveResult)(nil),          // 13: cairn.meta.ResolveResult
-	(*BatchResolveResponse)(nil),   // 14: cairn.meta.BatchResolveResponse
-	(*ListRequest)(nil),            // 15: cairn.meta.ListRequest
-	(*ListEntry)(nil),              // 16: cairn.meta.ListEntry
-	(*ListResponse)(nil),           // 17: cairn.meta.ListResponse
-	(*MkdirRequest)(nil),           // 18: cairn.meta.MkdirRequest
-	(*CommitRequest)(nil),          // 19: cairn.meta.CommitRequest
-	(*CommitBatchRequest)(nil),     // 20: cairn.meta.CommitBatchRequest
-	(*CommitBatchResponse)(nil),    // 21: cairn.meta.CommitBatchResponse
-	(*AppendRequest)(nil),          // 22: cairn.meta.AppendRequest
-	(*DeleteRequest)(nil),          // 23: cairn.meta.DeleteRequest
-	(*DeleteResponse)(nil),         // 24: cairn.meta.DeleteResponse
-	(*RenameRequest)(nil),          // 25: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),         // 26: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                 // 27: cairn.meta.Volume
-	(*AssignRequest)(nil),          // 28: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),         // 29: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),         // 30: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),        // 31: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),             // 32: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),       // 33: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 34: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),            // 35: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),           // 36: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),           // 37: cairn.meta.WatchRequest
-	(*Event)(nil),                  // 38: cairn.meta.Event
-	(*Error)(nil),                  // 39: cairn.meta.Error
-	(*Empty)(nil),                  // 40: cairn.meta.Empty
-	(*CreateUserRequest)(nil),      // 41: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 42: cairn.meta.CreateUserResponse
-	(*User)(nil),                   // 43: cairn.meta.User
-	(*Needle)(nil),                 // 44: cairn.meta.Needle
-	(*GarbageDone)(nil),            // 45: cairn.meta.GarbageDone
-	(*Command)(nil),                // 46: cairn.meta.Command
-	(*MountSessionMsg)(nil),        // 47: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),      // 48: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),    // 49: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),       // 50: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),      // 51: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),     // 52: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),    // 53: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),   // 54: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),           // 55: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),    // 56: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),     // 57: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),    // 58: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),          // 59: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),          // 60: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),          // 61: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),  // 62: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                 // 63: cairn.meta.S3User
-	(*S3UserRequest)(nil),          // 64: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),             // 65: cairn.meta.S3UserList
-	(*S3Key)(nil),                  // 66: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),           // 67: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),     // 68: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),         // 69: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),              // 70: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),            // 71: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),              // 72: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),             // 73: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),         // 74: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),          // 75: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),          // 76: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),               // 77: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),        // 78: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                 // 79: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),       // 80: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),         // 81: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),      // 82: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),     // 83: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),             // 84: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),   // 85: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),           // 86: cairn.meta.S3UploadList
-	nil,                            // 87: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 88: cairn.meta.Inode.HeadersEntry
-	nil,                            // 89: cairn.meta.Inode.TagsEntry
-	nil,                            // 90: cairn.meta.Inode.XattrsEntry
-	nil,                            // 91: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 92: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 93: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 94: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 95: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 96: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 97: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 98: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 99: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 100: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 101: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 102: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 103: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 104: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 105: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 106: cairn.meta.S3Upload.TagsEntry
+	(Visibility)(0),                 // 0: cairn.meta.Visibility
+	(FileType)(0),                   // 1: cairn.meta.FileType
+	(S3Access)(0),                   // 2: cairn.meta.S3Access
+	(*Namespace)(nil),               // 3: cairn.meta.Namespace
+	(*CreateNamespaceRequest)(nil),  // 4: cairn.meta.CreateNamespaceRequest
+	(*NamespaceRequest)(nil),        // 5: cairn.meta.NamespaceRequest
+	(*SetVisibilityRequest)(nil),    // 6: cairn.meta.SetVisibilityRequest
+	(*NamespaceList)(nil),           // 7: cairn.meta.NamespaceList
+	(*Extent)(nil),                  // 8: cairn.meta.Extent
+	(*Inode)(nil),                   // 9: cairn.meta.Inode
+	(*ResolveRequest)(nil),          // 10: cairn.meta.ResolveRequest
+	(*ResolveResponse)(nil),         // 11: cairn.meta.ResolveResponse
+	(*BatchResolveRequest)(nil),     // 12: cairn.meta.BatchResolveRequest
+	(*ResolveResult)(nil),           // 13: cairn.meta.ResolveResult
+	(*BatchResolveResponse)(nil),    // 14: cairn.meta.BatchResolveResponse
+	(*ListRequest)(nil),             // 15: cairn.meta.ListRequest
+	(*ListEntry)(nil),               // 16: cairn.meta.ListEntry
+	(*ListResponse)(nil),            // 17: cairn.meta.ListResponse
+	(*MkdirRequest)(nil),            // 18: cairn.meta.MkdirRequest
+	(*CommitRequest)(nil),           // 19: cairn.meta.CommitRequest
+	(*CommitBatchRequest)(nil),      // 20: cairn.meta.CommitBatchRequest
+	(*CommitBatchResponse)(nil),     // 21: cairn.meta.CommitBatchResponse
+	(*AppendRequest)(nil),           // 22: cairn.meta.AppendRequest
+	(*DeleteRequest)(nil),           // 23: cairn.meta.DeleteRequest
+	(*DeleteResponse)(nil),          // 24: cairn.meta.DeleteResponse
+	(*RenameRequest)(nil),           // 25: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),          // 26: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                  // 27: cairn.meta.Volume
+	(*AssignRequest)(nil),           // 28: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),          // 29: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),          // 30: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),         // 31: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),              // 32: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),        // 33: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 34: cairn.meta.HeartbeatResponse
+	(*AuthRequest)(nil),             // 35: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),            // 36: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),            // 37: cairn.meta.WatchRequest
+	(*Event)(nil),                   // 38: cairn.meta.Event
+	(*Error)(nil),                   // 39: cairn.meta.Error
+	(*Empty)(nil),                   // 40: cairn.meta.Empty
+	(*CreateUserRequest)(nil),       // 41: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 42: cairn.meta.CreateUserResponse
+	(*User)(nil),                    // 43: cairn.meta.User
+	(*Needle)(nil),                  // 44: cairn.meta.Needle
+	(*GarbageDone)(nil),             // 45: cairn.meta.GarbageDone
+	(*Command)(nil),                 // 46: cairn.meta.Command
+	(*MountSessionMsg)(nil),         // 47: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 48: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 49: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 50: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 51: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 52: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 53: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 54: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 55: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 56: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 57: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 58: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 59: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 60: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 61: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 62: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                  // 63: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 64: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 65: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 66: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 67: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 68: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 69: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 70: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 71: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 72: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 73: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 74: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 75: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 76: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 77: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 78: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 79: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 80: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 81: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 82: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 83: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 84: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 85: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 86: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 87: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 88: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 89: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
+	nil,                             // 93: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 94: cairn.meta.Inode.HeadersEntry
+	nil,                             // 95: cairn.meta.Inode.TagsEntry
+	nil,                             // 96: cairn.meta.Inode.XattrsEntry
+	nil,                             // 97: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 98: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 99: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 100: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 101: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 102: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 103: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 104: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 105: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 106: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 107: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 108: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 109: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 110: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 111: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 112: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7020,10 +7485,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	87,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	88,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	89,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	90,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	93,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	94,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	95,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	96,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7033,15 +7498,15 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	91,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	92,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	93,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	97,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	98,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	99,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	94,  // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	100, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
@@ -7075,146 +7540,152 @@ var file_proto_meta_proto_depIdxs = []int32{
 	50,  // 57: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	51,  // 58: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	53,  // 59: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	95,  // 60: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	27,  // 61: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 62: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 63: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 64: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 65: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	96,  // 66: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	97,  // 67: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 68: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	98,  // 69: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 70: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 71: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 72: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	99,  // 73: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	100, // 74: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	101, // 75: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	102, // 76: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	103, // 77: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	104, // 78: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	105, // 79: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	106, // 80: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 81: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 82: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 83: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 84: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 85: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 86: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 87: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 88: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 89: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 90: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 91: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 92: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 93: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 94: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 95: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 96: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 97: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 98: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 99: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 100: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 101: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 102: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 103: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 104: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 105: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 106: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 107: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 108: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 109: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 110: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 111: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 112: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 113: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 114: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 115: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 116: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 117: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 118: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 119: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 120: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 121: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 122: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 123: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 124: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 125: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 126: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 127: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 128: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 129: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 130: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 131: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 132: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 133: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 134: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 135: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 136: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 137: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 138: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 139: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 140: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 141: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 142: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 143: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	3,   // 144: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 145: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 146: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 147: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 148: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 149: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 150: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 151: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 152: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 153: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 154: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 155: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 156: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 157: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 158: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 159: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 160: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 161: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 162: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 163: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 164: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 165: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 166: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 167: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 168: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 169: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 170: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 171: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 172: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 173: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 174: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 175: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 176: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 177: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 178: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 179: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 180: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 181: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 182: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 183: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 184: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 185: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 186: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 187: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 188: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 189: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 190: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 191: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 192: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 193: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 194: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	144, // [144:195] is the sub-list for method output_type
-	93,  // [93:144] is the sub-list for method input_type
-	93,  // [93:93] is the sub-list for extension type_name
-	93,  // [93:93] is the sub-list for extension extendee
-	0,   // [0:93] is the sub-list for field type_name
+	87,  // 60: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	88,  // 61: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	101, // 62: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	27,  // 63: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 64: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 65: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 66: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 67: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	102, // 68: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	103, // 69: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 70: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	104, // 71: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 72: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 73: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 74: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	105, // 75: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	106, // 76: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	107, // 77: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	108, // 78: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	109, // 79: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	110, // 80: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	111, // 81: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	112, // 82: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 83: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 84: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 85: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 86: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 87: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 88: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 89: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 90: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 91: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	2,   // 92: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 93: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 94: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 95: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 96: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 97: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 98: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 99: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 100: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 101: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 102: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 103: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 104: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 105: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 106: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 107: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 108: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 109: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 110: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 111: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 112: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 113: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 114: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 115: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 116: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 117: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 118: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 119: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 120: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 121: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 122: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 123: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 124: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 125: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 126: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 127: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 128: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 129: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 130: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 131: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 132: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 133: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 134: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 135: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 136: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 137: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 138: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 139: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 140: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 141: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 142: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 143: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 144: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 145: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 146: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 147: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	3,   // 148: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 149: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 150: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 151: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 152: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 153: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 154: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 155: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 156: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 157: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 158: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 159: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 160: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 161: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 162: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 163: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 164: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 165: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 166: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 167: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 168: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 169: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 170: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 171: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 172: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 173: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 174: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 175: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 176: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 177: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 178: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 179: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 180: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 181: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 182: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 183: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 184: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 185: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 186: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 187: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 188: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 189: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 190: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 191: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 192: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 193: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 194: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 195: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 196: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 197: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 198: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 199: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 200: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	148, // [148:201] is the sub-list for method output_type
+	95,  // [95:148] is the sub-list for method input_type
+	95,  // [95:95] is the sub-list for extension type_name
+	95,  // [95:95] is the sub-list for extension extendee
+	0,   // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7254,6 +7725,8 @@ func file_proto_meta_proto_init() {
 		(*Command_MountLink)(nil),
 		(*Command_MountXattr)(nil),
 		(*Command_MountReserve)(nil),
+		(*Command_PutJoinToken)(nil),
+		(*Command_UseJoinToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7261,7 +7734,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   104,
+			NumMessages:   110,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

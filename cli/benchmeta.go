@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"cairn/bench"
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -27,7 +26,7 @@ concurrency level.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var mcs []metapb.MetaClient
 			for range max(conns, 1) {
-				mc, conn, err := meta.Dial(addr)
+				mc, conn, err := dialMeta(addr)
 				if err != nil {
 					return err
 				}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"cairn/bench"
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -80,7 +79,7 @@ func clusterAdminCommands() []*cobra.Command {
 // withMeta runs fn with a client of the meta at *addr.
 func withMeta(addr *string, fn func(*cobra.Command, metapb.MetaClient, []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		mc, conn, err := meta.Dial(*addr)
+		mc, conn, err := dialMeta(*addr)
 		if err != nil {
 			return err
 		}

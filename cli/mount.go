@@ -13,14 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"cairn"
 	"cairn/api"
 	"cairn/bench"
-	"cairn/chunk"
 	"cairn/client"
 	"cairn/errors"
 	"cairn/fusefs"
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -111,7 +108,7 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	mc, conn, err := meta.Dial(addr, fusefs.CountCalls())
+	mc, conn, err := dialMeta(addr, fusefs.CountCalls())
 	if err != nil {
 		return err
 	}
@@ -121,9 +118,11 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 		return err
 	}
 	cfg.Visible = visible
-	cl, err := client.New(client.Config{
-		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1,
-	})
+	dial, err := userChunks()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(client.Config{Meta: mc, Dial: dial, NoWatch: true, CacheEntries: -1})
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -26,7 +25,7 @@ func s3AdminCommands() []*cobra.Command {
 	// withMeta runs f with a connection to meta.
 	withMeta := func(f func(cmd *cobra.Command, mc metapb.MetaClient, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			mc, conn, err := meta.Dial(metaAddr)
+			mc, conn, err := dialMeta(metaAddr)
 			if err != nil {
 				return err
 			}

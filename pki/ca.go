@@ -269,3 +269,14 @@ func WriteFileSync(name string, data []byte, perm os.FileMode) error {
 	}
 	return os.Rename(tmp, name)
 }
+
+// Node issues a fresh identity for a role this process plays itself (meta
+// at each start, every role of `cairn server`): nothing to keep, since the
+// CA is at hand at the next start too.
+func (ca *CA) Node(role Role, id string, sans []string) (*Node, error) {
+	cert, err := ca.Issue(role, id, sans, CertLifetime)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Cert: cert, CA: &CA{Cert: ca.Cert, PEM: ca.PEM}}, nil
+}

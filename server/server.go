@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,7 @@ import (
 	"cairn/gateway/s3"
 	"cairn/meta"
 	"cairn/metrics"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -51,6 +53,15 @@ type Config struct {
 	ExtentSize    int64         // largest needle a write creates. Default 8 MiB
 	MaxVolumeSize uint64        // bytes before a volume turns read-only. Default 8 GiB
 	NoLocalReads  bool          // clients on this host read over HTTP, not from the volume files (chunk/local.go)
+
+	// Users' TLS on the HTTP and S3 listeners: a certificate and key
+	// (PEM files), or TLSAuto for one issued by the cluster CA for this
+	// host's names (clients trust DATA/meta/ca.pem). Neither: plain HTTP.
+	// Meta's and the data plane's listeners speak TLS always.
+	TLSCert, TLSKey string
+	TLSAuto         bool
+	// Pprof serves /debug/pprof and /debug/profile on the admin listener.
+	Pprof bool
 
 	Logger *slog.Logger
 }
@@ -81,6 +92,9 @@ type Server struct {
 	lis       map[string]net.Listener
 	cancel    context.CancelFunc
 	generated [2]string
+	ca        *pki.CA
+	userTLS   *tls.Config // the HTTP and S3 listeners'; nil: plain HTTP
+	clientTLS *tls.Config // UserTLS: one, so that its connections are pooled
 }
 
 // Start opens the data directory, starts every role and returns once the
@@ -107,22 +121,47 @@ func Start(cfg Config) (s *Server, err error) {
 		}
 		s.lis[name] = l
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	metaDir := filepath.Join(cfg.Data, "meta")
+	if err := os.MkdirAll(metaDir, 0o700); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	chunkAddr := s.lis["chunk"].Addr().String()
-	// Meta's and the client's dial function hands out the in-process store
-	// for our own address; meta calls it only after the store registered.
+	// Every role gets its certificate from the cluster CA at each start:
+	// the process holds the CA, so there is nothing to join or keep.
+	if s.ca, err = pki.LoadOrCreateCA(metaDir, "cairn cluster"); err != nil {
+		return nil, errors.E(op, err)
+	}
+	metaNode, err := s.ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(s.Addr("meta")))
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	dataNode, err := s.ca.Node(pki.RoleData, chunkAddr, pki.DefaultSANs(chunkAddr))
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	gatewayNode, err := s.ca.Node(pki.RoleGateway, "gateway", nil)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.clientTLS = pki.ClientConfig(s.ca.Pool(), nil)
+	if s.userTLS, err = userTLS(cfg, s.ca, s.Addr("http"), s.Addr("s3")); err != nil {
+		return nil, errors.E(op, err)
+	}
+	// Meta's and the client's dial functions hand out the in-process store
+	// for our own address (meta calls it only after the store registered);
+	// other data servers are dialled over TLS as meta or as the gateway.
 	var local atomic.Pointer[chunk.Store]
-	dial := func(addr string) cairn.Chunks {
-		if st := local.Load(); st != nil && addr == chunkAddr {
-			return st
+	dialAs := func(cfg *tls.Config) func(string) cairn.Chunks {
+		return func(addr string) cairn.Chunks {
+			if st := local.Load(); st != nil && addr == chunkAddr {
+				return st
+			}
+			return chunk.NewRemoteTLS(addr, cfg)
 		}
-		return chunk.NewRemote(addr)
 	}
 	s.metaSvc, err = meta.Open(meta.Config{
-		Dir: filepath.Join(cfg.Data, "meta"), RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
-		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dial, Logger: cfg.Logger,
+		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
+		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -130,10 +169,10 @@ func Start(cfg Config) (s *Server, err error) {
 	if u, p, ok := s.metaSvc.GeneratedRoot(); ok {
 		s.generated = [2]string{u, p}
 	}
-	s.grpc = meta.NewGRPCServer(s.metaSvc)
+	s.grpc = meta.NewGRPCServer(s.metaSvc, meta.ServerTLS(metaNode.Server()))
 	go s.grpc.Serve(s.lis["meta"])
 
-	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String())
+	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String(), meta.DialTLS(dataNode.Client()))
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -143,13 +182,15 @@ func Start(cfg Config) (s *Server, err error) {
 	s.store, err = chunk.Open(chunk.Config{
 		Dir: filepath.Join(cfg.Data, "chunk"), Addr: chunkAddr, Meta: mc,
 		MaxVolumeSize: int64(cfg.MaxVolumeSize), NoLocalReads: cfg.NoLocalReads, Logger: cfg.Logger,
+		TLS: dataNode.Client(),
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	local.Store(s.store)
 	s.chunkSrv = gateway.Server(s.store.Handler())
-	go s.chunkSrv.Serve(s.lis["chunk"])
+	s.chunkSrv.TLSConfig = dataNode.Server(pki.HTTPProtos...)
+	go s.chunkSrv.ServeTLS(s.lis["chunk"], "", "")
 	go s.store.Run(ctx)
 	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
 		return nil, errors.E(op, err)
@@ -162,7 +203,7 @@ func Start(cfg Config) (s *Server, err error) {
 
 	// The gateway calls meta in-process; the data server keeps its gRPC
 	// client, as in a cluster.
-	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, mc), Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
+	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, mc), Dial: dialAs(gatewayNode.Client()), ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -174,7 +215,7 @@ func Start(cfg Config) (s *Server, err error) {
 		return nil, errors.E(op, err)
 	}
 	s.httpSrv = gateway.Server(s.gateway)
-	go s.httpSrv.Serve(s.lis["http"])
+	serve(s.httpSrv, s.lis["http"], s.userTLS)
 	if l := s.lis["s3"]; l != nil {
 		s.s3, err = s3.New(s3.Config{Client: s.client, Domain: cfg.S3Domain, Small: s.gateway,
 			UploadMaxAge: cfg.S3UploadMaxAge, Logger: cfg.Logger})
@@ -182,13 +223,46 @@ func Start(cfg Config) (s *Server, err error) {
 			return nil, errors.E(op, err)
 		}
 		s.s3Srv = gateway.Server(s.s3.Handler())
-		go s.s3Srv.Serve(l)
+		serve(s.s3Srv, l, s.userTLS)
 	}
 	if l := s.lis["admin"]; l != nil {
-		s.adminSrv = &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
+		s.adminSrv = &http.Server{Handler: metrics.RoleAdmin(cfg.Pprof), ReadHeaderTimeout: 10 * time.Second}
 		go s.adminSrv.Serve(l)
 	}
 	return s, nil
+}
+
+// userTLS is the users' listeners' TLS configuration (Config.TLSCert,
+// TLSAuto), nil for plain HTTP.
+func userTLS(cfg Config, ca *pki.CA, addrs ...string) (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	switch {
+	case cfg.TLSCert != "" || cfg.TLSKey != "":
+		cert, err = tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, errors.E(errors.Invalid, errors.Path(cfg.TLSCert), err)
+		}
+	case cfg.TLSAuto:
+		// From the cluster CA, which clients on this host find in
+		// DATA/meta/ca.pem (or are given as --ca elsewhere).
+		if cert, err = ca.Issue("", "cairn", pki.DefaultSANs(addrs...), pki.CertLifetime); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, nil
+	}
+	return pki.ServerConfig(cert, nil, pki.HTTPProtos...), nil
+}
+
+// serve serves srv on l, over TLS with cfg unless it is nil.
+func serve(srv *http.Server, l net.Listener, cfg *tls.Config) {
+	if cfg == nil {
+		go srv.Serve(l)
+		return
+	}
+	srv.TLSConfig = cfg
+	go srv.ServeTLS(l, "", "")
 }
 
 // waitForDataServer returns once meta has heard the data server's first
@@ -233,13 +307,29 @@ func (s *Server) DataDir() string { return s.cfg.Data }
 // S3URL is the S3 API's endpoint ("" when it is off).
 func (s *Server) S3URL() string {
 	if a := s.Addr("s3"); a != "" {
-		return "http://" + a
+		return s.scheme() + "://" + a
 	}
 	return ""
 }
 
 // URL is the native API's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr("http") }
+func (s *Server) URL() string { return s.scheme() + "://" + s.Addr("http") }
+
+func (s *Server) scheme() string {
+	if s.userTLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// CAFile is the cluster CA's certificate: what a client of this server
+// trusts (--ca, $CAIRN_CA).
+func (s *Server) CAFile() string { return filepath.Join(s.cfg.Data, "meta", pki.CAFile) }
+
+// UserTLS is the TLS configuration of a user's client of this server (a
+// mount, the CLI, a test): it trusts the cluster CA and presents no
+// certificate. Meta's and the data servers' listeners need it.
+func (s *Server) UserTLS() *tls.Config { return s.clientTLS }
 
 // Client is the in-process client (tests use it to look behind the API).
 func (s *Server) Client() *client.Client { return s.client }

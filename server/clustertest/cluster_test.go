@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"cairn/chunk"
 	"cairn/chunk/chunktest"
 	"cairn/client"
 	"cairn/errors"
@@ -202,7 +201,7 @@ func TestDeleteWhileReplicaDown(t *testing.T) {
 	// Every replica drops the needles: the one that was down included,
 	// and compaction gives the space back.
 	for _, p := range c.Chunks {
-		r := chunk.NewRemote(p.Addr)
+		r := c.Remote(p.Addr)
 		WaitFor(t, 60*time.Second, p.Name+" to drop the deleted needle and reclaim its space", func() bool {
 			var b bytes.Buffer
 			if _, err := r.ReadTo(bg, ext.Volume, ext.Key, 0, 1, &b); !errors.Is(errors.NotExist, err) {
@@ -268,7 +267,7 @@ func TestCorruptReplica(t *testing.T) {
 		key  uint64
 		want []byte
 	}{{badA, ea.Volume, ea.Key, a}, {badB, eb.Volume, eb.Key, b}, {badC, ec.Volume, ec.Key, cc}} {
-		r := chunk.NewRemote(x.p.Addr)
+		r := c.Remote(x.p.Addr)
 		WaitFor(t, 60*time.Second, x.p.Name+" to detect and repair its corrupt copy", func() bool {
 			var buf bytes.Buffer
 			_, err := r.ReadTo(bg, x.vid, x.key, 0, int64(len(x.want)), &buf)
@@ -457,7 +456,7 @@ func TestPartition(t *testing.T) {
 
 	n.Heal(t)
 	healAt := time.Now()
-	r := chunk.NewRemote(cut.Addr)
+	r := c.Remote(cut.Addr)
 	WaitFor(t, 60*time.Second, "the healed server to drop its stale copies", func() bool {
 		gone := true
 		for _, nd := range probes {
@@ -603,7 +602,7 @@ func TestDrain(t *testing.T) {
 	}
 	stopReads := readLoop(c, "drn", files) // reads keep working throughout
 	c.WaitReplicated(t, 60*time.Second, id)
-	r := chunk.NewRemote(victim.Addr)
+	r := c.Remote(victim.Addr)
 	WaitFor(t, 30*time.Second, "the drained server to delete its copies", func() bool {
 		vols, err := r.Volumes(bg)
 		return err == nil && len(vols) == 0
@@ -762,7 +761,7 @@ func TestRebalance(t *testing.T) {
 						want++
 					}
 				}
-				r := chunk.NewRemote(p.Addr)
+				r := c.Remote(p.Addr)
 				WaitFor(t, 30*time.Second, p.Name+" to hold only its own copies", func() bool {
 					vols, err := r.Volumes(bg)
 					return err == nil && len(vols) == want

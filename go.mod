@@ -9,6 +9,7 @@ require (
 	github.com/aws/smithy-go v1.28.8
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/klauspost/reedsolomon v1.14.2
 	github.com/minio/md5-simd v1.1.2
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/prometheus/client_golang v1.25.0

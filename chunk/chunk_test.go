@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/chunk/chunktest"
 	"cairn/errors"
 	"cairn/proto/metapb"
@@ -26,11 +27,23 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// testKeys stands for the keys meta would hand out: every test server
+// verifies with it and every test Remote signs its calls with it.
+var testKeys = capability.NewKeyring(capability.NewKey(1))
+
 func testConfig(dir string) Config {
 	return Config{
 		Dir: dir, MaxVolumeSize: chunktest.MaxVolumeSize, MaxNeedle: chunktest.MaxNeedle,
-		Logger: quiet, Registerer: prometheus.NewRegistry(),
+		Logger: quiet, Registerer: prometheus.NewRegistry(), Caps: testKeys,
 	}
+}
+
+// signed is a client of the data server at addr that signs each call
+// with testKeys, as meta does.
+func signed(addr string) *Remote {
+	r := NewRemote(addr)
+	r.SetCaps(capability.Signer{Keys: testKeys})
+	return r
 }
 
 func openStore(t testing.TB, cfg Config) *Store {
@@ -53,7 +66,7 @@ func serve(t testing.TB, s *Store) *Remote {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(lis)
 	t.Cleanup(func() { srv.Close() })
-	return NewRemote(lis.Addr().String())
+	return signed(lis.Addr().String())
 }
 
 func TestStore(t *testing.T) {
@@ -283,8 +296,10 @@ func TestHTTP(t *testing.T) {
 	s.CreateVolume(ctx, 1, 1)
 	k, _ := s.Put(ctx, 1, 1, []byte("0123456789"))
 	c := &http.Client{Transport: transport}
+	all, _ := testKeys.Mint(capability.Read|capability.Write|capability.Admin, capability.AnyVolume, 0, capability.AllKeys, "", time.Hour)
 	do := func(method, url, rng string, body io.Reader) (*http.Response, string) {
 		req, _ := http.NewRequest(method, base+url, body)
+		req.Header.Set(capability.Header, all)
 		if rng != "" {
 			req.Header.Set("Range", rng)
 		}
@@ -472,7 +487,7 @@ func servers(t *testing.T, n int, inProcess bool) []chunktest.Server {
 		t.Cleanup(func() { srv.Close() })
 		var impl chunktest.Replicated = s
 		if !inProcess {
-			impl = NewRemote(cfg.Addr)
+			impl = signed(cfg.Addr)
 		}
 		out = append(out, chunktest.Server{S: impl, Addr: cfg.Addr, Stop: func() { srv.Close() }})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/proto/metapb"
 	"cairn/volume"
@@ -53,6 +54,11 @@ type Config struct {
 	// copies): the cluster CA and this server's data certificate. Nil
 	// dials them over plain HTTP.
 	TLS *tls.Config
+	// Caps verifies the data plane's capabilities (package capability).
+	// Nil: a keyring that meta's heartbeat answers fill; until the first,
+	// every HTTP request is refused. A server without meta (tests) sets
+	// its own.
+	Caps *capability.Keyring
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"cairn/capability"
 	"cairn/errors"
 )
 
@@ -92,15 +93,17 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Handler serves the data plane over HTTP/1.1; the routes are in doc.go.
 func (s *Store) Handler() http.Handler {
+	// Each route's capability is checked before its handler (auth.go);
+	// handlePut checks its own, which it hands on.
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v/{vid}", s.handlePut)
 	mux.HandleFunc("PUT /v/{vid}/{key}", s.handlePut)
-	mux.HandleFunc("GET /v/{vid}/{key}", s.handleGet) // and HEAD
-	mux.HandleFunc("DELETE /v/{vid}/{key}", s.handleDelete)
-	mux.HandleFunc("GET /local", s.handleLocal)
-	mux.HandleFunc("PUT /admin/volumes/{vid}", s.handleCreate)
-	mux.HandleFunc("GET /admin/volumes", s.handleList)
-	mux.HandleFunc("POST /admin/volumes/{vid}/compact", s.handleCompact)
+	mux.HandleFunc("GET /v/{vid}/{key}", s.guard(need{capability.Read, true, true}, s.handleGet)) // and HEAD
+	mux.HandleFunc("DELETE /v/{vid}/{key}", s.guard(need{capability.Delete, true, true}, s.handleDelete))
+	mux.HandleFunc("GET /local", s.handleLocal) // the socket checks its peer (local.go)
+	mux.HandleFunc("PUT /admin/volumes/{vid}", s.guard(need{capability.Admin, true, false}, s.handleCreate))
+	mux.HandleFunc("GET /admin/volumes", s.guard(need{capability.Admin, false, false}, s.handleList))
+	mux.HandleFunc("POST /admin/volumes/{vid}/compact", s.guard(need{capability.Admin, true, false}, s.handleCompact))
 	s.clusterRoutes(mux)
 	return mux
 }
@@ -136,38 +139,55 @@ const pooledBody = 256 << 10
 
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, pooledBody); return &b }}
 
+// handlePut stores a needle: POST (a new key) needs a write capability of
+// the volume, PUT (the caller's key: replication, copies, repair) a
+// replicate capability of the key. A POST is answered with the read and
+// delete capability of the new needle.
 func (s *Store) handlePut(w http.ResponseWriter, r *http.Request) {
-	key, err := s.put(w, r)
+	n := need{capability.Write, true, false}
+	if r.PathValue("key") != "" {
+		n = need{capability.Replicate, true, true}
+	}
+	c, err := s.authorize(r, n)
+	if err != nil {
+		writeError(w, r, errors.E(errors.Op("chunk.http.auth"), errors.Path(r.URL.Path), err))
+		return
+	}
+	vid, key, err := s.put(w, r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if tok := s.newNeedleCap(c, vid, key); tok != "" && r.PathValue("key") == "" {
+		fmt.Fprintf(w, "{\"key\":%d,\"cap\":%q}\n", key, tok)
+		return
+	}
 	fmt.Fprintf(w, "{\"key\":%d}\n", key)
 }
 
-func (s *Store) put(w http.ResponseWriter, r *http.Request) (uint64, error) {
+func (s *Store) put(w http.ResponseWriter, r *http.Request) (uint32, uint64, error) {
 	op := errors.Op("chunk.http.Put")
 	vid, err := parseVid(r)
 	if err != nil {
-		return 0, errors.E(op, err)
+		return 0, 0, errors.E(op, err)
 	}
 	gen, err := parseGen(r)
 	if err != nil {
-		return 0, errors.E(op, err)
+		return 0, 0, errors.E(op, err)
 	}
 	var key uint64
 	if r.PathValue("key") != "" {
 		if key, err = parseKey(r); err != nil {
-			return 0, errors.E(op, err)
+			return 0, 0, errors.E(op, err)
 		}
 	}
 	n := r.ContentLength
 	switch {
 	case n < 0:
-		return 0, errors.E(op, errors.Invalid, "Content-Length is required")
+		return 0, 0, errors.E(op, errors.Invalid, "Content-Length is required")
 	case n > s.cfg.MaxNeedle:
-		return 0, errors.E(op, errors.TooLarge, fmt.Sprintf("needle of %d bytes over the limit of %d", n, s.cfg.MaxNeedle))
+		return 0, 0, errors.E(op, errors.TooLarge, fmt.Sprintf("needle of %d bytes over the limit of %d", n, s.cfg.MaxNeedle))
 	}
 	var data []byte
 	if n <= pooledBody {
@@ -178,7 +198,7 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request) (uint64, error) {
 		data = make([]byte, n)
 	}
 	if _, err := io.ReadFull(r.Body, data); err != nil {
-		return 0, errors.E(op, errors.Invalid, fmt.Errorf("reading body: %w", err))
+		return 0, 0, errors.E(op, errors.Invalid, fmt.Errorf("reading body: %w", err))
 	}
 	// From here on the writer hears from us every KeepAliveEvery until
 	// the answer, so that it can tell a slow disk or a slow replica (we
@@ -187,12 +207,12 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request) (uint64, error) {
 	defer ka.stop()
 	if r.PathValue("key") != "" {
 		if err := s.PutKey(r.Context(), vid, gen, key, data); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	} else if key, err = s.Put(r.Context(), vid, gen, data); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return key, nil
+	return vid, key, nil
 }
 
 // Liveness of writes. A data server that has a write's body sends an

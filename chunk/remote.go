@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/errors"
 )
 
@@ -43,6 +44,8 @@ type Remote struct {
 	addr string
 	base string
 	c    *http.Client
+	// caps gives the capability of a call whose context carries none.
+	caps capability.Source
 
 	// local is the data server's local-read path, if it is on this host
 	// (local.go); looked for at the first read, again localRetry after a
@@ -87,15 +90,33 @@ func tlsTransport(cfg *tls.Config) *http.Transport {
 	return actual.(*http.Transport)
 }
 
+// SetCaps makes src the source of the capabilities of calls whose
+// context carries none (capability.NewContext). Call it before use.
+func (r *Remote) SetCaps(src capability.Source) { r.caps = src }
+
+// token is the capability a call presents for op on needle key of volume
+// vid: from the context's source, else the Remote's; "" if none.
+func (r *Remote) token(ctx context.Context, op capability.Op, vid uint32, key uint64) string {
+	src := capability.FromContext(ctx)
+	if src == nil {
+		src = r.caps
+	}
+	if src == nil {
+		return ""
+	}
+	return src.Token(ctx, op, vid, key)
+}
+
 // Addr is the data server's address.
 func (r *Remote) Addr() string { return r.addr }
 
-func (r *Remote) do(ctx context.Context, op errors.Op, method, url string, body []byte, hdr http.Header) (*http.Response, error) {
-	return r.doWatched(ctx, op, method, url, body, hdr, nil)
+// do sends a request with capability tok (none if "").
+func (r *Remote) do(ctx context.Context, op errors.Op, method, url, tok string, body []byte, hdr http.Header) (*http.Response, error) {
+	return r.doWatched(ctx, op, method, url, tok, body, hdr, nil)
 }
 
 // doWatched is do with a liveness watchdog (see watch); w may be nil.
-func (r *Remote) doWatched(ctx context.Context, op errors.Op, method, url string, body []byte, hdr http.Header, w *watchdog) (*http.Response, error) {
+func (r *Remote) doWatched(ctx context.Context, op errors.Op, method, url, tok string, body []byte, hdr http.Header, w *watchdog) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -127,6 +148,9 @@ func (r *Remote) doWatched(ctx context.Context, op errors.Op, method, url string
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
+	}
+	if tok != "" {
+		req.Header[capability.Header] = []string{tok}
 	}
 	resp, err := r.c.Do(req)
 	if w != nil {
@@ -186,16 +210,21 @@ func (r *Remote) Put(ctx context.Context, vid uint32, g uint64, data []byte) (ui
 	}
 	ctx, w := watch(ctx)
 	defer w.stop()
-	resp, err := r.doWatched(ctx, op, http.MethodPost, r.base+"/v/"+strconv.FormatUint(uint64(vid), 10)+gen(g), data, nil, w)
+	tok := r.token(ctx, capability.Write, vid, 0)
+	resp, err := r.doWatched(ctx, op, http.MethodPost, r.base+"/v/"+strconv.FormatUint(uint64(vid), 10)+gen(g), tok, data, nil, w)
 	if err != nil {
 		return 0, err
 	}
 	defer drain(resp)
 	var out struct {
 		Key uint64 `json:"key"`
+		Cap string `json:"cap"` // read and delete of the new needle
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return 0, errors.E(op, errors.IO, fmt.Errorf("decoding response: %w", err))
+	}
+	if k, ok := capability.FromContext(ctx).(capability.Keeper); ok && out.Cap != "" {
+		k.Keep(vid, out.Key, out.Cap)
 	}
 	return out.Key, nil
 }
@@ -208,7 +237,7 @@ func (r *Remote) PutKey(ctx context.Context, vid uint32, g, key uint64, data []b
 	}
 	ctx, w := watch(ctx)
 	defer w.stop()
-	resp, err := r.doWatched(ctx, op, http.MethodPut, r.needleURL(vid, key)+gen(g), data, nil, w)
+	resp, err := r.doWatched(ctx, op, http.MethodPut, r.needleURL(vid, key)+gen(g), r.token(ctx, capability.Replicate, vid, key), data, nil, w)
 	if err != nil {
 		return err
 	}
@@ -226,7 +255,7 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 	if length == 0 {
 		// An empty range is not expressible in a Range header; check the
 		// needle exists and is long enough.
-		resp, err := r.do(ctx, op, http.MethodHead, r.needleURL(vid, key), nil, nil)
+		resp, err := r.do(ctx, op, http.MethodHead, r.needleURL(vid, key), r.token(ctx, capability.Read, vid, key), nil, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -245,7 +274,7 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 		r.localFailed(l, down)
 	}
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+length-1)}}
-	resp, err := r.do(ctx, op, http.MethodGet, r.needleURL(vid, key), nil, hdr)
+	resp, err := r.do(ctx, op, http.MethodGet, r.needleURL(vid, key), r.token(ctx, capability.Read, vid, key), nil, hdr)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +342,7 @@ func (r *Remote) localReader(ctx context.Context) *localReader {
 // probeLocal asks the server for its local-read socket and connects to it;
 // nil if there is none or this process cannot reach it.
 func (r *Remote) probeLocal(ctx context.Context) *localReader {
-	resp, err := r.do(ctx, "chunk.Remote.Local", http.MethodGet, r.base+"/local", nil, nil)
+	resp, err := r.do(ctx, "chunk.Remote.Local", http.MethodGet, r.base+"/local", "", nil, nil)
 	if err != nil {
 		return nil
 	}
@@ -346,7 +375,7 @@ func (r *Remote) localFailed(l *localReader, err error) {
 
 // Size returns a needle's length.
 func (r *Remote) Size(ctx context.Context, vid uint32, key uint64) (int64, error) {
-	resp, err := r.do(ctx, "chunk.Remote.Size", http.MethodHead, r.needleURL(vid, key), nil, nil)
+	resp, err := r.do(ctx, "chunk.Remote.Size", http.MethodHead, r.needleURL(vid, key), r.token(ctx, capability.Read, vid, key), nil, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -356,7 +385,7 @@ func (r *Remote) Size(ctx context.Context, vid uint32, key uint64) (int64, error
 
 // Delete removes a needle; see cairn.Chunks.
 func (r *Remote) Delete(ctx context.Context, vid uint32, g uint64, key uint64) error {
-	resp, err := r.do(ctx, "chunk.Remote.Delete", http.MethodDelete, r.needleURL(vid, key)+gen(g), nil, nil)
+	resp, err := r.do(ctx, "chunk.Remote.Delete", http.MethodDelete, r.needleURL(vid, key)+gen(g), r.token(ctx, capability.Delete, vid, key), nil, nil)
 	if err != nil {
 		return err
 	}
@@ -367,7 +396,7 @@ func (r *Remote) Delete(ctx context.Context, vid uint32, g uint64, key uint64) e
 // CreateVolume creates a volume; see cairn.Chunks.
 func (r *Remote) CreateVolume(ctx context.Context, vid uint32, g uint64) error {
 	resp, err := r.do(ctx, "chunk.Remote.CreateVolume", http.MethodPut,
-		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+gen(g), []byte{}, nil)
+		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+gen(g), r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
 	if err != nil {
 		return err
 	}
@@ -378,7 +407,7 @@ func (r *Remote) CreateVolume(ctx context.Context, vid uint32, g uint64) error {
 // Compact asks the server to compact a volume now.
 func (r *Remote) Compact(ctx context.Context, vid uint32) error {
 	resp, err := r.do(ctx, "chunk.Remote.Compact", http.MethodPost,
-		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+"/compact", []byte{}, nil)
+		r.base+"/admin/volumes/"+strconv.FormatUint(uint64(vid), 10)+"/compact", r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
 	if err != nil {
 		return err
 	}
@@ -388,7 +417,7 @@ func (r *Remote) Compact(ctx context.Context, vid uint32) error {
 
 // Volumes returns the server's volume table.
 func (r *Remote) Volumes(ctx context.Context) ([]VolumeInfo, error) {
-	resp, err := r.do(ctx, "chunk.Remote.Volumes", http.MethodGet, r.base+"/admin/volumes", nil, nil)
+	resp, err := r.do(ctx, "chunk.Remote.Volumes", http.MethodGet, r.base+"/admin/volumes", r.token(ctx, capability.Admin, capability.AnyVolume, 0), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -440,8 +469,3 @@ func (p *progressReader) Read(b []byte) (int, error) {
 	p.w.alive()
 	return p.r.Read(b)
 }
-
-// peer is a client of another data server, over TLS with this server's
-// identity when it has one (replication and copies are then authorised
-// by it).
-func (s *Store) peer(addr string) *Remote { return NewRemoteTLS(addr, s.cfg.TLS) }

@@ -158,6 +158,7 @@ func (s *Store) SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs [
 // stale copies to drop, and the cluster's volume size limit.
 func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) {
 	s.setMaxVolumeSize(int64(resp.MaxVolumeSize))
+	s.setCapKeys(resp.CapKeys)
 	sets := map[uint32]replicaSet{}
 	for _, v := range resp.Volumes {
 		sets[v.Id] = replicaSet{gen: v.Generation, addrs: slices.Clone(v.Servers)}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/volume"
 )
@@ -21,18 +22,19 @@ var _ cairn.Replicas = (*Remote)(nil)
 //	POST /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N  CopyFrom -> 204
 //	POST /v/{vid}/{key}/repair                             RepairNeedle -> 204
 func (s *Store) clusterRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("PUT /admin/volumes/{vid}/replicas", func(w http.ResponseWriter, r *http.Request) {
+	admin := need{capability.Admin, true, false}
+	mux.HandleFunc("PUT /admin/volumes/{vid}/replicas", s.guard(admin, func(w http.ResponseWriter, r *http.Request) {
 		s.admin(w, r, "chunk.http.SetReplicas", func(vid uint32, gen uint64) error {
 			return s.SetReplicas(r.Context(), vid, gen, splitAddrs(r.URL.Query().Get("addrs")))
 		})
-	})
-	mux.HandleFunc("POST /admin/volumes/{vid}/copy", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("POST /admin/volumes/{vid}/copy", s.guard(admin, func(w http.ResponseWriter, r *http.Request) {
 		s.admin(w, r, "chunk.http.CopyFrom", func(vid uint32, gen uint64) error {
 			rate, _ := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
 			return s.CopyFrom(r.Context(), vid, gen, r.URL.Query().Get("from"), rate)
 		})
-	})
-	mux.HandleFunc("GET /admin/volumes/{vid}/needles", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("GET /admin/volumes/{vid}/needles", s.guard(admin, func(w http.ResponseWriter, r *http.Request) {
 		vid, err := parseVid(r)
 		var ns []volume.NeedleInfo
 		if err == nil {
@@ -43,8 +45,10 @@ func (s *Store) clusterRoutes(mux *http.ServeMux) {
 			return
 		}
 		writeJSON(w, ns)
-	})
-	mux.HandleFunc("POST /v/{vid}/{key}/repair", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	// A reader that got a corrupt copy asks for its repair with its read
+	// capability: the repair only restores the needle from a replica.
+	mux.HandleFunc("POST /v/{vid}/{key}/repair", s.guard(need{capability.Read, true, true}, func(w http.ResponseWriter, r *http.Request) {
 		vid, err := parseVid(r)
 		if err == nil {
 			var key uint64
@@ -57,7 +61,7 @@ func (s *Store) clusterRoutes(mux *http.ServeMux) {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	})
+	}))
 }
 
 // admin runs an admin call that takes a volume id and a generation.
@@ -90,7 +94,7 @@ func (r *Remote) volURL(vid uint32) string {
 // SetReplicas records a volume's replica set on the server; see cairn.Replicas.
 func (r *Remote) SetReplicas(ctx context.Context, vid uint32, g uint64, addrs []string) error {
 	resp, err := r.do(ctx, "chunk.Remote.SetReplicas", http.MethodPut,
-		r.volURL(vid)+"/replicas"+gen(g)+"&addrs="+strings.Join(addrs, ","), []byte{}, nil)
+		r.volURL(vid)+"/replicas"+gen(g)+"&addrs="+strings.Join(addrs, ","), r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
 	if err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func (r *Remote) SetReplicas(ctx context.Context, vid uint32, g uint64, addrs []
 // CopyFrom has the server copy a volume from another; see cairn.Replicas.
 func (r *Remote) CopyFrom(ctx context.Context, vid uint32, g uint64, from string, rate int64) error {
 	resp, err := r.do(ctx, "chunk.Remote.CopyFrom", http.MethodPost,
-		r.volURL(vid)+"/copy"+gen(g)+"&from="+from+"&rate="+strconv.FormatInt(rate, 10), []byte{}, nil)
+		r.volURL(vid)+"/copy"+gen(g)+"&from="+from+"&rate="+strconv.FormatInt(rate, 10), r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func (r *Remote) CopyFrom(ctx context.Context, vid uint32, g uint64, from string
 // Needles lists a volume's live needles.
 func (r *Remote) Needles(ctx context.Context, vid uint32) ([]volume.NeedleInfo, error) {
 	const op errors.Op = "chunk.Remote.Needles"
-	resp, err := r.do(ctx, op, http.MethodGet, r.volURL(vid)+"/needles", nil, nil)
+	resp, err := r.do(ctx, op, http.MethodGet, r.volURL(vid)+"/needles", r.token(ctx, capability.Admin, vid, 0), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +131,7 @@ func (r *Remote) Needles(ctx context.Context, vid uint32) ([]volume.NeedleInfo, 
 // RepairNeedle asks the server to restore a needle it served corrupt from
 // another replica.
 func (r *Remote) RepairNeedle(ctx context.Context, vid uint32, key uint64) error {
-	resp, err := r.do(ctx, "chunk.Remote.RepairNeedle", http.MethodPost, r.needleURL(vid, key)+"/repair", []byte{}, nil)
+	resp, err := r.do(ctx, "chunk.Remote.RepairNeedle", http.MethodPost, r.needleURL(vid, key)+"/repair", r.token(ctx, capability.Read, vid, key), []byte{}, nil)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/metrics"
 	"cairn/proto/metapb"
@@ -45,6 +46,9 @@ type Store struct {
 	closed     bool
 
 	repl replication // replica sets, lease, copies (replicate.go)
+	// caps verifies the data plane's capabilities and signs calls to
+	// peers (auth.go): Config.Caps, or keys from meta's heartbeats.
+	caps *capability.Keyring
 	// localOn: the local-read socket is listening (local.go).
 	localOn atomic.Bool
 	// maxVolumeSize is meta's volume size limit, once a heartbeat has
@@ -105,6 +109,10 @@ func Open(cfg Config) (*Store, error) {
 		ops:        metrics.NewOps(cfg.Registerer, "chunk"),
 		vols:       map[uint32]*volume.Volume{},
 		compacting: map[uint32]bool{},
+		caps:       cfg.Caps,
+	}
+	if s.caps == nil {
+		s.caps = &capability.Keyring{} // no key until meta's first answer: refuses all
 	}
 	s.repl.init(cfg.Meta != nil)
 	s.corrupt = registerCounter(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{

@@ -62,8 +62,9 @@ func (c *Config) setDefaults() error {
 // Client talks to meta and the data servers. It is safe for concurrent use.
 type Client struct {
 	cfg   Config
-	meta  metapb.MetaClient
+	meta  metapb.MetaClient // Config.Meta, keeping capabilities (caps.go)
 	cache *cache
+	caps  *capStore
 
 	mu      sync.Mutex
 	chunks  map[string]cairn.Chunks
@@ -80,9 +81,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	caps := newCapStore(cfg.Meta)
 	c := &Client{
 		cfg:     cfg,
-		meta:    cfg.Meta,
+		meta:    &capMeta{MetaClient: cfg.Meta, caps: caps},
+		caps:    caps,
 		cache:   newCache(cfg.CacheEntries, cfg.CacheTTL),
 		chunks:  map[string]cairn.Chunks{},
 		volumes: map[uint32]*metapb.Volume{},

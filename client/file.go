@@ -136,6 +136,8 @@ func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (in
 // within firstByte is abandoned for the next (see readReplica); one that
 // serves a corrupt copy is asked to repair it from the others.
 func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n int64, w io.Writer) (int64, error) {
+	ctx = c.capCtx(ctx)
+	renewed := false // a refused capability is renewed once per read
 	var lastErr error
 	var done int64 // bytes already written to w: the next replica goes on from there
 	for attempt := 0; attempt < 2; attempt++ {
@@ -152,6 +154,15 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 			// first, a server dying mid-stream) are good.
 			m, err := c.readReplica(ctx, addr, vid, key, off+done, n-done, w, last)
 			done += m
+			if refused(err) && !renewed {
+				// Expired (a mount that held the extents for hours), or
+				// signed by a key this server does not know yet.
+				renewed = true
+				if c.caps.renew(ctx, needleID{vid, key}) {
+					m, err = c.readReplica(ctx, addr, vid, key, off+done, n-done, w, last)
+					done += m
+				}
+			}
 			if err == nil {
 				return done, nil
 			}
@@ -231,12 +242,17 @@ func (c *Client) reportCorrupt(addr string, vid uint32, key uint64) {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(c.capCtx(context.Background()), time.Minute)
 		defer cancel()
 		if err := r.RepairNeedle(ctx, vid, key); err != nil {
 			c.cfg.Logger.Warn("could not have a corrupt needle repaired", "server", addr, "volume", vid, "key", key, "err", err)
 		}
 	}()
+}
+
+// refused says whether a data server refused the call's capability.
+func refused(err error) bool {
+	return errors.Is(errors.Permission, err) || errors.Is(errors.Unauthenticated, err)
 }
 
 func retryable(err error) bool {

@@ -249,6 +249,7 @@ func (b *sharedBuf) release() {
 // replica the primary names in the error) is reported to meta as suspect
 // along with the volume, so that the retry lands on a volume without it.
 func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uint64, error) {
+	ctx = c.capCtx(ctx) // the volume's write capability, and the needle's in the answer
 	var full []uint32
 	var suspect []string
 	var lastErr error
@@ -274,6 +275,11 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 		}
 		lastErr = err
 		switch errors.KindOf(err) {
+		case errors.Permission, errors.Unauthenticated:
+			// The write capability expired or its key is unknown to the
+			// server yet: a new Assign brings a fresh one.
+			c.dropAssign(ns, v.Id)
+			continue
 		case errors.ReadOnly, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
 			full = append(full, v.Id)
 			c.dropAssign(ns, v.Id)
@@ -307,7 +313,7 @@ func (c *Client) writable(ctx context.Context, ns string, full []uint32, suspect
 		c.mu.Lock()
 		v := c.assign[ns]
 		c.mu.Unlock()
-		if v != nil {
+		if v != nil && c.caps.writeFresh(v.Id) {
 			return v, nil
 		}
 	}
@@ -338,7 +344,7 @@ func (c *Client) discard(exts []*metapb.Extent) {
 		if e.Key == 0 && e.Volume == 0 {
 			continue
 		}
-		ctx := context.Background()
+		ctx := c.capCtx(context.Background())
 		v, err := c.volume(ctx, e.Volume, false)
 		if err != nil {
 			continue

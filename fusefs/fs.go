@@ -128,7 +128,7 @@ func New(cfg Config) (*Mount, error) {
 	clearStale(cfg.Mountpoint)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mount{
-		cfg: cfg, meta: cfg.Meta, cl: cfg.Client, log: cfg.Logger.With("role", "mount"),
+		cfg: cfg, meta: cfg.Client.WithCaps(cfg.Meta), cl: cfg.Client, log: cfg.Logger.With("role", "mount"),
 		stats: newStats(), nsRoot: map[string]*node{}, cancel: cancel, done: make(chan struct{}),
 	}
 	m.blocks = newBlockCache(m, cfg.CacheSize)

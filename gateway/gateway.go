@@ -584,21 +584,44 @@ func (g *Gateway) put(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		}
 		opts.MD5 = sum
 	}
-	body := io.Reader(r.Body)
-	if r.ContentLength < 0 {
-		body = io.LimitReader(r.Body, g.cfg.MaxObjectSize+1)
-	}
+	// A body of unknown length (chunked) is counted as it is read: going
+	// past the limit fails the read, so the upload is discarded before
+	// anything is committed and the old object stays whole.
+	body := &capped{r: r.Body, left: g.cfg.MaxObjectSize}
 	ino, err := g.client.Put(r.Context(), ns, path, body, opts)
 	g.hot.drop(hotKey(ns, path))
+	if body.over {
+		return writeError(w, errors.E(errors.TooLarge, "object larger than the gateway's limit"))
+	}
 	if err != nil {
 		return writeError(w, err)
-	}
-	if int64(ino.Size) > g.cfg.MaxObjectSize {
-		return writeError(w, errors.E(errors.TooLarge, "object larger than the gateway's limit"))
 	}
 	w.Header().Set("ETag", etagOf(ino))
 	writeJSON(w, http.StatusOK, map[string]any{"path": path, "size": ino.Size, "etag": ino.Etag})
 	return http.StatusOK
+}
+
+// capped fails a read that goes past left bytes.
+type capped struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, errors.E(errors.TooLarge, "object larger than the gateway's limit")
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1] // one byte past the limit is enough to know
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		c.over = true
+		return n + int(c.left), errors.E(errors.TooLarge, "object larger than the gateway's limit")
+	}
+	return n, err
 }
 
 func userMeta(h http.Header) map[string]string {

@@ -1,12 +1,14 @@
 package meta
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/pki"
 )
@@ -44,6 +46,21 @@ type Config struct {
 	// CA is the cluster CA (pki.LoadOrCreateCA in Dir), with its key: Join
 	// signs new servers' certificates with it. Nil: no one can join.
 	CA *pki.CA
+	// CapTTL is how long a data-plane capability meta signs is good
+	// (package capability): hours, so that caches and mounts rarely renew.
+	// Default 10h.
+	CapTTL time.Duration
+	// CapRotate is how often the capability signing key changes; data
+	// servers accept the previous key too, so it must exceed CapTTL.
+	// Default 24h.
+	CapRotate time.Duration
+	// CapKeysFor decides whether a heartbeat's caller gets the capability
+	// keys; nil gives them to every heartbeat (the interim until mutual
+	// TLS: then it checks for a verified data-server identity).
+	CapKeysFor func(ctx context.Context) bool
+	// CapRenewFor decides whether the caller may have a capability of
+	// namespace ns for ops renewed; nil: anyone holding one.
+	CapRenewFor func(ctx context.Context, ns string, ops capability.Op) bool
 
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
@@ -102,6 +119,12 @@ func (c *Config) setDefaults() {
 	if c.BlockCacheSize <= 0 {
 		c.BlockCacheSize = 256 << 20
 	}
+	if c.CapTTL == 0 {
+		c.CapTTL = 10 * time.Hour
+	}
+	if c.CapRotate == 0 {
+		c.CapRotate = 24 * time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -119,8 +142,11 @@ func (c *Config) Validate() error {
 		return errors.E(op, errors.Invalid, "RootPassword must be at least 8 characters")
 	case c.DefaultReplication > 16:
 		return errors.E(op, errors.Invalid, "DefaultReplication over 16")
-	case c.DeadAfter < 0 || c.GCInterval < 0:
+	case c.DeadAfter < 0 || c.GCInterval < 0 || c.CapTTL < 0 || c.CapRotate < 0:
 		return errors.E(op, errors.Invalid, "negative duration")
+	case c.CapTTL != 0 && c.CapRotate != 0 && c.CapRotate <= c.CapTTL,
+		c.CapTTL > 24*time.Hour && c.CapRotate == 0:
+		return errors.E(op, errors.Invalid, "CapRotate must exceed CapTTL (a capability must outlive no more than one rotation)")
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func (s *Service) collect() (more bool, err error) {
 		return false, nil
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(s.dataCtx(context.Background()), time.Minute)
 	defer cancel()
 	go func() { // Close must not wait a minute for a dead server
 		select {

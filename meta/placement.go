@@ -109,9 +109,12 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		}
 		s.kickRepair()
 	}
+	keys := s.capKeys(ctx)
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	return s.heartbeatAnswer(req.ServerId, req.Volumes), nil
+	resp := s.heartbeatAnswer(req.ServerId, req.Volumes)
+	resp.CapKeys = keys
+	return resp, nil
 }
 
 // Volumes returns the volume -> servers map (all volumes if ids is empty),
@@ -159,20 +162,20 @@ func (s *Service) Assign(ctx context.Context, req *metapb.AssignRequest) (*metap
 		return nil, err
 	}
 	if v := s.pickWritable(rf); v != nil {
-		return &metapb.AssignResponse{Volume: v}, nil
+		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 	}
 	// One creation at a time: concurrent Assigns that all found nothing
 	// writable wait here and then take the volume the first one made.
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
 	if v := s.pickWritable(rf); v != nil {
-		return &metapb.AssignResponse{Volume: v}, nil
+		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 	}
 	v, err := s.createVolume(ctx, rf)
 	if err != nil {
 		return nil, errors.E(op, errors.Path(req.Ns), err)
 	}
-	return &metapb.AssignResponse{Volume: v}, nil
+	return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 }
 
 func (s *Service) markReadOnly(ids []uint32) error {
@@ -232,6 +235,7 @@ func (s *Service) pickWritable(rf uint32) *metapb.Volume {
 // for. A server that fails to create its copy is suspected and another is
 // chosen; the copies already made are reused on the next attempt (same id).
 func (s *Service) createVolume(ctx context.Context, rf uint32) (*metapb.Volume, error) {
+	ctx = s.dataCtx(ctx) // meta signs its calls to the data servers
 	if s.cfg.Chunks == nil {
 		return nil, errors.E(errors.Unavailable, "no data plane configured")
 	}

@@ -218,6 +218,7 @@ func (s *Service) planRebalance(now time.Time) *repairJob {
 // their next heartbeat; a dropped replica deletes its copy when meta
 // answers its heartbeat.
 func (s *Service) repair(ctx context.Context, j *repairJob) error {
+	ctx = s.dataCtx(ctx) // meta signs its calls to the data servers
 	const op = errors.Op("meta.repair")
 	vid := j.vol.Id
 	if !j.vol.ReadOnly {

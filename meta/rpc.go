@@ -93,8 +93,18 @@ func (s *Service) SetVisibility(ctx context.Context, req *metapb.SetVisibilityRe
 	return res.ns, nil
 }
 
-// Resolve looks up a whole path in one call.
+// Resolve looks up a whole path in one call. The extents come with their
+// read capabilities.
 func (s *Service) Resolve(ctx context.Context, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
+	resp, err := s.resolveView(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Caps = s.readCaps(req.Ns, resp.Extents)
+	return resp, nil
+}
+
+func (s *Service) resolveView(req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
 	v, err := s.cachedView()
 	if err != nil {
 		return nil, err
@@ -159,6 +169,7 @@ func (s *Service) BatchResolve(ctx context.Context, req *metapb.BatchResolveRequ
 			out.Results[i] = &metapb.ResolveResult{Error: protoError(err)}
 			continue
 		}
+		resp.Caps = s.readCaps(r.Ns, resp.Extents)
 		out.Results[i] = &metapb.ResolveResult{Response: resp}
 	}
 	return out, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
+	"cairn/capability"
 	"cairn/errors"
 	"cairn/metrics"
 	"cairn/pathname"
@@ -32,6 +33,12 @@ type Service struct {
 	ops *metrics.Ops
 	hub *hub
 	rc  *readCache
+
+	// caps signs data-plane capabilities with the keys of capFile
+	// (caps.go); capMu guards capFile.
+	caps    *capability.Keyring
+	capMu   sync.Mutex
+	capFile capKeyFile
 
 	// mu serializes apply: every read-modify-write of the store runs under
 	// it, and it is never held across an fsync or a network call.
@@ -85,6 +92,7 @@ func Open(cfg Config) (*Service, error) {
 		vstats:  map[uint32]*metapb.VolumeStat{},
 		gcKick:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
+		caps:    &capability.Keyring{},
 	}
 	s.cl.init()
 	if err := s.load(); err != nil {
@@ -103,9 +111,14 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.wg.Add(2)
+	if err := s.setupCaps(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.wg.Add(3)
 	go s.gcLoop()
 	go s.repairLoop()
+	go s.capLoop()
 	return s, nil
 }
 

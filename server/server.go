@@ -53,6 +53,8 @@ type Config struct {
 	ExtentSize    int64         // largest needle a write creates. Default 8 MiB
 	MaxVolumeSize uint64        // bytes before a volume turns read-only. Default 8 GiB
 	NoLocalReads  bool          // clients on this host read over HTTP, not from the volume files (chunk/local.go)
+	CapTTL        time.Duration // life of a data-plane capability (meta.Config.CapTTL). Default 10h
+	CapRotate     time.Duration // capability key rotation (meta.Config.CapRotate). Default 24h
 
 	// Users' TLS on the HTTP and S3 listeners: a certificate and key
 	// (PEM files), or TLSAuto for one issued by the cluster CA for this
@@ -162,6 +164,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.metaSvc, err = meta.Open(meta.Config{
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
+		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

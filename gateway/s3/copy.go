@@ -60,7 +60,7 @@ func (s *Server) copyFrom(q *request, dirOK bool) (*client.File, string, string,
 }
 
 func (s *Server) copyObject(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if err := s.authorizeObjectWrite(q); err != nil {
 		return err
 	}
 	dst, dir, err := cleanKey(q.key)

@@ -85,7 +85,17 @@ func (s *Server) deleteObjects(q *request) error {
 	}
 	out := deleteResult{Xmlns: s3NS}
 	for _, o := range in.Objects {
-		if err := s.remove(q, o.Key); err != nil {
+		var err error
+		switch {
+		case o.VersionID != "" && o.VersionID != "null":
+			// Unversioned objects are the "null" version; other ids name nothing.
+			err = apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid version id specified")
+		case o.ETag != "" || o.LastModifiedTime != "" || o.Size != "":
+			err = errNotImplemented("conditional deletes (ETag, LastModifiedTime, Size) are not supported")
+		default:
+			err = s.remove(q, o.Key)
+		}
+		if err != nil {
 			e := toAPI(err)
 			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: e.code, Message: e.message})
 			continue

@@ -30,7 +30,7 @@ func (s *Server) uploadRef(q *request) (*metapb.S3UploadRequest, error) {
 }
 
 func (s *Server) createUpload(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if err := s.authorizeObjectWrite(q); err != nil {
 		return err
 	}
 	ref, err := s.uploadRef(q)

@@ -88,7 +88,7 @@ func objectMeta(h http.Header) (ct string, user, std map[string]string, err erro
 }
 
 func (s *Server) putObject(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if err := s.authorizeObjectWrite(q); err != nil {
 		return err
 	}
 	p, dir, err := cleanKey(q.key)

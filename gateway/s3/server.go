@@ -211,105 +211,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	return op, statusOf(w)
 }
 
-// dispatch routes by method, bucket/key and sub-resource. It returns the
-// operation's name (for metrics) and an error to send; handlers that
-// succeed have written their response.
+// dispatch routes the request (see route.go) and runs its handler. It
+// returns the operation's name (for metrics) and an error to send;
+// handlers that succeed have written their response.
 func (s *Server) dispatch(q *request) (string, error) {
-	r := q.r
-	v := q.query
-	m := r.Method
-	if q.bucket == "" {
-		if m == http.MethodGet {
-			return "ListBuckets", s.listBuckets(q)
-		}
-		return "Root", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+	rt, err := resolve(q)
+	if err != nil {
+		return rt.op, err
 	}
-	if q.key == "" {
-		switch {
-		case m == http.MethodPut && v.Has("cors"):
-			return "PutBucketCors", s.putBucketCors(q)
-		case m == http.MethodGet && v.Has("cors"):
-			return "GetBucketCors", s.getBucketCors(q)
-		case m == http.MethodDelete && v.Has("cors"):
-			return "DeleteBucketCors", s.deleteBucketCors(q)
-		case m == http.MethodPut && v.Has("acl"):
-			return "PutBucketAcl", s.putBucketACL(q)
-		case m == http.MethodGet && v.Has("acl"):
-			return "GetBucketAcl", s.getBucketACL(q)
-		case m == http.MethodGet && v.Has("location"):
-			return "GetBucketLocation", s.getBucketLocation(q)
-		case m == http.MethodGet && v.Has("versioning"):
-			return "GetBucketVersioning", s.getBucketVersioning(q)
-		case m == http.MethodGet && v.Has("uploads"):
-			return "ListMultipartUploads", s.listUploads(q)
-		case m == http.MethodPost && v.Has("delete"):
-			return "DeleteObjects", s.deleteObjects(q)
-		case m == http.MethodPut && len(v) == 0:
-			return "CreateBucket", s.createBucket(q)
-		case m == http.MethodHead:
-			return "HeadBucket", s.headBucket(q)
-		case m == http.MethodDelete && len(v) == 0:
-			return "DeleteBucket", s.deleteBucket(q)
-		case m == http.MethodGet && v.Get("list-type") == "2":
-			return "ListObjectsV2", s.listObjects(q, true)
-		case m == http.MethodGet && unsupportedBucketQuery(v) == "":
-			return "ListObjects", s.listObjects(q, false)
-		case m == http.MethodGet && v.Has("tagging"):
-			return "GetBucketTagging", s.getBucketTagging(q)
-		case m == http.MethodPut && v.Has("tagging"):
-			return "PutBucketTagging", s.putBucketTagging(q)
-		case m == http.MethodDelete && v.Has("tagging"):
-			return "DeleteBucketTagging", s.deleteBucketTagging(q)
-		case m == http.MethodGet && notConfigured[unsupportedBucketQuery(v)] != "":
-			return "GetBucketConfig", s.notConfigured(q, unsupportedBucketQuery(v))
-		case m == http.MethodGet || m == http.MethodPut || m == http.MethodDelete:
-			return "Bucket", errNotImplemented("this bucket sub-resource (" + unsupportedBucketQuery(v) + ") is not implemented")
-		}
-		return "Bucket", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
-	}
-	switch {
-	case v.Has("uploadId"):
-		switch m {
-		case http.MethodPut:
-			if r.Header.Get("X-Amz-Copy-Source") != "" {
-				return "UploadPartCopy", s.uploadPartCopy(q)
-			}
-			return "UploadPart", s.uploadPart(q)
-		case http.MethodPost:
-			return "CompleteMultipartUpload", s.completeUpload(q)
-		case http.MethodDelete:
-			return "AbortMultipartUpload", s.abortUpload(q)
-		case http.MethodGet:
-			return "ListParts", s.listParts(q)
-		}
-	case m == http.MethodPost && v.Has("uploads"):
-		return "CreateMultipartUpload", s.createUpload(q)
-	case v.Has("tagging"):
-		switch m {
-		case http.MethodGet:
-			return "GetObjectTagging", s.getObjectTagging(q)
-		case http.MethodPut:
-			return "PutObjectTagging", s.putObjectTagging(q)
-		case http.MethodDelete:
-			return "DeleteObjectTagging", s.deleteObjectTagging(q)
-		}
-	case v.Has("acl"):
-		if m == http.MethodGet {
-			return "GetObjectAcl", s.getObjectACL(q)
-		}
-		return "PutObjectAcl", errNotImplemented("object ACLs follow the bucket's; set the bucket ACL")
-	case m == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "":
-		return "CopyObject", s.copyObject(q)
-	case m == http.MethodPut:
-		return "PutObject", s.putObject(q)
-	case m == http.MethodGet:
-		return "GetObject", s.getObject(q)
-	case m == http.MethodHead:
-		return "HeadObject", s.getObject(q)
-	case m == http.MethodDelete:
-		return "DeleteObject", s.deleteObject(q)
-	}
-	return "Object", apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+	return rt.op, rt.serve(s, q)
 }
 
 // notConfigured are bucket configurations Cairn does not have, with the
@@ -324,6 +234,7 @@ var notConfigured = map[string]string{
 	"replication":       "ReplicationConfigurationNotFoundError",
 	"publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
 	"ownershipControls": "OwnershipControlsNotFoundError",
+	"policyStatus":      "NoSuchBucketPolicy",
 }
 
 func (s *Server) notConfigured(q *request, sub string) error {
@@ -331,23 +242,6 @@ func (s *Server) notConfigured(q *request, sub string) error {
 		return err
 	}
 	return apiErr(http.StatusNotFound, notConfigured[sub], "The bucket has no "+sub+" configuration")
-}
-
-// unsupportedBucketQuery names a bucket sub-resource this server does
-// not implement, or "" when the query is a plain listing.
-func unsupportedBucketQuery(v map[string][]string) string {
-	for k := range v {
-		switch k {
-		case "prefix", "delimiter", "marker", "max-keys", "encoding-type", "continuation-token",
-			"start-after", "fetch-owner", "list-type", "allow-unordered", "optional-object-attributes":
-			continue
-		}
-		if strings.HasPrefix(strings.ToLower(k), "x-amz-") {
-			continue
-		}
-		return k
-	}
-	return ""
 }
 
 // statusWriter remembers the status a handler sent, for metrics.

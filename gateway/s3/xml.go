@@ -100,8 +100,9 @@ type accessControlPolicy struct {
 type aclIn struct {
 	Grants []struct {
 		Grantee struct {
-			ID  string `xml:"ID"`
-			URI string `xml:"URI"`
+			ID           string `xml:"ID"`
+			URI          string `xml:"URI"`
+			EmailAddress string `xml:"EmailAddress"`
 		} `xml:"Grantee"`
 		Permission string `xml:"Permission"`
 	} `xml:"AccessControlList>Grant"`
@@ -139,6 +140,10 @@ type deleteRequest struct {
 	Objects []struct {
 		Key       string `xml:"Key"`
 		VersionID string `xml:"VersionId"`
+		// Conditions of a conditional delete: refused, not ignored.
+		ETag             string `xml:"ETag"`
+		LastModifiedTime string `xml:"LastModifiedTime"`
+		Size             string `xml:"Size"`
 	} `xml:"Object"`
 }
 

@@ -795,9 +795,12 @@ func (x *ResolveRequest) GetWantExtents() bool {
 }
 
 type ResolveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Inode         *Inode                 `protobuf:"bytes,1,opt,name=inode,proto3" json:"inode,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"` // only when want_extents, sorted by offset
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Inode   *Inode                 `protobuf:"bytes,1,opt,name=inode,proto3" json:"inode,omitempty"`
+	Extents []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"` // only when want_extents, sorted by offset
+	// Data-plane capabilities (package capability), parallel to extents:
+	// the read capability of each extent's needle.
+	Caps          []string `protobuf:"bytes,100,rep,name=caps,proto3" json:"caps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -842,6 +845,13 @@ func (x *ResolveResponse) GetInode() *Inode {
 func (x *ResolveResponse) GetExtents() []*Extent {
 	if x != nil {
 		return x.Extents
+	}
+	return nil
+}
+
+func (x *ResolveResponse) GetCaps() []string {
+	if x != nil {
+		return x.Caps
 	}
 	return nil
 }
@@ -2089,8 +2099,10 @@ func (x *AssignRequest) GetSuspect() []string {
 }
 
 type AssignResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Volume *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	// Capability to write new needles to volume (package capability).
+	WriteCap      string `protobuf:"bytes,100,opt,name=write_cap,json=writeCap,proto3" json:"write_cap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2130,6 +2142,13 @@ func (x *AssignResponse) GetVolume() *Volume {
 		return x.Volume
 	}
 	return nil
+}
+
+func (x *AssignResponse) GetWriteCap() string {
+	if x != nil {
+		return x.WriteCap
+	}
+	return ""
 }
 
 type VolumesRequest struct {
@@ -2402,7 +2421,10 @@ type HeartbeatResponse struct {
 	// How long the server may serve after this heartbeat was sent without
 	// hearing from meta again; a shorter silence than meta's dead-after, so
 	// that a cut-off server stops serving before meta replaces its copies.
-	LeaseNs       int64 `protobuf:"varint,82,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
+	LeaseNs int64 `protobuf:"varint,82,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
+	// The keys data-plane capabilities are signed with: the first signs,
+	// all are accepted (the previous one stays for one rotation).
+	CapKeys       []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2463,6 +2485,13 @@ func (x *HeartbeatResponse) GetLeaseNs() int64 {
 		return x.LeaseNs
 	}
 	return 0
+}
+
+func (x *HeartbeatResponse) GetCapKeys() []*CapKey {
+	if x != nil {
+		return x.CapKeys
+	}
+	return nil
 }
 
 type AuthRequest struct {
@@ -6694,6 +6723,149 @@ func (x *JoinResponse) GetRole() string {
 	return ""
 }
 
+// CapKey is a key that signs data-plane capabilities (package capability).
+type CapKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapKey) Reset() {
+	*x = CapKey{}
+	mi := &file_proto_meta_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapKey) ProtoMessage() {}
+
+func (x *CapKey) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
+func (*CapKey) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *CapKey) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CapKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+type RenewCapsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Caps          []string               `protobuf:"bytes,1,rep,name=caps,proto3" json:"caps,omitempty"` // tokens meta signed, expired or not
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCapsRequest) Reset() {
+	*x = RenewCapsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCapsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCapsRequest) ProtoMessage() {}
+
+func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
+func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *RenewCapsRequest) GetCaps() []string {
+	if x != nil {
+		return x.Caps
+	}
+	return nil
+}
+
+type RenewCapsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Parallel to the request: the renewed token, or "" for one meta does
+	// not renew (not its signature, or its namespace is gone).
+	Caps          []string `protobuf:"bytes,1,rep,name=caps,proto3" json:"caps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewCapsResponse) Reset() {
+	*x = RenewCapsResponse{}
+	mi := &file_proto_meta_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewCapsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewCapsResponse) ProtoMessage() {}
+
+func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
+func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *RenewCapsResponse) GetCaps() []string {
+	if x != nil {
+		return x.Caps
+	}
+	return nil
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -6770,10 +6942,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0eResolveRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12!\n" +
-	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\"h\n" +
+	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\"|\n" +
 	"\x0fResolveResponse\x12'\n" +
 	"\x05inode\x18\x01 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
-	"\aextents\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\aextents\"M\n" +
+	"\aextents\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x12\n" +
+	"\x04caps\x18d \x03(\tR\x04caps\"M\n" +
 	"\x13BatchResolveRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.cairn.meta.ResolveRequestR\brequests\"q\n" +
 	"\rResolveResult\x127\n" +
@@ -6888,9 +7061,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rAssignRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04full\x18\x02 \x03(\rR\x04full\x12\x18\n" +
-	"\asuspect\x18P \x03(\tR\asuspect\"<\n" +
+	"\asuspect\x18P \x03(\tR\asuspect\"Y\n" +
 	"\x0eAssignResponse\x12*\n" +
-	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\"\"\n" +
+	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x12\x1b\n" +
+	"\twrite_cap\x18d \x01(\tR\bwriteCap\"\"\n" +
 	"\x0eVolumesRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\rR\x03ids\"?\n" +
 	"\x0fVolumesResponse\x12,\n" +
@@ -6914,12 +7088,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x98\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
 	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
 	"\x04drop\x18Q \x03(\rR\x04drop\x12\x19\n" +
-	"\blease_ns\x18R \x01(\x03R\aleaseNs\"D\n" +
+	"\blease_ns\x18R \x01(\x03R\aleaseNs\x12-\n" +
+	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -7278,7 +7453,14 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fJoinResponse\x12\x12\n" +
 	"\x04cert\x18\x01 \x01(\fR\x04cert\x12\x0e\n" +
 	"\x02ca\x18\x02 \x01(\fR\x02ca\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role**\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"0\n" +
+	"\x06CapKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\"&\n" +
+	"\x10RenewCapsRequest\x12\x12\n" +
+	"\x04caps\x18\x01 \x03(\tR\x04caps\"'\n" +
+	"\x11RenewCapsResponse\x12\x12\n" +
+	"\x04caps\x18\x01 \x03(\tR\x04caps**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -7291,7 +7473,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xaf\x1b\n" +
+	"\bS3_WRITE\x10\x022\xf9\x1b\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -7348,7 +7530,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
-	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
+	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -7363,7 +7546,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 110)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 113)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -7458,26 +7641,29 @@ var file_proto_meta_proto_goTypes = []any{
 	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
 	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
 	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
-	nil,                             // 93: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 94: cairn.meta.Inode.HeadersEntry
-	nil,                             // 95: cairn.meta.Inode.TagsEntry
-	nil,                             // 96: cairn.meta.Inode.XattrsEntry
-	nil,                             // 97: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 98: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 99: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 100: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 101: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 102: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 103: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 104: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 105: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 106: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 107: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 108: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 109: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 110: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 111: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 112: cairn.meta.S3Upload.TagsEntry
+	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
+	nil,                             // 96: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 97: cairn.meta.Inode.HeadersEntry
+	nil,                             // 98: cairn.meta.Inode.TagsEntry
+	nil,                             // 99: cairn.meta.Inode.XattrsEntry
+	nil,                             // 100: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 101: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 102: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 103: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 104: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 105: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 106: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 107: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 108: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 109: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 110: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 111: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 112: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 113: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 114: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 115: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7485,10 +7671,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	93,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	94,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	95,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	96,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	96,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	97,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	98,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	99,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7498,194 +7684,197 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	97,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	98,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	99,  // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	100, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	101, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	102, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	100, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	103, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	44,  // 29: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 30: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 31: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 32: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 33: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 34: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 35: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 36: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 37: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 38: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 39: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 40: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 41: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 42: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 43: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 44: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 45: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 46: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 47: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 48: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 49: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 50: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 51: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 52: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 53: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 54: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 55: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 56: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 57: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 58: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 59: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	87,  // 60: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 61: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	101, // 62: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	27,  // 63: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 64: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 65: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 66: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 67: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	102, // 68: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	103, // 69: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 70: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	104, // 71: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 72: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 73: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 74: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	105, // 75: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	106, // 76: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	107, // 77: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	108, // 78: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	109, // 79: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	110, // 80: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	111, // 81: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	112, // 82: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 83: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 84: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 85: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 86: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 87: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 88: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 89: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 90: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 91: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 92: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 93: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 94: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 95: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 96: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 97: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 98: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 99: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 100: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 101: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 102: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 103: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 104: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 105: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 106: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 107: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 108: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 109: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 110: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 111: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 112: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 113: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 114: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 115: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 116: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 117: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 118: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 119: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 120: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 121: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 122: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 123: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 124: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 125: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 126: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 127: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 128: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 129: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 130: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 131: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 132: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 133: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 134: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 135: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 136: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 137: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 138: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 139: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 140: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 141: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 142: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 143: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 144: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 145: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 146: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 147: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	3,   // 148: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 149: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 150: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 151: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 152: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 153: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 154: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 155: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 156: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 157: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 158: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 159: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 160: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 161: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 162: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 163: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 164: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 165: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 166: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 167: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 168: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 169: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 170: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 171: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 172: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 173: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 174: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 175: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 176: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 177: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 178: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 179: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 180: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 181: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 182: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 183: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 184: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 185: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 186: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 187: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 188: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 189: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 190: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 191: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 192: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 193: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 195: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 196: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 197: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 198: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 199: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 200: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	148, // [148:201] is the sub-list for method output_type
-	95,  // [95:148] is the sub-list for method input_type
-	95,  // [95:95] is the sub-list for extension type_name
-	95,  // [95:95] is the sub-list for extension extendee
-	0,   // [0:95] is the sub-list for field type_name
+	93,  // 29: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	44,  // 30: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 31: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 32: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 33: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 34: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 35: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 36: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 37: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 38: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 39: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 40: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 41: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 42: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 43: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	56,  // 44: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 45: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 46: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 47: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 48: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 49: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 50: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 51: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 52: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 53: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 54: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 55: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 56: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 57: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 58: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 59: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 60: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	87,  // 61: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	88,  // 62: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	104, // 63: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	27,  // 64: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 65: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 66: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 67: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 68: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	105, // 69: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	106, // 70: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 71: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	107, // 72: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 73: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 74: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 75: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	108, // 76: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	109, // 77: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	110, // 78: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	111, // 79: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	112, // 80: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	113, // 81: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	114, // 82: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	115, // 83: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 84: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 85: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 86: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 87: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 88: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 89: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 90: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 91: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 92: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	2,   // 93: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 94: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 95: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 96: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 97: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 98: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 99: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 100: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 101: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 102: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 103: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 104: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 105: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 106: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 107: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 108: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 109: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 110: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 111: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 112: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 113: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 114: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 115: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 116: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 117: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 118: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 119: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 120: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 121: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 122: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 123: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 124: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 125: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 126: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 127: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 128: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 129: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 130: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 131: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 132: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 133: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 134: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 135: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 136: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 137: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 138: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 139: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 140: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 141: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 142: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 143: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 144: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 145: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 146: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 147: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 148: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	94,  // 149: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	3,   // 150: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 151: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 152: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 153: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 154: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 155: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 156: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 157: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 158: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 159: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 160: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 161: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 162: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 163: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 164: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 165: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 166: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 167: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 168: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 169: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 170: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 171: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 172: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 173: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 174: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 175: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 176: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 177: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 178: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 179: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 180: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 181: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 182: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 183: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 184: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 185: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 186: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 187: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 188: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 189: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 190: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 191: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 192: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 193: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 194: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 195: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 196: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 197: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 198: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 199: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 200: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 201: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 202: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	95,  // 203: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	150, // [150:204] is the sub-list for method output_type
+	96,  // [96:150] is the sub-list for method input_type
+	96,  // [96:96] is the sub-list for extension type_name
+	96,  // [96:96] is the sub-list for extension extendee
+	0,   // [0:96] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7734,7 +7923,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   110,
+			NumMessages:   113,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -75,6 +75,7 @@ const (
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
 	Meta_CreateJoinToken_FullMethodName   = "/cairn.meta.Meta/CreateJoinToken"
 	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
+	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 )
 
 // MetaClient is the client API for Meta service.
@@ -151,6 +152,11 @@ type MetaClient interface {
 	// Join signs the caller's public key with the cluster CA for the role
 	// its token allows. It needs no other credentials: the token is one.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error)
 }
 
 type metaClient struct {
@@ -703,6 +709,16 @@ func (c *metaClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewCapsResponse)
+	err := c.cc.Invoke(ctx, Meta_RenewCaps_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -777,6 +793,11 @@ type MetaServer interface {
 	// Join signs the caller's public key with the cluster CA for the role
 	// its token allows. It needs no other credentials: the token is one.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// Data-plane capabilities
+	// RenewCaps re-signs capabilities meta issued, for as long as the
+	// namespace they name exists: a long-lived reader (a mount, a cache)
+	// keeps reading extents it resolved hours ago.
+	RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -945,6 +966,9 @@ func (UnimplementedMetaServer) CreateJoinToken(context.Context, *CreateJoinToken
 }
 func (UnimplementedMetaServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1903,6 +1927,24 @@ func _Meta_Join_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewCapsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).RenewCaps(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_RenewCaps_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).RenewCaps(ctx, req.(*RenewCapsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2113,6 +2155,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Join",
 			Handler:    _Meta_Join_Handler,
+		},
+		{
+			MethodName: "RenewCaps",
+			Handler:    _Meta_RenewCaps_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

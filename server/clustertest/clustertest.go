@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"cairn"
+	"cairn/capability"
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/meta"
@@ -167,9 +168,6 @@ func (c *Cluster) NewJoinToken(t testing.TB, role string, uses uint32) string {
 	}
 	return resp.Token
 }
-
-// Remote is a client of the data server at addr, over TLS as the test.
-func (c *Cluster) Remote(addr string) *chunk.Remote { return chunk.NewRemoteTLS(addr, c.TLS) }
 
 // newChunk makes the process of data server i (not started).
 func (c *Cluster) newChunk(t testing.TB, i int) *Proc {
@@ -409,10 +407,24 @@ func (c *Cluster) WaitAlive(t testing.TB, ps ...*Proc) {
 	})
 	for _, p := range ps {
 		WaitFor(t, 30*time.Second, p.Name+" to hold a lease", func() bool {
-			_, err := chunk.NewRemote(p.Addr).Needles(context.Background(), 1<<31)
+			_, err := c.Remote(p.Addr).Needles(context.Background(), 1<<31)
 			return err != nil && !strings.Contains(err.Error(), "lease")
 		})
 	}
+}
+
+// Remote is a client of the data server at addr that signs its calls with
+// meta's capability keys (read from meta's directory), as meta does, over
+// TLS with the test's certificate.
+func (c *Cluster) Remote(addr string) *chunk.Remote {
+	c.t.Helper()
+	keys, err := meta.LoadCapKeys(filepath.Join(c.Dir, "meta"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r := chunk.NewRemoteTLS(addr, c.TLS)
+	r.SetCaps(capability.Signer{Keys: keys})
+	return r
 }
 
 // WaitReplicated waits until every volume has all its replicas on live

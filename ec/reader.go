@@ -1,0 +1,158 @@
+package ec
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"sync"
+
+	"github.com/klauspost/reedsolomon"
+
+	"cairn/errors"
+)
+
+// Reader reads an encoded volume file back from its shards: straight from
+// the data shard that holds a range while that shard answers, rebuilt
+// from any K others when it does not.
+type Reader struct {
+	l      Layout
+	shards []io.ReaderAt // nil: missing
+	enc    reedsolomon.Encoder
+	pool   sync.Pool // [][]byte of K+M, for reconstruction
+}
+
+// NewReader takes the K+M shards in index order; a missing one is nil.
+// Fewer than K present is not an error here: reads that need a missing
+// shard fail then, and reads that do not still work.
+func NewReader(l Layout, shards []io.ReaderAt) (*Reader, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(shards) != l.K+l.M {
+		return nil, errors.Errorf("ec.NewReader", errors.Invalid, "%d shards for a %d+%d code", len(shards), l.K, l.M)
+	}
+	enc, err := reedsolomon.New(l.K, l.M)
+	if err != nil {
+		return nil, errors.E(errors.Op("ec.NewReader"), errors.Invalid, err)
+	}
+	return &Reader{l: l, shards: shards, enc: enc}, nil
+}
+
+// Layout returns the layout the reader was made with.
+func (r *Reader) Layout() Layout { return r.l }
+
+// ReadAt reads the encoded file's bytes at off. A piece whose data shard
+// is missing or fails is rebuilt from the others.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) { return r.ReadAtAvoiding(p, off, nil) }
+
+// ReadAtAvoiding is ReadAt that does not trust the shards named in avoid:
+// a caller whose needle failed its checksum reads the range again without
+// the shard it came from.
+func (r *Reader) ReadAtAvoiding(p []byte, off int64, avoid []int) (int, error) {
+	const op = errors.Op("ec.ReadAt")
+	if off < 0 {
+		return 0, errors.Errorf(op, errors.Range, "offset %d", off)
+	}
+	n := int64(len(p))
+	var eof error
+	if off+n > r.l.Size {
+		n = max(0, r.l.Size-off)
+		eof = io.EOF
+	}
+	for _, pc := range r.l.Pieces(off, n) {
+		dst := p[pc.At-off : pc.At-off+pc.N]
+		if s := r.shards[pc.Shard]; s != nil && !contains(avoid, pc.Shard) {
+			if _, err := s.ReadAt(dst, pc.Off); err == nil {
+				continue
+			}
+		}
+		if err := r.rebuild(dst, pc.Shard, pc.Off, avoid); err != nil {
+			return int(pc.At - off), err
+		}
+	}
+	return int(n), eof
+}
+
+func contains(s []int, x int) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// rebuild fills dst with shard want's bytes at shard offset off, read
+// from the same range of K other shards.
+func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
+	const op = errors.Op("ec.rebuild")
+	all := r.l.K + r.l.M
+	rows, _ := r.pool.Get().([][]byte)
+	if rows == nil {
+		rows = make([][]byte, all)
+	}
+	defer r.pool.Put(rows)
+	have := 0
+	for i := 0; i < all; i++ {
+		rows[i] = rows[i][:0]
+		if i == want || have == r.l.K || r.shards[i] == nil || contains(avoid, i) {
+			continue
+		}
+		b := growTo(rows[i], len(dst))
+		if _, err := r.shards[i].ReadAt(b, off); err != nil {
+			continue // another shard may still answer
+		}
+		rows[i] = b
+		have++
+	}
+	if have < r.l.K {
+		return errors.Errorf(op, errors.Unavailable, "shard %d: only %d of the %d shards needed to rebuild it answered", want, have, r.l.K)
+	}
+	var err error
+	if want < r.l.K {
+		err = r.enc.ReconstructData(rows)
+	} else {
+		err = r.enc.Reconstruct(rows)
+	}
+	if err != nil {
+		return errors.E(op, errors.Corrupt, err)
+	}
+	copy(dst, rows[want])
+	return nil
+}
+
+func growTo(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// RebuildShard writes shard idx whole (header, cells, footer) from the
+// other shards, one row at a time: how repair replaces a lost shard.
+func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
+	const op = errors.Op("ec.RebuildShard")
+	l := r.l
+	if idx < 0 || idx >= l.K+l.M {
+		return errors.Errorf(op, errors.Invalid, "shard %d of a %d+%d code", idx, l.K, l.M)
+	}
+	if _, err := w.Write(Header{Volume: vol, Layout: l, Index: idx}.marshal()); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	cell := make([]byte, l.Cell)
+	var foot []byte
+	for row := int64(0); row < l.Rows(); row++ {
+		if err := r.rebuild(cell, idx, row*l.Cell, nil); err != nil {
+			return err
+		}
+		if _, err := w.Write(cell); err != nil {
+			return errors.E(op, errors.IO, err)
+		}
+		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(cell, castagnoli))
+	}
+	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(foot, castagnoli))
+	if _, err := w.Write(foot); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}

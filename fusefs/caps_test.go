@@ -1,0 +1,63 @@
+package fusefs_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cairn/client"
+	"cairn/fusefs"
+	"cairn/proto/metapb"
+	"cairn/server"
+	"cairn/server/servertest"
+)
+
+// TestMountOutlivesCapabilities: a mount holds a file open (its extents
+// and their read capabilities) for longer than a capability lives, across
+// key rotations, and keeps reading: the client renews the capabilities
+// with meta. Reads go over HTTP (no local reads) and past a block cache
+// too small to hold the file, so each read reaches a data server.
+func TestMountOutlivesCapabilities(t *testing.T) {
+	const ttl = 2 * time.Second
+	srv := servertest.Start(t, func(c *server.Config) {
+		c.NoLocalReads, c.CapTTL, c.CapRotate, c.ExtentSize = true, ttl, 3*time.Second, 256<<10
+	})
+	ctx := context.Background()
+	if _, err := srv.Client().CreateNamespace(ctx, "data", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 4<<20)
+	rand.New(rand.NewSource(1)).Read(want)
+	if _, err := srv.Client().Put(ctx, "data", "big", bytes.NewReader(want), client.PutOptions{SizeHint: int64(len(want))}); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := mount(t, srv, "data", func(c *fusefs.Config) { c.BlockSize, c.CacheSize = 64<<10, 256<<10 })
+	f, err := os.Open(filepath.Join(dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	check := func(round int) {
+		t.Helper()
+		got := make([]byte, len(want))
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: wrong bytes", round)
+		}
+	}
+	check(0)
+	// Past two lifetimes (and at least one rotation), twice.
+	for round := 1; round <= 2; round++ {
+		until := time.Now().Add(2*ttl + 500*time.Millisecond)
+		for time.Now().Before(until) {
+			time.Sleep(100 * time.Millisecond) // waiting for the clock itself
+		}
+		check(round)
+	}
+}

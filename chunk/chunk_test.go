@@ -21,6 +21,7 @@ import (
 	"cairn/capability"
 	"cairn/chunk/chunktest"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/volume"
 )
@@ -447,11 +448,10 @@ func TestRunHeartbeatAndCompaction(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- s.Run(rctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.VolumeStats()[0].Size >= sizeBefore && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond)
+	await.Until(t, 5*time.Second, "background compaction", func() bool {
+		st := s.VolumeStats()[0]
+		return st.Size < sizeBefore && st.Needles == 5
+	})
 	cancel()
 	<-done
 	if st := s.VolumeStats()[0]; st.Size >= sizeBefore || st.Needles != 5 {

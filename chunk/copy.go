@@ -97,6 +97,10 @@ func (s *Store) RepairNeedle(ctx context.Context, vid uint32, key uint64) (err e
 	if err != nil {
 		return err
 	}
+	// One repair at a time: a needle found by the scrub and by a reader at
+	// once is restored once, the second finding it intact.
+	s.scrub.repairMu.Lock()
+	defer s.scrub.repairMu.Unlock()
 	s.repl.mu.Lock()
 	set := s.repl.sets[vid]
 	s.repl.mu.Unlock()

@@ -40,6 +40,8 @@ var kindStatus = [...]struct {
 	errors.NameTooLong:     {http.StatusBadRequest, "NameTooLong"},
 	errors.Stale:           {http.StatusConflict, "Stale"},
 	errors.Canceled:        {499, "Canceled"}, // the client went away; nginx's code
+	errors.NoSpace:         {http.StatusInsufficientStorage, "NoSpace"},
+	errors.DataLoss:        {http.StatusInternalServerError, "DataLoss"},
 }
 
 func statusOf(k errors.Kind) (int, string) {

@@ -10,6 +10,7 @@ import (
 	"cairn"
 	"cairn/chunk/chunktest"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/volume"
 )
 
@@ -23,11 +24,7 @@ func serveLocal(t testing.TB, s *Store) *Remote {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(5 * time.Second); !s.cfg.NoLocalReads && !s.localOn.Load(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the local-read socket never came up")
-		}
-	}
+	await.Until(t, 5*time.Second, "the local-read socket", func() bool { return s.cfg.NoLocalReads || s.localOn.Load() })
 	return r
 }
 

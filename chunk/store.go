@@ -45,7 +45,8 @@ type Store struct {
 	compacting map[uint32]bool
 	closed     bool
 
-	repl replication // replica sets, lease, copies (replicate.go)
+	repl  replication // replica sets, lease, copies (replicate.go)
+	scrub scrubState  // the scrub and corrupt-read repairs (scrub.go)
 	// caps verifies the data plane's capabilities and signs calls to
 	// peers (auth.go): Config.Caps, or keys from meta's heartbeats.
 	caps *capability.Keyring
@@ -115,6 +116,7 @@ func Open(cfg Config) (*Store, error) {
 		s.caps = &capability.Keyring{} // no key until meta's first answer: refuses all
 	}
 	s.repl.init(cfg.Meta != nil)
+	s.scrub.pending, s.scrub.queue = map[needleID]bool{}, make(chan needleID, 1024)
 	s.corrupt = registerCounter(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "cairn", Subsystem: "chunk", Name: "corrupt_reads_total",
 		Help: "Reads refused because a needle checksum did not match.",
@@ -273,8 +275,8 @@ func (s *Store) ReadTo(ctx context.Context, vid uint32, key uint64, off, length 
 	}
 	n, err = v.ReadTo(key, off, length, w)
 	if errors.Is(errors.Corrupt, err) {
-		s.corrupt.Inc()
-		s.log.Error("corrupt needle", "volume", vid, "key", key, "err", err)
+		s.foundCorrupt(vid, key, err)
+		s.repairSoon(vid, key)
 	}
 	return n, err
 }
@@ -372,7 +374,9 @@ func (s *Store) Stats() []*metapb.VolumeStat {
 	for _, st := range s.VolumeStats() {
 		out = append(out, &metapb.VolumeStat{
 			Id: st.ID, Generation: st.Gen, Size: uint64(st.Size), Garbage: uint64(st.Garbage),
-			Needles: uint64(st.Needles), ReadOnly: st.ReadOnly || st.Full,
+			// A volume whose disk is full or whose fdatasync failed takes no
+			// new needles: meta then assigns writes to other volumes.
+			Needles: uint64(st.Needles), ReadOnly: st.ReadOnly || st.Full || st.NoSpace || st.Failed,
 		})
 	}
 	return out
@@ -427,7 +431,8 @@ func (s *Store) Close() error {
 }
 
 // Run sends heartbeats to meta (if configured), compacts volumes whose
-// garbage passes Config.CompactRatio, scrubs, and serves local readers
+// garbage passes Config.CompactRatio, scrubs, repairs needles that reads
+// found corrupt, and serves local readers
 // (local.go), until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -440,6 +445,7 @@ func (s *Store) Run(ctx context.Context) error {
 	if s.cfg.ScrubRate > 0 {
 		wg.Go(func() { s.scrubber(ctx) })
 	}
+	wg.Go(func() { s.repairer(ctx) })
 	if !s.cfg.NoLocalReads {
 		wg.Go(func() { s.serveLocal(ctx) })
 	}
@@ -475,7 +481,7 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 		return nil
 	}
 	req := &metapb.HeartbeatRequest{
-		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(),
+		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(), Disk: s.DiskHealth(),
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(s.cfg.Dir, &fs); err == nil {

@@ -11,6 +11,9 @@ import (
 // file system of the seq row is mounted for real), and checks that each
 // row has figures on both sides and that nothing is left behind.
 func TestBenchMount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	mdir, ldir := t.TempDir(), t.TempDir()
 	out := cairn{t: t, endpoint: "http://127.0.0.1:1"}.ok("bench", "mount", mdir, "--local", ldir,
 		"--files", "60", "--small-files", "30", "--seq-size", "8MB", "--json")

@@ -115,6 +115,7 @@ func printClusterStatus(w io.Writer, st *metapb.ClusterStatusResponse, now time.
 			s.Volumes, strings.Join(labels, ","))
 	}
 	tw.Flush()
+	printDiskHealth(w, st.Servers, now)
 	health := map[string]int{}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -145,4 +146,28 @@ func printClusterStatus(w io.Writer, st *metapb.ClusterStatusResponse, now time.
 		}
 		tw.Flush()
 	}
+}
+
+// printDiskHealth is the table of what each server's disk went through:
+// the scrub (needles verified, passes, when the last ended, its pace), the
+// corrupt needles found and repaired, volumes out of the write path
+// because the disk was full or an fdatasync failed.
+func printDiskHealth(w io.Writer, servers []*metapb.ClusterServer, now time.Time) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVER\tSCRUBBED\tPASSES\tLAST PASS\tSCRUB PACE\tCORRUPT\tREPAIRED\tFULL VOLS\tFAILED VOLS")
+	for _, s := range servers {
+		d := s.Disk
+		if d == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\n", s.Id)
+			continue
+		}
+		last := "none yet"
+		if d.ScrubLastPassNs > 0 {
+			last = bench.FormatDuration(now.Sub(time.Unix(0, d.ScrubLastPassNs))) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s/s\t%d\t%d\t%d\t%d\n", s.Id, d.ScrubNeedles, d.ScrubPasses, last,
+			bench.FormatSize(int64(d.ScrubBytesPerSec)), d.Corrupt, d.Repaired, d.NoSpaceVolumes, d.FailedVolumes)
+	}
+	tw.Flush()
 }

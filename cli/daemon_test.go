@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/server/servertest"
 )
@@ -21,6 +23,9 @@ import (
 // returns once the file system is mounted, the mount keeps serving from a
 // process of its own, and unmounting it ends that process.
 func TestMountDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	bin := filepath.Join(t.TempDir(), "cairn")
 	if out, err := exec.Command("go", "build", "-o", bin, "cairn/cmd/cairn").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -67,9 +72,6 @@ func TestMountDaemon(t *testing.T) {
 	if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v: %s", err, out)
 	}
-	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the mount daemon (pid %d) still runs 10 s after umount", pid)
-		}
-	}
+	await.Until(t, 10*time.Second, fmt.Sprintf("the mount daemon (pid %d) to exit after umount", pid),
+		func() bool { return syscall.Kill(pid, 0) != nil })
 }

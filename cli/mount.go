@@ -49,13 +49,14 @@ directory. The store is found as the other commands find it: the gateway at
 is. --meta (or $CAIRN_META) names meta directly instead. Credentials come
 from the environment as for the other commands.
 
-Options (-o, comma separated): allow_other, ro, debug.`,
+Options (-o, comma separated): allow_other, ro, debug, noatime (atime is
+not moved by reads; the default is relatime).`,
 		Args: nArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error { return runMount(cmd.Context(), o, f, args) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.meta, "meta", "", "meta address (default $CAIRN_META, else what the gateway at --endpoint advertises)")
-	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug")
+	fl.StringSliceVarP(&f.opts, "options", "o", nil, "mount options: allow_other, ro, debug, noatime")
 	fl.BoolVarP(&f.daemon, "daemon", "d", false, "run in the background once mounted")
 	fl.StringVar(&f.cacheSize, "cache-size", "512MiB", "block cache size")
 	fl.StringVar(&f.diskCache, "disk-cache", "", "directory for a second block cache tier on local disk (blocks evicted from memory; kept across mounts of the same cluster)")
@@ -99,7 +100,9 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 			cfg.ReadOnly = true
 		case "debug":
 			cfg.Debug = true
-		case "":
+		case "noatime":
+			cfg.NoAtime = true
+		case "relatime", "":
 		default:
 			return errors.E(op, errors.Invalid, "unknown mount option "+o)
 		}
@@ -203,6 +206,8 @@ func daemonize(dir string) error {
 	if err != nil {
 		return err
 	}
+	// A dead mount here first: its device would pass for the new one's.
+	fusefs.ClearStale(dir)
 	var st0 syscall.Stat_t
 	if err := syscall.Stat(dir, &st0); err != nil {
 		return errors.E(op, errors.NotExist, errors.Path(dir), err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cairn/cli"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/server/servertest"
 )
@@ -18,6 +19,9 @@ import (
 // every visible namespace appears as a directory, a file written through
 // it reaches the store, and cancelling the command (Ctrl-C) unmounts.
 func TestMountCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	srv := servertest.Start(t, nil)
 	t.Setenv("CAIRN_ROOT_USER", servertest.Root)
 	t.Setenv("CAIRN_ROOT_PASSWORD", servertest.RootSecret)
@@ -39,15 +43,10 @@ func TestMountCommand(t *testing.T) {
 		cancel()
 		syscall.Unmount(dir, syscall.MNT_DETACH)
 	})
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err = os.Stat(filepath.Join(dir, "docs")); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("namespace directory never appeared: %v", err)
-	}
+	await.Until(t, 10*time.Second, "the namespace directory", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "docs"))
+		return err == nil
+	})
 	if err := os.WriteFile(filepath.Join(dir, "docs", "readme.txt"), []byte("via mount"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -250,10 +250,10 @@ func chunkCmd() *cobra.Command {
 	var dir, listen, advertise, metaAddr, admin string
 	var labels []string
 	var maxNeedle int64 = 64 << 20
-	var scrubRate int64 = 8 << 20
+	var scrubRate int64 = 4 << 20
 	var noLocal, pprof bool
 	var id identityFlags
-	scrubInterval, replicaTimeout := 24*time.Hour, 2*time.Second
+	scrubPeriod, replicaTimeout := 14*24*time.Hour, 2*time.Second
 	cmd := &cobra.Command{
 		Use:   "chunk",
 		Short: "Run a data server",
@@ -287,7 +287,7 @@ func chunkCmd() *cobra.Command {
 				scrubRate = -1 // the flag's 0 means off
 			}
 			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger(),
-				ScrubRate: scrubRate, ScrubInterval: scrubInterval, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal, TLS: node.Client()})
+				ScrubRate: scrubRate, ScrubPeriod: scrubPeriod, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal, TLS: node.Client()})
 			if err != nil {
 				return err
 			}
@@ -315,8 +315,8 @@ func chunkCmd() *cobra.Command {
 	fs.StringVar(&admin, "admin", "127.0.0.1:8094", `admin listen address; "off" disables`)
 	fs.StringArrayVar(&labels, "label", nil, "server label key=value (rack, zone); repeatable")
 	sizeFlag(fs, &maxNeedle, "max-needle", "largest needle accepted")
-	sizeFlag(fs, &scrubRate, "scrub-rate", "bytes/s the background scrub re-reads and verifies (0 disables)")
-	fs.DurationVar(&scrubInterval, "scrub-interval", scrubInterval, "pause between two scrub passes")
+	sizeFlag(fs, &scrubRate, "scrub-rate", "most bytes/s the background scrub re-reads and verifies (0 disables)")
+	fs.DurationVar(&scrubPeriod, "scrub-period", scrubPeriod, "every needle is verified at least this often (the scrub paces itself, up to --scrub-rate)")
 	fs.DurationVar(&replicaTimeout, "replica-timeout", replicaTimeout, "how long a primary waits for a replica's write (plus 1s per 16MiB) before the volume turns read-only")
 	fs.BoolVar(&noLocal, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cairn"
@@ -73,6 +74,8 @@ type Client struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	dataLoss atomic.Uint64 // see DataLoss
 }
 
 // New returns a Client; Close stops its change-stream watcher.

@@ -14,6 +14,7 @@ import (
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server"
@@ -64,15 +65,19 @@ func newClient(t *testing.T, s *server.Server) (*counting, *client.Client) {
 	return cm, c
 }
 
-// eventually polls f until it holds or five seconds pass.
-func eventually(t *testing.T, what string, f func() bool) {
+// delivered writes a marker file in ns and waits until its change event
+// reaches c: the events of every change before it have then been applied.
+func delivered(t *testing.T, c *client.Client, ns string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !f(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano())
+	var seen atomic.Bool
+	c.OnChange(func(ev *metapb.Event) {
+		if ev.Ns == ns && ev.Path == marker {
+			seen.Store(true)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	})
+	put(t, c, ns, marker, "")
+	await.Until(t, 10*time.Second, "the marker's change event", seen.Load)
 }
 
 func put(t *testing.T, c *client.Client, ns, p, body string) {
@@ -96,7 +101,7 @@ func TestCacheTrustedOnQuietStream(t *testing.T) {
 	c.OnChange(func(ev *metapb.Event) { t.Logf("event %v", ev) })
 	// The first stat may race the stream's start; once the stream is
 	// live, a cached entry must outlive the TTL many times over.
-	eventually(t, "a cached stat", func() bool {
+	await.Until(t, 5*time.Second, "a cached stat", func() bool {
 		if _, err := c.Stat(bg, "quiet", "a/b/c/file"); err != nil {
 			t.Fatal(err)
 		}
@@ -130,12 +135,12 @@ func TestCacheSeesOtherWriters(t *testing.T) {
 		t.Fatalf("read %q %v", got, err)
 	}
 	put(t, other, "coherent", "d/f", "two")
-	eventually(t, "the overwrite", func() bool { got, _ := read("d/f"); return got == "two" })
+	await.Until(t, 5*time.Second, "the overwrite", func() bool { got, _ := read("d/f"); return got == "two" })
 
 	if _, err := other.Rename(bg, "coherent", "d", "e", false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the rename", func() bool {
+	await.Until(t, 5*time.Second, "the rename", func() bool {
 		_, err := read("d/f")
 		got, err2 := read("e/f")
 		return errors.Is(errors.NotExist, err) && err2 == nil && got == "two"
@@ -143,7 +148,7 @@ func TestCacheSeesOtherWriters(t *testing.T) {
 	if err := other.Delete(bg, "coherent", "e/f", false, ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the delete", func() bool { _, err := read("e/f"); return errors.Is(errors.NotExist, err) })
+	await.Until(t, 5*time.Second, "the delete", func() bool { _, err := read("e/f"); return errors.Is(errors.NotExist, err) })
 }
 
 // BenchmarkCachedStat measures a warm Stat: the path every gateway GET
@@ -180,7 +185,7 @@ func TestOwnWriteCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Writes before the stream is live are not cached; wait for it.
-	eventually(t, "a cached write", func() bool {
+	await.Until(t, 5*time.Second, "a cached write", func() bool {
 		put(t, c, "own", "probe", "x")
 		before := cm.resolves.Load()
 		if _, err := c.Stat(bg, "own", "probe"); err != nil {
@@ -192,7 +197,7 @@ func TestOwnWriteCached(t *testing.T) {
 	if _, err := c.Put(bg, "own", "new/dir/file", bytes.NewReader(body), client.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the write's own events arrive
+	delivered(t, c, "own") // the write's own events have arrived
 	before := cm.resolves.Load()
 	f, err := c.Stat(bg, "own", "new/dir/file")
 	if err != nil {
@@ -219,7 +224,7 @@ func TestOwnWriteCached(t *testing.T) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
 	}
 	put(t, s.Client(), "own", "new/dir/file", "replaced")
-	eventually(t, "another client's overwrite", func() bool {
+	await.Until(t, 5*time.Second, "another client's overwrite", func() bool {
 		f, err := c.Stat(bg, "own", "new/dir/file")
 		return err == nil && f.Size() == int64(len("replaced"))
 	})

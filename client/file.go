@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
@@ -127,8 +128,35 @@ func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (in
 		}
 		return total, nil
 	}
-	return c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off, p.length, w)
+	n, err := c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off, p.length, w)
+	if errors.Is(errors.NotExist, err) {
+		err = c.lostOrChanged(ctx, f, p.ext, err)
+	}
+	return n, err
 }
+
+// lostOrChanged tells the two reasons why no replica has a needle of a
+// file: the file changed since it was looked up (its old needles may be
+// collected), or the needle is lost on every replica. The first is the
+// NotExist it was; the second is DataLoss, counted and said so, never a
+// missing file: the file is still listed.
+func (c *Client) lostOrChanged(ctx context.Context, f *File, e *metapb.Extent, err error) error {
+	if f.Path == "" {
+		return err
+	}
+	fresh, ferr := c.StatFresh(ctx, f.NS, f.Path)
+	if ferr != nil || fresh.Inode.GetVersion() != f.Inode.GetVersion() || fresh.Inode.GetIno() != f.Inode.GetIno() {
+		return err
+	}
+	c.dataLoss.Add(1)
+	c.cfg.Logger.Error("a needle is lost on every replica", "ns", f.NS, "path", f.Path, "volume", e.Volume, "key", e.Key)
+	return errors.E(errors.Op("client.Read"), errors.DataLoss, errors.Path(f.NS+"/"+f.Path),
+		fmt.Sprintf("data lost: needle %d/%d of this file is on no replica", e.Volume, e.Key), err)
+}
+
+// DataLoss is how many reads found a needle of a current file on no
+// replica since the client started.
+func (c *Client) DataLoss() uint64 { return c.dataLoss.Load() }
 
 // readNeedle reads from the volume's replicas, starting at one chosen by
 // the key so that reads spread over them, refreshing the volume map once

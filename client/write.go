@@ -101,16 +101,17 @@ func (c *Client) Append(ctx context.Context, ns, p string, r io.Reader, o PutOpt
 		c.discard(exts)
 		return nil, errors.E(op, errors.Path(ns+"/"+p), err)
 	}
-	defer c.cache.invalidate(ns, p)
 	ino, err := c.meta.Append(ctx, &metapb.AppendRequest{
 		Ns: ns, Path: p, Extents: exts, Create: true, Parents: true, ContentType: o.ContentType,
 	})
+	// Nothing is cached: meta answers with the inode alone and exts are the
+	// appended tail's, not the file's, so the next read asks meta. A commit
+	// that failed may have applied, so the entry goes either way.
+	c.cache.invalidate(ns, p)
 	if err != nil {
-		c.cache.invalidate(ns, p) // a commit that failed may have applied
 		c.discard(exts)
 		return nil, err
 	}
-	c.cache.putWritten(&File{NS: ns, Path: p, Inode: ino, Extents: exts}, ino.Seq)
 	return ino, nil
 }
 
@@ -280,7 +281,7 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 			// server yet: a new Assign brings a fresh one.
 			c.dropAssign(ns, v.Id)
 			continue
-		case errors.ReadOnly, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
+		case errors.ReadOnly, errors.NoSpace, errors.Stale, errors.NotExist, errors.Unavailable, errors.IO:
 			full = append(full, v.Id)
 			c.dropAssign(ns, v.Id)
 			if k := errors.KindOf(err); k == errors.Unavailable || k == errors.IO {

@@ -38,6 +38,8 @@ const (
 	Stale                       // generation mismatch: stale replica or stale cache
 	Canceled                    // caller went away
 	BadDigest                   // content did not match the digest the caller sent
+	NoSpace                     // a disk is full (ENOSPC); retry elsewhere or later
+	DataLoss                    // data that should exist is lost on every replica
 )
 
 var kindNames = [...]string{
@@ -48,7 +50,7 @@ var kindNames = [...]string{
 	TooLarge: "too large", Range: "range not satisfiable", Corrupt: "data corrupt",
 	IO: "I/O error", Unavailable: "unavailable", ReadOnly: "read-only",
 	NameTooLong: "name too long", Stale: "stale", Canceled: "canceled",
-	BadDigest: "bad digest",
+	BadDigest: "bad digest", NoSpace: "no space left", DataLoss: "data lost",
 }
 
 func (k Kind) String() string {

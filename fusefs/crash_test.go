@@ -14,6 +14,7 @@ import (
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/fusefs"
+	"cairn/internal/await"
 	"cairn/meta"
 )
 
@@ -24,6 +25,9 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv("CAIRN_TEST_MOUNT"); v != "" {
 		serveChild(v)
 		return
+	}
+	if os.Getenv("CAIRN_TEST_SYSCALL") != "" { // TestSyscalls' child
+		os.Exit(syscallChild(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -69,6 +73,9 @@ func mounted(dir string) bool {
 // store is as the last commits left it: committed files intact, the file
 // being rewritten still its old self, and the mount fully usable.
 func TestCrashRemount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	srv := store(t)
 	dir := t.TempDir()
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -83,12 +90,7 @@ func TestCrashRemount(t *testing.T) {
 		child.Wait()
 		syscall.Unmount(dir, syscall.MNT_DETACH) // whatever the test left
 	})
-	for deadline := time.Now().Add(10 * time.Second); !mounted(dir); {
-		if time.Now().After(deadline) {
-			t.Fatal("child did not mount")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, "the child's mount", func() bool { return mounted(dir) })
 
 	// Durable is what fsync returned for (close leaves commits behind).
 	stable := bytes.Repeat([]byte("committed "), 100_000)

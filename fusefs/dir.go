@@ -65,6 +65,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if name == statsName && n.isRoot() {
 		return n.statsFile(ctx, out), 0
 	}
+	if len(name) > pathname.MaxComponent {
+		return nil, syscall.ENAMETOOLONG
+	}
 	n.mu.Lock()
 	if n.listed() {
 		a, ok := n.kids[name]
@@ -203,7 +206,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, errno(err)
 	}
 	uid, gid := caller(ctx)
-	if err := pathname.ValidName(name); err != nil {
+	if _, err := childPath(p, name); err != nil {
 		return nil, errno(err) // answered here: meta sees the name only later
 	}
 	if n.m.wb.enabled() {
@@ -216,7 +219,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	// Durable at the next fsync, as on a local disk: meta answers before
 	// its log sync (NoSyncWait), and the log is ordered, so a file
 	// committed in the directory, or the directory's fsync, carries it.
-	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, Uid: uid, Gid: gid, NoSyncWait: true})
+	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, ModeExact: true, Uid: uid, Gid: gid, NoSyncWait: true})
 	if err != nil {
 		done(0)
 		return nil, kernelErr(err)
@@ -224,6 +227,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	defer done(a.Seq)
 	n.added(name, a)
 	n.dirChanged(a.CtimeNs)
+	n.linksChanged(1)
 	ch := n.child(ctx, name, a, epoch, out)
 	if cn, ok := ch.Operations().(*node); ok && n.m.sess.live() {
 		cn.mu.Lock()
@@ -263,6 +267,7 @@ func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid u
 		return nil, false
 	}
 	n.madeHere(name, cn, a, out)
+	n.linksChanged(1)
 	return ch, true
 }
 
@@ -290,7 +295,7 @@ func (n *node) commitMkdir(ctx context.Context) error {
 	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Mkdir(context.WithValue(ctx, mkdirKey{}, true), &metapb.MkdirRequest{
-		Ns: n.ns, Path: p, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid, Ino: a.Ino, NoSyncWait: true,
+		Ns: n.ns, Path: p, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid, Ino: a.Ino, NoSyncWait: true,
 	})
 	if err != nil {
 		done(0)
@@ -304,6 +309,12 @@ func (n *node) commitMkdir(ctx context.Context) error {
 		na = proto.Clone(na).(*metapb.Inode)
 		na.Mode, na.Uid, na.Gid = n.attr.Mode, n.attr.Uid, n.attr.Gid
 		na.MtimeNs, na.CtimeNs = max(na.MtimeNs, n.attr.MtimeNs), max(na.CtimeNs, n.attr.CtimeNs)
+	}
+	if n.attr.Nlink > na.Nlink {
+		// Subdirectories made here meanwhile: their mkdirs commit after
+		// this one (mkdirGate), so meta's count is behind.
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Nlink = n.attr.Nlink
 	}
 	n.wb.mu.Unlock()
 	n.setAttrLocked(na, epoch)
@@ -345,7 +356,11 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	// commits fail after), and the directory's own queued changes must
 	// not run after the removal.
 	n.m.wb.drain()
-	return n.remove(ctx, p, name)
+	if e := n.remove(ctx, p, name); e != 0 {
+		return e
+	}
+	n.linksChanged(-1)
+	return 0
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -374,7 +389,13 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 			return errno(cn.orphan(ctx, join(p, name)))
 		}
 	}
-	return n.remove(ctx, p, name)
+	e := n.remove(ctx, p, name)
+	if ch := n.GetChild(name); e == 0 && ch != nil {
+		if cn, ok := ch.Operations().(*node); ok {
+			cn.unlinked() // its other names show the count at once
+		}
+	}
+	return e
 }
 
 // remove deletes child name of n (at p) in meta.
@@ -463,6 +484,18 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno(err)
 	}
 	from, to := join(p, name), join(q, newName)
+	if _, err := childPath(q, newName); err != nil {
+		return errno(err)
+	}
+	// A directory moving to another parent moves its ".." link; one
+	// replacing a directory takes the replaced one's place.
+	movedDir, replacedDir := false, false
+	if ch := n.GetChild(name); ch != nil {
+		movedDir = ch.IsDir()
+	}
+	if ch := np.GetChild(newName); ch != nil && flags&unix.RENAME_NOREPLACE == 0 {
+		replacedDir = ch.IsDir()
+	}
 	if ch := n.GetChild(name); ch != nil {
 		if ch.IsDir() {
 			// Queued commits below it name their paths when they run.
@@ -499,8 +532,18 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.removed(name)
 	np.added(newName, a)
 	np.dirChanged(a.CtimeNs)
+	switch {
+	case movedDir && np != n:
+		n.linksChanged(-1)
+		if !replacedDir {
+			np.linksChanged(1)
+		}
+	case replacedDir:
+		n.linksChanged(-1)
+	}
 	if ch := np.GetChild(newName); ch != nil && ch.StableAttr().Ino != a.Ino {
 		if cn, ok := ch.Operations().(*node); ok {
+			cn.unlinked()
 			cn.invalidate() // replaced
 		}
 	}
@@ -515,7 +558,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, errno(err)
 	}
 	uid, gid := caller(ctx)
-	if err := pathname.ValidName(name); err != nil {
+	if _, err := childPath(p, name); err != nil {
 		return nil, nil, 0, errno(err) // answered here: meta sees the name only later
 	}
 	if n.m.wb.enabled() {
@@ -526,7 +569,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, join(p, name))
 	a, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
-		Ns: n.ns, Path: join(p, name), Etag: emptyETag, Mode: mode & 07777, Uid: uid, Gid: gid, IfNoneMatch: true,
+		Ns: n.ns, Path: join(p, name), Etag: emptyETag, Mode: mode & 07777, ModeExact: true, Uid: uid, Gid: gid, IfNoneMatch: true,
 	})
 	if err != nil {
 		done(0)
@@ -558,7 +601,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 	now := time.Now().UnixNano()
 	a := &metapb.Inode{
 		Ino: ino, Type: metapb.FileType_REGULAR, Mode: mode & 07777, Uid: uid, Gid: gid,
-		MtimeNs: now, CtimeNs: now, Nlink: 1, Etag: emptyETag,
+		MtimeNs: now, CtimeNs: now, AtimeNs: now, Nlink: 1, Etag: emptyETag,
 	}
 	cn := n.m.newNode(n.ns, a)
 	cn.f.creating, cn.f.extsOK = true, true

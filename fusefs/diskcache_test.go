@@ -3,6 +3,7 @@ package fusefs_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"cairn/client"
 	"cairn/fusefs"
+	"cairn/internal/await"
 	"cairn/meta"
 )
 
@@ -23,6 +25,9 @@ import (
 // and reads the same bytes; the next mount of the same cluster adopts the
 // tier, and a damaged block file is fetched again, never served.
 func TestDiskCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	srv := remoteStore(t)
 	cacheDir := t.TempDir()
 	// Leftovers of another cluster and of the earlier flat layout: removed.
@@ -66,12 +71,7 @@ func TestDiskCache(t *testing.T) {
 	}
 	// Everything but what the memory tier still holds went to disk.
 	const spilled = (size - (512 << 10)) / (64 << 10)
-	for deadline := time.Now().Add(10 * time.Second); fusefs.DiskCached(m) < spilled; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d blocks on disk, want %d", fusefs.DiskCached(m), spilled)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, fmt.Sprintf("%d blocks on disk", spilled), func() bool { return fusefs.DiskCached(m) >= spilled })
 	_, _, before := m.Stats().Totals()
 	if !bytes.Equal(read(dir), want) {
 		t.Fatal("second read differs")

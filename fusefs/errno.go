@@ -31,6 +31,8 @@ var kindErrno = map[errors.Kind]syscall.Errno{
 	errors.Stale:           syscall.ESTALE,
 	errors.Canceled:        syscall.EINTR,
 	errors.BadDigest:       syscall.EIO,
+	errors.NoSpace:         syscall.ENOSPC,
+	errors.DataLoss:        syscall.EIO,
 }
 
 // errno translates err for the kernel; nil is 0 (success).

@@ -38,6 +38,10 @@ type fileState struct {
 	// creating: created by this mount and not yet committed (the first
 	// commit creates it with the inode number the kernel was given).
 	creating bool
+	// wroteAt is the time of the last write (unix ns): the mtime stat
+	// shows while writes are unflushed and the one their commit stores,
+	// so the file's mtime does not move when a commit left behind lands.
+	wroteAt atomic.Int64
 }
 
 type span struct {
@@ -52,6 +56,7 @@ func (f *fileState) hasDirty() bool { return f.sized }
 // write records data at off, merging it with the spans it overlaps or
 // touches.
 func (f *fileState) write(off int64, data []byte, size int64) {
+	f.wroteAt.Store(time.Now().UnixNano())
 	if !f.sized {
 		f.size, f.sized = size, true
 	}
@@ -316,6 +321,9 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	if !n.f.sized {
 		return false, nil
 	}
+	if mtime == 0 {
+		mtime = n.f.wroteAt.Load()
+	}
 	size := n.f.size
 	var dirtyEnd int64
 	if k := len(n.f.dirty); k > 0 {
@@ -357,31 +365,22 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		}
 	}
 	var (
-		na      *metapb.Inode
-		merged  []*metapb.Extent
-		covered int64
-		epoch   uint64
-		done    func(uint64)
+		na     *metapb.Inode
+		merged []*metapb.Extent
+		epoch  uint64
+		done   func(uint64)
 	)
 	for attempt := 0; ; attempt++ {
-		var zeros []*metapb.Extent
-		merged, zeros, err = n.m.fillGaps(ctx, n.ns, overlayExtents(base, upd, size))
-		if err != nil {
-			n.m.cl.Discard(upd)
-			return false, err
-		}
-		covered = 0
-		if len(merged) > 0 {
-			last := merged[len(merged)-1]
-			covered = int64(last.Offset + last.Length)
-		}
+		// Holes stay holes (sparse): meta keeps gaps between extents
+		// and readers fill them with zeros, so a hole costs nothing.
+		merged = overlayExtents(base, upd, size)
 		a := n.attr
 		req := &metapb.CommitRequest{
 			IfNoneMatch: n.f.creating, Ino: createdIno(n),
-			Ns: n.ns, Path: p, Size: uint64(covered), Extents: merged,
+			Ns: n.ns, Path: p, Size: uint64(size), Extents: merged,
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
-			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
-			MtimeNs: mtime,
+			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
+			MtimeNs: mtime, AtimeNs: a.AtimeNs,
 		}
 		if !n.f.creating {
 			req.IfMatch = tag
@@ -393,7 +392,6 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			break
 		}
 		done(0)
-		n.m.cl.Discard(zeros) // a retry lays the writes over another version
 		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {
 			if err := refetch(); err != nil {
 				n.m.cl.Discard(upd)
@@ -405,16 +403,6 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		return false, err
 	}
 	defer func() { done(na.Seq) }()
-	if covered < size {
-		// A hole at the end (truncate up, then a write before it): meta
-		// extends a file with zeros without storing them.
-		sz := uint64(size)
-		sa, err := n.m.meta.SetAttr(ctx, &metapb.SetAttrRequest{Ns: n.ns, Path: p, Size: &sz})
-		if err != nil {
-			return false, err
-		}
-		na = sa
-	}
 	na = n.committed(na, merged, epoch)
 	defer n.tellParent(na) // after n.mu is released
 	return true, nil
@@ -436,34 +424,6 @@ func (m *Mount) upload(ctx context.Context, ns string, data []byte) ([]*metapb.E
 		o.Data.Add(1 + int64(len(data))/(8<<20))
 	}
 	return m.cl.Upload(ctx, ns, data)
-}
-
-var zeroBlock = make([]byte, 8<<20)
-
-// fillGaps stores zeros for the holes between extents (meta's extent
-// lists have none) and returns the list with them, and the zero extents
-// alone (for the caller to discard if the list is never committed).
-func (m *Mount) fillGaps(ctx context.Context, ns string, exts []*metapb.Extent) (out, zeros []*metapb.Extent, err error) {
-	var at uint64
-	for _, e := range exts {
-		for at < e.Offset {
-			l := min(e.Offset-at, uint64(len(zeroBlock)))
-			z, err := m.upload(ctx, ns, zeroBlock[:l])
-			if err != nil {
-				m.cl.Discard(zeros)
-				return nil, nil, err
-			}
-			for _, ze := range z {
-				ze.Offset += at
-			}
-			out = append(out, z...)
-			zeros = append(zeros, z...)
-			at += l
-		}
-		out = append(out, e)
-		at = e.Offset + e.Length
-	}
-	return out, zeros, nil
 }
 
 // overlayExtents returns base with the ranges of upd (sorted, disjoint)

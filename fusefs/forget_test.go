@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cairn/fusefs"
+	"cairn/internal/await"
 )
 
 // TestForgottenWithWorkQueued: the kernel may drop a closed file's dentry
@@ -35,13 +36,10 @@ func TestForgottenWithWorkQueued(t *testing.T) {
 	must(t, f.Close()) // its commit waits in the queue
 
 	// Drop unused dentries and inodes: the kernel forgets f.
-	for deadline := time.Now().Add(10 * time.Second); fusefs.Kept(m) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the kernel did not forget the file")
-		}
+	await.Until(t, 10*time.Second, "the kernel to forget the file", func() bool {
 		must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2\n"), 0))
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fusefs.Kept(m) > 0
+	})
 	st, err := os.Stat(p)
 	must(t, err)
 	if st.Size() != int64(len(want)) {

@@ -62,6 +62,9 @@ type Config struct {
 	// SyncClose makes close() and attribute changes commit before they
 	// return, instead of behind (see writeback.go).
 	SyncClose bool
+	// NoAtime keeps atime as it is on reads (-o noatime); by default it
+	// follows relatime, written behind (posix.go: accessed).
+	NoAtime bool
 
 	Logger *slog.Logger
 }
@@ -125,7 +128,7 @@ func New(cfg Config) (*Mount, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	clearStale(cfg.Mountpoint)
+	ClearStale(cfg.Mountpoint)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mount{
 		cfg: cfg, meta: cfg.Client.WithCaps(cfg.Meta), cl: cfg.Client, log: cfg.Logger.With("role", "mount"),
@@ -177,7 +180,9 @@ func New(cfg Config) (*Mount, error) {
 		},
 		// Timeouts are set per reply (long while the session is live).
 		EntryTimeout: nil, AttrTimeout: nil, NegativeTimeout: &zero,
-		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
+		// Mode 0 is a mode (open(O_CREAT, 0), chmod 0), not "unset".
+		NullPermissions: true,
+		UID:             uint32(os.Getuid()), GID: uint32(os.Getgid()),
 	}
 	if cfg.ReadOnly {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
@@ -228,13 +233,21 @@ func New(cfg Config) (*Mount, error) {
 	return m, nil
 }
 
-// clearStale lazily unmounts a mount point whose server is gone
-// ("transport endpoint is not connected"), so a remount after a crash
-// works without manual cleanup.
-func clearStale(dir string) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err == syscall.ENOTCONN || err == syscall.ECONNABORTED {
-		_ = unix.Unmount(dir, unix.MNT_DETACH)
+// ClearStale lazily unmounts every mount at dir whose server is gone
+// ("transport endpoint is not connected"), so that a remount after a
+// crash replaces it instead of stacking on it. statfs, not stat: the
+// kernel answers stat of a dead FUSE mount's root from its attribute
+// cache (the mount looks alive), while statfs always asks the server.
+func ClearStale(dir string) {
+	for range 8 { // mounts stacked by earlier attempts
+		var st unix.Statfs_t
+		err := unix.Statfs(dir, &st)
+		if err != unix.ENOTCONN && err != unix.ECONNABORTED {
+			return
+		}
+		if unix.Unmount(dir, unix.MNT_DETACH) != nil {
+			return
+		}
 	}
 }
 

@@ -83,12 +83,14 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	if b, ok, err := h.n.readDirect(ctx, h, off, int64(len(dest))); err != nil {
 		return nil, errno(err)
 	} else if ok {
+		h.n.accessed(ctx)
 		return fuse.ReadResultData(b), 0
 	}
 	k, err := h.n.readAt(ctx, h, dest, off)
 	if err != nil {
 		return nil, errno(err)
 	}
+	h.n.accessed(ctx)
 	return fuse.ReadResultData(dest[:k]), 0
 }
 

@@ -47,6 +47,9 @@ func startStore(t testing.TB, noLocal bool) *server.Server {
 // the test ends (also when it fails).
 func mount(t testing.TB, srv *server.Server, ns string, mod func(*fusefs.Config)) (string, *fusefs.Mount) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"sort"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -32,10 +31,14 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if err != nil {
 		return nil, errno(err)
 	}
+	c, err := childPath(p, name)
+	if err != nil {
+		return nil, errno(err)
+	}
 	uid, gid := caller(ctx)
 	ep := n.m.sess.epoch()
-	done := n.m.sess.mutating(n.ns, join(p, name))
-	a, err := n.m.meta.Symlink(ctx, &metapb.MountSymlinkRequest{Ns: n.ns, Path: join(p, name), Target: target, Uid: uid, Gid: gid})
+	done := n.m.sess.mutating(n.ns, c)
+	a, err := n.m.meta.Symlink(ctx, &metapb.MountSymlinkRequest{Ns: n.ns, Path: c, Target: target, Uid: uid, Gid: gid})
 	if err != nil {
 		done(0)
 		return nil, errno(err)
@@ -86,6 +89,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, errno(err)
 	}
+	if _, err := childPath(p, name); err != nil {
+		return nil, errno(err)
+	}
 	ep := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, from, join(p, name))
 	a, err := n.m.meta.Link(ctx, &metapb.MountLinkRequest{Ns: n.ns, From: from, To: join(p, name)})
@@ -103,10 +109,6 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	tn.tellParent(a)
 	return n.child(ctx, name, a, ep, out), 0
 }
-
-// Only the user.* namespace is stored; others (security.*, trusted.*,
-// system.posix_acl_*) are not supported, which tools treat as "none".
-func xattrOK(name string) bool { return strings.HasPrefix(name, "user.") }
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	ctx = n.m.begin(ctx, "getxattr")
@@ -135,9 +137,12 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if err != nil {
 		return 0, errno(err)
 	}
+	uid, _ := caller(ctx)
 	names := make([]string, 0, len(a.Xattrs))
 	for k := range a.Xattrs {
-		names = append(names, k)
+		if xattrListed(k, uid) {
+			names = append(names, k)
+		}
 	}
 	sort.Strings(names)
 	var b []byte

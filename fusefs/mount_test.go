@@ -297,6 +297,9 @@ func TestStatsFile(t *testing.T) {
 // from outside: Wait returns, what close() left behind is committed, and
 // the mount point is free again.
 func TestUnmountExternal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
 	srv := store(t)
 	dir := t.TempDir()
 	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())

@@ -61,6 +61,14 @@ func typeBits(t metapb.FileType) uint32 {
 		return syscall.S_IFDIR
 	case metapb.FileType_SYMLINK:
 		return syscall.S_IFLNK
+	case metapb.FileType_FIFO:
+		return syscall.S_IFIFO
+	case metapb.FileType_CHAR_DEVICE:
+		return syscall.S_IFCHR
+	case metapb.FileType_BLOCK_DEVICE:
+		return syscall.S_IFBLK
+	case metapb.FileType_SOCKET:
+		return syscall.S_IFSOCK
 	}
 	return syscall.S_IFREG
 }
@@ -177,6 +185,15 @@ func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
 		return n.attr, nil
 	}
 	p, err := n.path()
+	if err == syscall.ESTALE {
+		// No longer reachable by a name (replaced while being opened):
+		// a descriptor's fstat shows the file it has, as last seen.
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.attr != nil {
+			return n.attr, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -205,13 +222,17 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 		a = n.attr
 	}
 	size := a.Size
+	mtime, ctime := a.MtimeNs, a.CtimeNs
 	if n.f.hasDirty() {
 		size = uint64(n.f.size)
+		w := n.f.wroteAt.Load()
+		mtime, ctime = max(mtime, w), max(ctime, w)
 	}
 	n.mu.Unlock()
 	out.Ino = a.Ino
 	out.Mode = typeBits(a.Type) | a.Mode&07777
-	out.Nlink = max(a.Nlink, 1)
+	out.Nlink = n.nlink(a)
+	out.Rdev = a.Rdev
 	out.Uid, out.Gid = a.Uid, a.Gid
 	out.Size = size
 	if a.Type == metapb.FileType_SYMLINK {
@@ -219,9 +240,10 @@ func (n *node) fill(a *metapb.Inode, out *fuse.Attr) {
 	}
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = 1 << 20
-	mt := time.Unix(0, a.MtimeNs)
-	ct := time.Unix(0, a.CtimeNs)
-	out.SetTimes(&mt, &mt, &ct)
+	at := time.Unix(0, atimeOf(a))
+	mt := time.Unix(0, mtime)
+	ct := time.Unix(0, ctime)
+	out.SetTimes(&at, &mt, &ct)
 }
 
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -257,6 +279,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if t, ok := in.GetMTime(); ok {
 		ns := t.UnixNano()
 		req.MtimeNs = &ns
+		n.f.wroteAt.Store(ns) // unflushed writes now show (and commit) this mtime
+	}
+	if t, ok := in.GetATime(); ok {
+		ns := t.UnixNano()
+		req.AtimeNs = &ns
 	}
 	if req.Mode == nil && n.isFile() {
 		// The kernel leaves dropping set-ID bits to us (fs.go): on a
@@ -277,8 +304,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		req.Size = &sz
 	}
-	if req.Mode == nil && req.Uid == nil && req.Gid == nil && req.MtimeNs == nil && req.Size == nil {
-		// atime only: not kept.
+	if req.Mode == nil && req.Uid == nil && req.Gid == nil && req.MtimeNs == nil && req.AtimeNs == nil && req.Size == nil {
 		return n.Getattr(ctx, fh, out)
 	}
 	if req.Size == nil && (n.isFile() || n.isDir()) && n.setAttrBehind(ctx, req, out) {
@@ -365,6 +391,9 @@ func (n *node) setAttrBehind(ctx context.Context, req *metapb.SetAttrRequest, ou
 	}
 	if req.MtimeNs != nil {
 		a.MtimeNs = *req.MtimeNs
+	}
+	if req.AtimeNs != nil {
+		a.AtimeNs = *req.AtimeNs
 	}
 	a.CtimeNs = time.Now().UnixNano()
 	old := n.attr

@@ -162,8 +162,11 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		}
 		req.Commits[i] = &metapb.CommitRequest{
 			Ns: ns, Path: f.path, Size: uint64(len(f.data)), Extents: cut(exts, f.off, f.off+len(f.data)),
-			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
-			IfNoneMatch: true, Ino: a.Ino, MtimeNs: f.r.mtime,
+			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
+			IfNoneMatch: true, Ino: a.Ino, MtimeNs: f.r.mtime, AtimeNs: a.AtimeNs,
+		}
+		if f.r.mtime == 0 { // the last write's time, which stat showed
+			req.Commits[i].MtimeNs = max(a.MtimeNs, f.r.n.f.wroteAt.Load())
 		}
 		dones[i] = p.w.m.sess.mutating(ns, f.path)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	cerrors "cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 )
 
@@ -120,14 +121,9 @@ func TestPackedSmallFiles(t *testing.T) {
 			kept = append(kept, nd)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	for _, nd := range doomed {
-		for exists(nd) {
-			if time.Now().After(deadline) {
-				t.Fatalf("needle %v of removed files only is still there", nd)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		await.Until(t, 20*time.Second, fmt.Sprintf("the collection of needle %v of removed files only", nd),
+			func() bool { return !exists(nd) })
 	}
 	for _, nd := range kept {
 		if !exists(nd) {

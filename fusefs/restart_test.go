@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/server"
 	"cairn/server/servertest"
@@ -59,12 +60,7 @@ func TestServerRestart(t *testing.T) {
 	// lost (if its commit was left behind, it waits for meta).
 	must(t, os.WriteFile(filepath.Join(dir, "during"), []byte("x"), 0o644))
 	must(t, <-restarted)
-	for deadline := time.Now().Add(10 * time.Second); !m.Live(); {
-		if time.Now().After(deadline) {
-			t.Fatal("session did not come back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, "the session to come back", m.Live)
 	if got := readFile(t, filepath.Join(dir, "before")); got != "written before the restart" {
 		t.Fatalf("after restart: %q", got)
 	}

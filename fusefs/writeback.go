@@ -183,6 +183,10 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 	if nw.MtimeNs != nil {
 		old.MtimeNs = nw.MtimeNs
 	}
+	if nw.AtimeNs != nil {
+		old.AtimeNs = nw.AtimeNs
+	}
+	old.Access = old.Access && nw.Access // an access alone stays quiet
 	return old
 }
 
@@ -477,10 +481,13 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 		return nil
 	}
 	a := n.attr
+	if mtime == 0 {
+		mtime = a.MtimeNs // the create's time, which stat showed
+	}
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
-		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid,
-		IfNoneMatch: true, Ino: a.Ino, MtimeNs: mtime,
+		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
+		IfNoneMatch: true, Ino: a.Ino, MtimeNs: mtime, AtimeNs: a.AtimeNs,
 	})
 	if err != nil {
 		done(0)

@@ -33,6 +33,8 @@ var status = map[errors.Kind]struct {
 	errors.ReadOnly:        {http.StatusServiceUnavailable, "Unavailable"},
 	errors.Stale:           {http.StatusServiceUnavailable, "Unavailable"},
 	errors.Canceled:        {499, "Canceled"},
+	errors.NoSpace:         {http.StatusInsufficientStorage, "InsufficientStorage"},
+	errors.DataLoss:        {http.StatusInternalServerError, "DataLoss"},
 }
 
 // errNoNamespace marks a NotExist that concerns the namespace itself, so

@@ -163,7 +163,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) (string, int) {
 		}
 		return "ns", methodNotAllowed(w, "GET, HEAD, PUT, DELETE")
 	}
-	path, isDir, err := pathname.Clean(rest)
+	path, isDir, err := pathname.Inside(rest)
 	if err != nil {
 		return "bad-request", writeError(w, err)
 	}

@@ -105,6 +105,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_MountReserve:
 		op = "meta.MountReserve"
 		err = t.mountReserve(c.MountReserve)
+	case *metapb.Command_MountMknod:
+		op, p = "meta.Mknod", fullPath(c.MountMknod.Ns, c.MountMknod.Path)
+		err = t.mountMknod(c.MountMknod)
 	case *metapb.Command_PutJoinToken:
 		op = "meta.CreateJoinToken"
 		err = t.putJoinToken(c.PutJoinToken)
@@ -192,6 +195,12 @@ func (t *txn) newInode(typ metapb.FileType, mode, uid, gid uint32) (*metapb.Inod
 // newInodeAt is newInode with the number a mount reserved (MountReserve)
 // and answered its create or mkdir with; 0 takes the next one.
 func (t *txn) newInodeAt(ino uint64, typ metapb.FileType, mode, uid, gid uint32) (*metapb.Inode, error) {
+	return t.newInodeMode(ino, typ, mode, false, uid, gid)
+}
+
+// newInodeMode is newInodeAt where exact takes mode as given, 0 included
+// (a mount's open(O_CREAT, 0) makes a file of mode 0, not 0644).
+func (t *txn) newInodeMode(ino uint64, typ metapb.FileType, mode uint32, exact bool, uid, gid uint32) (*metapb.Inode, error) {
 	var err error
 	if ino == 0 {
 		ino, err = t.nextIno()
@@ -207,10 +216,10 @@ func (t *txn) newInodeAt(ino uint64, typ metapb.FileType, mode, uid, gid uint32)
 	}
 	if typ == metapb.FileType_DIRECTORY {
 		n.Nlink = 2
-		if n.Mode == 0 {
+		if n.Mode == 0 && !exact {
 			n.Mode = 0o755
 		}
-	} else if n.Mode == 0 {
+	} else if n.Mode == 0 && !exact {
 		n.Mode = 0o644
 	}
 	return n, nil
@@ -227,13 +236,28 @@ func (t *txn) touch(n *metapb.Inode, content bool) {
 
 // touchDir records that entries of directory ino changed, so that caches
 // of its listing are invalidated by version like any other inode.
-func (t *txn) touchDir(ino uint64) error {
+func (t *txn) touchDir(ino uint64) error { return t.touchDirLinks(ino, 0) }
+
+// touchDirLinks is touchDir for a change that also adds (delta 1) or
+// removes (-1) a subdirectory: a directory's nlink is 2 plus its
+// subdirectories (their ".." entries), as on a local file system.
+func (t *txn) touchDirLinks(ino uint64, delta int) error {
 	n, err := t.v.inode(ino)
 	if err != nil {
 		return err
 	}
 	t.touch(n, true)
+	n.Nlink = uint32(max(int(max(n.Nlink, 2))+delta, 2))
 	return t.put(inodeKey(ino), n)
+}
+
+// dirDelta is the change of a parent's nlink when an entry of that kind
+// comes (1) or goes (-1).
+func dirDelta(dir bool, sign int) int {
+	if dir {
+		return sign
+	}
+	return 0
 }
 
 // syntheticETag names content that no hash covers (after an append or a
@@ -354,7 +378,7 @@ func (t *txn) link(parent uint64, name string, dir bool, n *metapb.Inode) error 
 	if err := t.b.Set(direntKey(parent, name, dir), be64(n.Ino), nil); err != nil {
 		return err
 	}
-	return t.touchDir(parent)
+	return t.touchDirLinks(parent, dirDelta(dir, 1))
 }
 
 func (t *txn) mkdir(r *metapb.MkdirRequest) error {
@@ -390,7 +414,7 @@ func (t *txn) mkdir(r *metapb.MkdirRequest) error {
 		}
 		return errors.E(errors.Exist, "file exists")
 	}
-	n, err := t.newInodeAt(r.Ino, metapb.FileType_DIRECTORY, r.Mode, r.Uid, r.Gid)
+	n, err := t.newInodeMode(r.Ino, metapb.FileType_DIRECTORY, r.Mode, r.ModeExact, r.Uid, r.Gid)
 	if err != nil {
 		return err
 	}
@@ -400,6 +424,30 @@ func (t *txn) mkdir(r *metapb.MkdirRequest) error {
 	t.res.inode = n
 	t.event(r.Ns, p, false)
 	return nil
+}
+
+// sparse checks that extents, sorted by offset, are disjoint and lie in
+// [0, size), and returns them sorted. A gap is a hole: it costs no space
+// and reads as zeros (a mount's sparse file).
+func sparse(exts []*metapb.Extent, size uint64) ([]*metapb.Extent, error) {
+	exts = append([]*metapb.Extent(nil), exts...)
+	sort.Slice(exts, func(i, j int) bool { return exts[i].Offset < exts[j].Offset })
+	var at uint64
+	for _, e := range exts {
+		switch {
+		case e.Length == 0:
+			return nil, errors.E(errors.Invalid, "extent of length 0")
+		case e.Offset < at:
+			return nil, errors.E(errors.Invalid, fmt.Sprintf("extents overlap at offset %d", e.Offset))
+		case e.Offset+e.Length < e.Offset:
+			return nil, errors.E(errors.Invalid, "extent overflows")
+		}
+		at = e.Offset + e.Length
+	}
+	if at > size {
+		return nil, errors.E(errors.Invalid, fmt.Sprintf("extents cover %d bytes, size is %d", at, size))
+	}
+	return exts, nil
 }
 
 // tile checks that extents, sorted by offset, cover [0, size) exactly, and
@@ -536,7 +584,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	if p == "" {
 		return errors.E(errors.IsDir, "the root is a directory")
 	}
-	exts, _, err := tile(r.Extents, r.Size, true)
+	exts, err := sparse(r.Extents, r.Size)
 	if err != nil {
 		return err
 	}
@@ -579,7 +627,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 			return err
 		}
 		t.touch(n, true)
-		if r.Mode != 0 {
+		if r.Mode != 0 || r.ModeExact {
 			n.Mode = r.Mode
 		}
 		n.Uid, n.Gid = r.Uid, r.Gid
@@ -587,7 +635,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		if r.IfMatch != "" {
 			return errors.E(errors.Precondition, "file does not exist")
 		}
-		if n, err = t.newInodeAt(r.Ino, metapb.FileType_REGULAR, r.Mode, r.Uid, r.Gid); err != nil {
+		if n, err = t.newInodeMode(r.Ino, metapb.FileType_REGULAR, r.Mode, r.ModeExact, r.Uid, r.Gid); err != nil {
 			return err
 		}
 		if err := t.b.Set(direntKey(parent, name, false), be64(n.Ino), nil); err != nil {
@@ -598,6 +646,9 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 	}
 	n.Size, n.Etag, n.ContentType, n.UserMeta, n.MtimeNs = r.Size, r.Etag, r.ContentType, r.UserMeta, mtime
+	if r.AtimeNs != 0 {
+		n.AtimeNs = r.AtimeNs
+	}
 	n.Headers, n.Tags = r.Headers, r.Tags
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
@@ -757,7 +808,7 @@ func (t *txn) delete(r *metapb.DeleteRequest) error {
 		return err
 	}
 	t.event(r.Ns, p, false)
-	return t.touchDir(parent)
+	return t.touchDirLinks(parent, dirDelta(isDir, -1))
 }
 
 func (t *txn) rename(r *metapb.RenameRequest) error {
@@ -845,11 +896,19 @@ func (t *txn) rename(r *metapb.RenameRequest) error {
 	if err := t.put(inodeKey(ino), n); err != nil {
 		return err
 	}
-	if err := t.touchDir(fromParent); err != nil {
+	// A directory moving between parents moves its ".." link; one
+	// replacing another leaves the target parent's count as it was.
+	fromDelta, toDelta := 0, 0
+	if toParent != fromParent {
+		fromDelta, toDelta = dirDelta(isDir, -1), dirDelta(isDir && !(exists && oldDir), 1)
+	} else if exists && oldDir {
+		fromDelta = -1
+	}
+	if err := t.touchDirLinks(fromParent, fromDelta); err != nil {
 		return err
 	}
 	if toParent != fromParent {
-		if err := t.touchDir(toParent); err != nil {
+		if err := t.touchDirLinks(toParent, toDelta); err != nil {
 			return err
 		}
 	}
@@ -876,7 +935,19 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 	if err != nil {
 		return err
 	}
+	if r.Access {
+		// An access (relatime): atime alone, and no event, so that no
+		// cache of the file is dropped for it.
+		if r.AtimeNs != nil {
+			n.AtimeNs = *r.AtimeNs
+		}
+		t.res.inode = n
+		return t.put(inodeKey(ino), n)
+	}
 	t.touch(n, false)
+	if r.AtimeNs != nil {
+		n.AtimeNs = *r.AtimeNs
+	}
 	if r.Mode != nil {
 		n.Mode = *r.Mode
 	}

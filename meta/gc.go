@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"cairn"
@@ -34,7 +35,11 @@ func (s *Service) gcLoop() {
 			case <-tick.C:
 			}
 		}
+		s.gcp.mu.Lock()
+		s.gcp.started++
+		s.gcp.mu.Unlock()
 		more, err := s.collect()
+		s.gcp.finish(err == nil && !more)
 		switch {
 		case err != nil:
 			backoff = min(max(2*backoff, 100*time.Millisecond), time.Minute)
@@ -47,6 +52,59 @@ func (s *Service) gcLoop() {
 			}
 		default:
 			backoff = 0
+		}
+	}
+}
+
+// gcPasses counts the collector's passes, so that a caller can wait for a
+// pass that began after it (WaitCollected) instead of for a while.
+type gcPasses struct {
+	mu       sync.Mutex
+	started  uint64        // passes begun
+	finished uint64        // passes ended; passes run one at a time
+	empty    bool          // the last pass ended with the queue empty
+	done     chan struct{} // closed when a pass ends, then replaced
+}
+
+func (g *gcPasses) finish(empty bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.finished++
+	g.empty = empty
+	if g.done != nil {
+		close(g.done)
+		g.done = nil
+	}
+}
+
+// WaitCollected returns once a garbage collection pass that began after the
+// call has ended with the queue empty: every needle queued before the call
+// (a deleted file's, say) is then gone from the data servers it could reach.
+// Tests wait on it rather than sleeping; a dead server keeps it waiting
+// until ctx ends.
+func (s *Service) WaitCollected(ctx context.Context) error {
+	s.gcp.mu.Lock()
+	after := s.gcp.started
+	s.gcp.mu.Unlock()
+	for {
+		s.gcp.mu.Lock()
+		if s.gcp.finished > after && s.gcp.empty {
+			s.gcp.mu.Unlock()
+			return nil
+		}
+		if s.gcp.done == nil {
+			s.gcp.done = make(chan struct{})
+		}
+		done := s.gcp.done
+		s.gcp.mu.Unlock()
+		select {
+		case s.gcKick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return errors.E(errors.Op("meta.WaitCollected"), errors.Canceled, ctx.Err())
 		}
 	}
 }

@@ -47,6 +47,8 @@ var kindCodes = map[errors.Kind]codes.Code{
 	errors.NameTooLong:     codes.InvalidArgument,
 	errors.Stale:           codes.FailedPrecondition,
 	errors.Canceled:        codes.Canceled,
+	errors.NoSpace:         codes.ResourceExhausted,
+	errors.DataLoss:        codes.DataLoss,
 }
 
 // codeKinds is the inverse, for statuses without details (a proxy, a

@@ -84,8 +84,14 @@ func TestResolveAndErrorsOverTheWire(t *testing.T) {
 	wantKind(t, err, errors.NameTooLong)
 	_, err = cl.Resolve(bg, &metapb.ResolveRequest{Ns: "nope", Path: "a"})
 	wantKind(t, err, errors.NotExist)
-	_, err = cl.Commit(bg, &metapb.CommitRequest{Ns: "ns1", Path: "gap", Size: 10, Extents: []*metapb.Extent{ext(0, 4, 1, 1), ext(5, 5, 1, 2)}})
+	_, err = cl.Commit(bg, &metapb.CommitRequest{Ns: "ns1", Path: "overlap", Size: 10, Extents: []*metapb.Extent{ext(0, 5, 1, 1), ext(4, 6, 1, 2)}})
 	wantKind(t, err, errors.Invalid)
+	_, err = cl.Commit(bg, &metapb.CommitRequest{Ns: "ns1", Path: "past", Size: 8, Extents: []*metapb.Extent{ext(0, 4, 1, 1), ext(5, 5, 1, 2)}})
+	wantKind(t, err, errors.Invalid)
+	// A gap is a hole of a sparse file: it costs nothing and reads as zeros.
+	if g, err := cl.Commit(bg, &metapb.CommitRequest{Ns: "ns1", Path: "gap", Size: 20, Extents: []*metapb.Extent{ext(0, 4, 1, 1), ext(8, 5, 1, 2)}}); err != nil || g.Size != 20 {
+		t.Fatalf("sparse commit: %v %v", g, err)
+	}
 	_, err = cl.Commit(bg, &metapb.CommitRequest{Ns: "ns1", Path: "noparent/x", Size: 0})
 	wantKind(t, err, errors.NotExist)
 

@@ -46,6 +46,28 @@ func (s *Service) SetXattr(ctx context.Context, req *metapb.MountXattrRequest) (
 	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountXattr{MountXattr: req}})
 }
 
+// Mknod makes a special file (fifo, device, socket): an inode with a
+// type and device number and no content, like a symlink.
+func (s *Service) Mknod(ctx context.Context, req *metapb.MountMknodRequest) (*metapb.Inode, error) {
+	const op = errors.Op("meta.Mknod")
+	if _, err := checkPath(op, req.Ns, req.Path); err != nil {
+		return nil, err
+	}
+	if !specialType(req.Type) {
+		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "not a special file type")
+	}
+	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountMknod{MountMknod: req}})
+}
+
+// specialType reports whether t is a special file's type (Mknod's).
+func specialType(t metapb.FileType) bool {
+	switch t {
+	case metapb.FileType_FIFO, metapb.FileType_CHAR_DEVICE, metapb.FileType_BLOCK_DEVICE, metapb.FileType_SOCKET:
+		return true
+	}
+	return false
+}
+
 // MountReserve reserves inode numbers for a mount's local creates.
 func (s *Service) MountReserve(ctx context.Context, req *metapb.MountReserveRequest) (*metapb.MountReserveResponse, error) {
 	if req.Count == 0 || req.Count > 1<<20 {
@@ -118,6 +140,27 @@ func (t *txn) mountSymlink(r *metapb.MountSymlinkRequest) error {
 		return err
 	}
 	n.SymlinkTarget = r.Target
+	if err := t.link(parent, pathBase(p), false, n); err != nil {
+		return err
+	}
+	t.res.inode = n
+	t.event(r.Ns, p, false)
+	return nil
+}
+
+func (t *txn) mountMknod(r *metapb.MountMknodRequest) error {
+	_, p, parent, _, err := t.newName(r.Ns, r.Path)
+	if err != nil {
+		return err
+	}
+	n, err := t.newInodeMode(0, r.Type, r.Mode&0o7777, true, r.Uid, r.Gid)
+	if err != nil {
+		return err
+	}
+	if r.Type == metapb.FileType_CHAR_DEVICE || r.Type == metapb.FileType_BLOCK_DEVICE {
+		n.Rdev = r.Rdev
+	}
+	n.Etag = syntheticETag(n)
 	if err := t.link(parent, pathBase(p), false, n); err != nil {
 		return err
 	}

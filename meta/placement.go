@@ -25,6 +25,7 @@ type dataServer struct {
 	used           uint64 // bytes in its volumes
 	lastSeen       time.Time
 	vols           map[uint32]*metapb.VolumeStat // as last reported
+	disk           *metapb.DiskHealth            // as last reported
 }
 
 func (s *Service) alive(d *dataServer, now time.Time) bool {
@@ -70,6 +71,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		s.log.Info("data server is back", "id", req.ServerId, "addr", req.Addr)
 	}
 	d.addr, d.labels, d.capacity, d.free, d.lastSeen = req.Addr, req.Labels, req.Capacity, req.Free, now
+	d.disk = req.Disk
 	d.vols, d.used = map[uint32]*metapb.VolumeStat{}, 0
 	for _, st := range req.Volumes {
 		d.vols[st.Id] = st

@@ -61,6 +61,7 @@ type Service struct {
 	mountSessions sessionTable // see session.go
 
 	gcKick  chan struct{}
+	gcp     gcPasses // see WaitCollected
 	closing chan struct{}
 	wg      sync.WaitGroup
 	syncs   sync.WaitGroup // log syncs no caller waits for (proposeWait)

@@ -14,6 +14,7 @@ import (
 
 	"cairn"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 )
 
@@ -236,22 +237,22 @@ func TestGarbageCollection(t *testing.T) {
 	mem := data.(*memChunks)
 	k4 := putNeedle("dddd")
 	commit("f", k4, k2) // overwrite keeps k2, drops k1
-	waitFor(t, func() bool { return mem.count(vid) == 3 })
+	await.Until(t, 10*time.Second, "the collector", func() bool { return mem.count(vid) == 3 })
 	if _, err := cl.Delete(bg, &metapb.DeleteRequest{Ns: "gc1", Path: "g"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return mem.count(vid) == 2 })
+	await.Until(t, 10*time.Second, "the collector", func() bool { return mem.count(vid) == 2 })
 	u := uint64(4)
 	if _, err := cl.SetAttr(bg, &metapb.SetAttrRequest{Ns: "gc1", Path: "f", Size: &u}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return mem.count(vid) == 1 })
+	await.Until(t, 10*time.Second, "the collector", func() bool { return mem.count(vid) == 1 })
 	var buf strings.Builder
 	if _, err := data.ReadTo(bg, vid, k4, 0, 4, &buf); err != nil || buf.String() != "dddd" {
 		t.Fatalf("live needle lost: %v %q", err, buf.String())
 	}
 	// The queue is empty once the needles are gone.
-	waitFor(t, func() bool {
+	await.Until(t, 10*time.Second, "the collector", func() bool {
 		v, _ := ts.svc.readView()
 		defer v.close()
 		it, _ := v.newIter([]byte("g/"), []byte("g0"))
@@ -299,14 +300,15 @@ func TestGarbageRetry(t *testing.T) {
 	k, _ := mem.Put(bg, a.Volume.Id, a.Volume.Generation, []byte("x"))
 	ts.cl.Commit(bg, &metapb.CommitRequest{Ns: "gc2", Path: "f", Size: 1, Extents: []*metapb.Extent{{Length: 1, Volume: a.Volume.Id, Key: k}}})
 	ts.cl.Delete(bg, &metapb.DeleteRequest{Ns: "gc2", Path: "f"})
-	time.Sleep(300 * time.Millisecond)
-	if mem.count(a.Volume.Id) != 1 || fc.calls.Load() == 0 {
+	// The collector tried (and failed) on the server: the needle stays.
+	await.Until(t, 10*time.Second, "a delete tried on the failing server", func() bool { return fc.calls.Load() > 0 })
+	if mem.count(a.Volume.Id) != 1 {
 		t.Fatalf("needle deleted while the server fails (calls %d)", fc.calls.Load())
 	}
 	fc.mu.Lock()
 	failing = false
 	fc.mu.Unlock()
-	waitFor(t, func() bool { return mem.count(a.Volume.Id) == 0 })
+	await.Until(t, 10*time.Second, "the collector", func() bool { return mem.count(a.Volume.Id) == 0 })
 }
 
 func TestPlacement(t *testing.T) {
@@ -554,15 +556,4 @@ func crashChild(dir string) {
 		}
 	}()
 	<-done // killed by the parent
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -172,7 +172,7 @@ func (w *sessionStream) send(e *metapb.Event) error {
 // mutations are the calls whose answer waits for the sessions.
 var mutations = map[string]bool{
 	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true,
+	"Symlink": true, "Link": true, "SetXattr": true, "Mknod": true,
 	"CreateNamespace": true, "DeleteNamespace": true, "SetVisibility": true,
 }
 

@@ -25,7 +25,7 @@ func (s *Service) ClusterStatus(ctx context.Context, _ *metapb.Empty) (*metapb.C
 			Id: d.id, Addr: d.addr, Labels: d.labels, Alive: s.alive(d, now),
 			LastHeartbeatNs: d.lastSeen.UnixNano(), Capacity: d.capacity, Free: d.free,
 			Volumes: uint32(counts[d.id]), Draining: s.cl.draining[d.id],
-			Suspect: now.Before(s.cl.suspect[d.addr]), Used: d.used,
+			Suspect: now.Before(s.cl.suspect[d.addr]), Used: d.used, Disk: d.disk,
 		}
 		out.Servers = append(out.Servers, cs)
 	}

@@ -29,7 +29,7 @@ const DrainHeader = "cairn-drain"
 var dataMethods = map[string]bool{
 	"Resolve": true, "BatchResolve": true, "List": true,
 	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true, "DeleteNamespace": true,
+	"Symlink": true, "Link": true, "SetXattr": true, "Mknod": true, "DeleteNamespace": true,
 }
 
 // DataMethod reports whether the call of full method name (or its bare

@@ -91,6 +91,17 @@ func Clean(p string) (clean string, dir bool, err error) {
 	return p, dir, nil
 }
 
+// Inside cleans the part of a URL path after the namespace and its slash,
+// as Clean does, except that a leading '/' is refused: it is the empty
+// component of "ns//a", which would otherwise be stored as "ns/a".
+func Inside(rest string) (clean string, dir bool, err error) {
+	if strings.HasPrefix(rest, "/") {
+		return "", false, errors.E(errors.Op("pathname.Inside"), errors.Invalid, errors.Path(printable(rest)),
+			"path has an empty component ('//') after the namespace")
+	}
+	return Clean(rest)
+}
+
 // Split separates "ns/a/b" into the namespace and the cleaned path inside
 // it, validating both.
 func Split(full string) (ns, p string, dir bool, err error) {
@@ -99,7 +110,7 @@ func Split(full string) (ns, p string, dir bool, err error) {
 	if err := ValidNamespace(ns); err != nil {
 		return "", "", false, err
 	}
-	p, dir, err = Clean(rest)
+	p, dir, err = Inside(rest)
 	if err != nil {
 		return "", "", false, err
 	}

@@ -84,6 +84,29 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+// FuzzSplit checks that Split never panics and that what it accepts is
+// the namespace and the cleaned path of exactly the input: "ns//a" and
+// "ns/a/../b" are refused, not stored under another name.
+func FuzzSplit(f *testing.F) {
+	for _, s := range []string{"ns/a", "ns//dbl", "/ns/a/", "ns", "ns/a//b", "ns/./a", "NS/a", "ns/\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, p, dir, err := Split(s)
+		if err != nil {
+			if errors.KindOf(err) == errors.Other {
+				t.Fatalf("error without kind: %v", err)
+			}
+			return
+		}
+		in := strings.TrimPrefix(s, "/")
+		if strings.Contains(in, "//") || in != ns && !strings.HasPrefix(in, ns+"/") ||
+			!strings.HasSuffix(strings.TrimSuffix(in, "/"), p) || len(in) > len(ns)+1+len(p)+1 {
+			t.Fatalf("Split(%q) = %q, %q, %v: names another path", s, ns, p, dir)
+		}
+	})
+}
+
 // FuzzClean checks that Clean never panics, that what it accepts is
 // canonical (cleaning again changes nothing) and obeys every rule.
 func FuzzClean(f *testing.F) {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/md5"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"cairn/chunk"
+	"cairn/proto/metapb"
 	"cairn/server"
 )
 
@@ -283,6 +286,7 @@ func TestBadPaths(t *testing.T) {
 		{"/ns1/a/../b", "InvalidArgument"},
 		{"/ns1/a/%2e%2e/b", "InvalidArgument"},
 		{"/ns1/a//b", "InvalidArgument"},
+		{"/ns1//dbl", "InvalidArgument"}, // not stored as ns1/dbl
 		{"/ns1/a%00b", "InvalidArgument"},
 		{"/ns1/a%ffb", "InvalidArgument"},
 		{"/ns1/" + long, "NameTooLong"},
@@ -582,5 +586,51 @@ func TestStartPortInUse(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), busy.Addr().String()) {
 		t.Errorf("error does not name the address: %v", err)
+	}
+}
+
+// A file whose needle is gone from every replica is still listed: reading
+// it is data loss, said so (500 DataLoss, native API and S3), never a
+// missing key (404 NoSuchKey).
+func TestLostNeedleIsDataLoss(t *testing.T) {
+	s := start(t, func(c *server.Config) { c.HotCacheSize = 0 })
+	a := newAPI(t, s)
+	ctx := context.Background()
+	// Public, so that S3 reads it without signing.
+	if _, err := s.Client().CreateNamespace(ctx, "lost", testUser, metapb.Visibility_PUBLIC_READ); err != nil {
+		t.Fatal(err)
+	}
+	a.must(200, "PUT", "/lost/file", []byte("about to be lost"))
+	f, err := s.Client().StatFresh(ctx, "lost", "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.Extents[0]
+	vr, err := s.Client().Meta().Volumes(ctx, &metapb.VolumesRequest{Ids: []uint32{e.Volume}})
+	if err != nil || len(vr.Volumes) != 1 {
+		t.Fatalf("volume %d: %v", e.Volume, err)
+	}
+	v := vr.Volumes[0]
+	for _, addr := range v.Servers { // behind meta's back, on every replica
+		if err := chunk.NewRemote(addr).Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.Client().DataLoss()
+	code, _, b := a.call("GET", "/lost/file", nil)
+	if code != 500 || errCode(t, b) != "DataLoss" || !strings.Contains(string(b), "data lost") {
+		t.Fatalf("GET of a file whose needle is lost: %d %s", code, b)
+	}
+	resp, err := http.Get(s.S3URL() + "/lost/file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(sb), "<Code>DataLoss</Code>") {
+		t.Fatalf("S3 GET of a file whose needle is lost: %d %s", resp.StatusCode, sb)
+	}
+	if n := s.Client().DataLoss() - before; n != 2 {
+		t.Fatalf("%d reads counted as data loss, want 2", n)
 	}
 }

@@ -334,6 +334,10 @@ func (s *Server) CAFile() string { return filepath.Join(s.cfg.Data, "meta", pki.
 // certificate. Meta's and the data servers' listeners need it.
 func (s *Server) UserTLS() *tls.Config { return s.clientTLS }
 
+// Meta is the in-process meta service; tests wait on its background duties
+// (Meta().WaitCollected) rather than sleeping.
+func (s *Server) Meta() *meta.Service { return s.metaSvc }
+
 // Client is the in-process client (tests use it to look behind the API).
 func (s *Server) Client() *client.Client { return s.client }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"cairn/errors"
+	"cairn/vfs"
 )
 
 // Compact rewrites the volume without deleted and replaced needles.
@@ -38,7 +39,8 @@ func (v *Volume) Compact() error {
 	defer old.unref()
 
 	tmpDat, tmpIdx := v.datPath+".compact", v.idxPath+".compact"
-	nf, err := os.OpenFile(tmpDat, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	fs := v.opts.FS
+	nf, err := fs.OpenFile(tmpDat, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
@@ -47,8 +49,8 @@ func (v *Volume) Compact() error {
 	defer func() {
 		if !ok {
 			nf.Close()
-			os.Remove(tmpDat)
-			os.Remove(tmpIdx)
+			fs.Remove(tmpDat)
+			fs.Remove(tmpIdx)
 		}
 	}()
 	for _, s := range live {
@@ -97,22 +99,22 @@ func (v *Volume) Compact() error {
 	if err := nf.Sync(); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
-	if err := writeFileSync(tmpIdx, append(idxHeader(sb.instance), c.ents...)); err != nil {
+	if err := vfs.WriteFileSync(fs, tmpIdx, append(idxHeader(sb.instance), c.ents...), 0o644); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
 	// The .dat is renamed first. A crash between the renames leaves an
 	// .idx whose instance does not match: Open then rebuilds it by scan.
-	if err := os.Rename(tmpDat, v.datPath); err != nil {
+	if err := fs.Rename(tmpDat, v.datPath); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
-	if err := os.Rename(tmpIdx, v.idxPath); err != nil {
+	if err := fs.Rename(tmpIdx, v.idxPath); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
-	if err := syncDir(v.dir); err != nil {
+	if err := fs.SyncDir(v.dir); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
 	ok = true
-	idxf, err := os.OpenFile(v.idxPath, os.O_RDWR, 0)
+	idxf, err := fs.OpenFile(v.idxPath, os.O_RDWR, 0)
 	if err != nil {
 		// The volume is complete on disk; only this process lost its
 		// .idx handle. Stop writes rather than lose index entries.
@@ -139,7 +141,7 @@ func (v *Volume) Compact() error {
 // copier appends verified records to the new file of a compaction and
 // builds its index.
 type copier struct {
-	old, nf *os.File
+	old, nf vfs.File
 	w       *bufio.Writer
 	pos     int64
 	buf     []byte

@@ -60,11 +60,11 @@ func (v *Volume) Remove() error {
 	cerr := v.Close()
 	var errs []error
 	for _, name := range []string{v.datPath, v.idxPath} {
-		if err := os.Remove(name); err != nil && !os.IsNotExist(err) {
+		if err := v.opts.FS.Remove(name); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}
-	if err := syncDir(v.dir); err != nil {
+	if err := v.opts.FS.SyncDir(v.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

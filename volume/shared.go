@@ -57,7 +57,12 @@ func (v *Volume) Share() (f *os.File, instance uint64, release func(), err error
 	if df == nil {
 		return nil, 0, nil, errors.E(errors.Op("volume.Share"), errors.IO, v.path(), "volume is closed")
 	}
-	return df.f, df.instance, df.unref, nil
+	f = df.f.OS()
+	if f == nil { // a file system of tests, with no descriptor to hand out
+		df.unref()
+		return nil, 0, nil, errors.E(errors.Op("volume.Share"), errors.Unavailable, v.path(), "the volume's file system has no descriptors to share")
+	}
+	return f, df.instance, df.unref, nil
 }
 
 // CheckShared verifies that f is the .dat file of volume id, instance

@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"cairn/errors"
+	"cairn/vfs"
 )
 
 // Defaults of Options.
@@ -31,6 +33,9 @@ type Options struct {
 	MaxSize int64
 	// MaxNeedle bounds one needle's data. Default 64 MiB; at most 1 GiB.
 	MaxNeedle int64
+	// FS is the file system the volume's files live on. Default
+	// vfs.Default, the operating system's; tests put a failing disk here.
+	FS vfs.FS
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -40,6 +45,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MaxNeedle == 0 {
 		o.MaxNeedle = DefaultMaxNeedle
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 }
 
@@ -68,6 +76,13 @@ type Stats struct {
 	Corrupt   uint64 // reads refused because a checksum did not match
 	Truncated int64  // bytes of torn tail cut off when the volume was opened
 	Damaged   int64  // damaged records found inside the file at open (kept; reads say Corrupt)
+	// NoSpace: the disk refused a write (ENOSPC) within the last
+	// noSpaceHold; new needles go elsewhere until then.
+	NoSpace bool
+	// Failed: an fdatasync failed. What it covered may not be on disk, so
+	// the volume takes no more writes until it is opened again (reads of
+	// what was synced before go on).
+	Failed bool
 }
 
 // GarbageRatio is Garbage over the bytes of records in the file.
@@ -81,12 +96,12 @@ func (s Stats) GarbageRatio() float64 {
 // dataFile is a reference-counted .dat handle: compaction swaps in a new
 // file while reads on the old one finish; the last reader closes it.
 type dataFile struct {
-	f        *os.File
+	f        vfs.File
 	instance uint64 // the superblock's: tells this file from its compacted successor
 	refs     atomic.Int64
 }
 
-func newDataFile(f *os.File, instance uint64) *dataFile {
+func newDataFile(f vfs.File, instance uint64) *dataFile {
 	d := &dataFile{f: f, instance: instance}
 	d.refs.Store(1) // the volume's own reference
 	return d
@@ -142,7 +157,7 @@ type Volume struct {
 
 	// The .idx file is written only by the sync leader, or by compaction
 	// and Close once no sync can be running.
-	idxf   *os.File
+	idxf   vfs.File
 	idxEnd int64
 
 	compactMu sync.Mutex
@@ -151,6 +166,8 @@ type Volume struct {
 	maxSize   atomic.Int64 // opts.MaxSize until SetMaxSize
 	gen       atomic.Uint64
 	readOnly  atomic.Bool
+	noSpace   atomic.Int64 // unix nanoseconds until which new needles are refused (ENOSPC)
+	failed    atomic.Bool  // syncErr is set
 	syncs     atomic.Uint64
 	corrupt   atomic.Uint64
 	truncated int64
@@ -184,50 +201,26 @@ func Create(dir string, id uint32, gen uint64, opts Options) (*Volume, error) {
 		return nil, errors.E(op, err)
 	}
 	dat, idx := FileNames(dir, id)
-	if _, err := os.Stat(dat); err == nil {
+	fs := opts.FS
+	if _, err := fs.Stat(dat); err == nil {
 		return nil, errors.E(op, errors.Exist, errors.Path(strconv.FormatUint(uint64(id), 10)))
 	}
 	sb := superblock{id: id, gen: gen, keyFloor: 1, instance: randUint64(), created: time.Now().UnixNano()}
 	// Write the .idx first and the .dat by rename last: a crash leaves
 	// either no volume or a complete empty one.
-	if err := writeFileSync(idx, idxHeader(sb.instance)); err != nil {
+	if err := vfs.WriteFileSync(fs, idx, idxHeader(sb.instance), 0o644); err != nil {
+		return nil, errors.E(op, ioKind(err), err)
+	}
+	if err := vfs.WriteFileSync(fs, dat+".tmp", sb.encode(), 0o644); err != nil {
+		return nil, errors.E(op, ioKind(err), err)
+	}
+	if err := fs.Rename(dat+".tmp", dat); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	if err := writeFileSync(dat+".tmp", sb.encode()); err != nil {
-		return nil, errors.E(op, errors.IO, err)
-	}
-	if err := os.Rename(dat+".tmp", dat); err != nil {
-		return nil, errors.E(op, errors.IO, err)
-	}
-	if err := syncDir(dir); err != nil {
+	if err := fs.SyncDir(dir); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	return Open(dir, id, opts)
-}
-
-func writeFileSync(name string, b []byte) error {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Open opens volume id in dir: it loads the .idx, then verifies every
@@ -241,12 +234,12 @@ func Open(dir string, id uint32, opts Options) (*Volume, error) {
 	}
 	dat, idx := FileNames(dir, id)
 	// Leftovers of a compaction that did not finish.
-	os.Remove(dat + ".compact")
-	os.Remove(idx + ".compact")
+	opts.FS.Remove(dat + ".compact")
+	opts.FS.Remove(idx + ".compact")
 	v := &Volume{id: id, dir: dir, datPath: dat, idxPath: idx, opts: opts}
 	v.maxSize.Store(opts.MaxSize)
 	v.cond = sync.NewCond(&v.pendMu)
-	f, err := os.OpenFile(dat, os.O_RDWR, 0)
+	f, err := opts.FS.OpenFile(dat, os.O_RDWR, 0)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, errors.E(op, errors.NotExist, v.path(), err)
@@ -263,7 +256,7 @@ func Open(dir string, id uint32, opts Options) (*Volume, error) {
 	return v, nil
 }
 
-func (v *Volume) load(f *os.File) error {
+func (v *Volume) load(f vfs.File) error {
 	sbuf := make([]byte, superSize)
 	if _, err := f.ReadAt(sbuf, 0); err != nil {
 		return errors.E(errors.Corrupt, fmt.Errorf("reading superblock: %w", err))
@@ -293,7 +286,7 @@ func (v *Volume) load(f *os.File) error {
 	// must match, or the index is rebuilt from the .dat.
 	end := int64(superSize)
 	keep := int64(idxHdrSize)
-	raw, err := os.ReadFile(v.idxPath)
+	raw, err := vfs.ReadFile(v.opts.FS, v.idxPath)
 	idxOK := err == nil && len(raw) >= idxHdrSize && [8]byte(raw[:8]) == idxMagic &&
 		binary.LittleEndian.Uint64(raw[8:]) == sb.instance
 	if idxOK {
@@ -397,13 +390,13 @@ func (v *Volume) load(f *os.File) error {
 		if err := f.Truncate(pos); err != nil {
 			return errors.E(errors.IO, err)
 		}
-		if err := datasync(f); err != nil {
+		if err := f.Datasync(); err != nil {
 			return errors.E(errors.IO, err)
 		}
 		v.truncated = datSize - pos
 	}
 
-	idxf, err := os.OpenFile(v.idxPath, os.O_RDWR|os.O_CREATE, 0o644)
+	idxf, err := v.opts.FS.OpenFile(v.idxPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return errors.E(errors.IO, err)
 	}
@@ -462,6 +455,7 @@ func (v *Volume) Stats() Stats {
 		ID: v.id, Gen: v.gen.Load(), Size: size, Garbage: garbage, Needles: int64(live),
 		ReadOnly: v.readOnly.Load(), Full: size >= v.maxSize.Load(),
 		Syncs: v.syncs.Load(), Corrupt: v.corrupt.Load(), Truncated: v.truncated, Damaged: v.damaged,
+		NoSpace: time.Now().UnixNano() < v.noSpace.Load(), Failed: v.failed.Load(),
 	}
 }
 
@@ -564,7 +558,11 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o
 		// Nothing is published; the next write overwrites whatever part of
 		// this record reached the file.
 		v.appendMu.Unlock()
-		return 0, errors.E(op, errors.IO, v.keyPath(key), err)
+		k := ioKind(err)
+		if k == errors.NoSpace {
+			v.noSpace.Store(time.Now().Add(noSpaceHold).UnixNano())
+		}
+		return 0, errors.E(op, k, v.keyPath(key), err)
 	}
 	v.end += rs
 	v.size.Store(v.end)
@@ -587,6 +585,20 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o
 
 var errNoop = errors.New("nothing to do")
 
+// noSpaceHold is how long a volume whose disk said ENOSPC refuses new
+// needles before it tries again: long enough that writers move to other
+// servers (the heartbeat tells meta), short enough that freed space is used.
+const noSpaceHold = 30 * time.Second
+
+// ioKind classifies a failed disk call: a full disk is NoSpace (the writer
+// goes elsewhere, the user is told the store is full), anything else IO.
+func ioKind(err error) errors.Kind {
+	if errors.IsErr(err, syscall.ENOSPC) {
+		return errors.NoSpace
+	}
+	return errors.IO
+}
+
 // checkWritable is called with appendMu held.
 func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int64, force bool) error {
 	if v.closed {
@@ -596,7 +608,7 @@ func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int
 	serr := v.syncErr
 	v.pendMu.Unlock()
 	if serr != nil {
-		return errors.E(op, errors.IO, v.path(), serr)
+		return errors.E(op, errors.ReadOnly, v.path(), "read-only after a failed fdatasync", serr)
 	}
 	if gen != v.sb.gen {
 		return errors.E(op, errors.Stale, v.path(), fmt.Sprintf("generation %d, volume is at %d", gen, v.sb.gen))
@@ -616,6 +628,9 @@ func (v *Volume) checkWritable(op errors.Op, gen, key uint64, flags byte, rs int
 			return errors.E(op, errors.ReadOnly, v.path(), "volume is at its hard size limit")
 		}
 		return nil
+	}
+	if !force && time.Now().UnixNano() < v.noSpace.Load() {
+		return errors.E(op, errors.NoSpace, v.path(), "the disk is full")
 	}
 	if v.end+rs > v.maxSize.Load() && !(force && v.end+rs <= maxAddressable) {
 		return errors.E(op, errors.ReadOnly, v.path(), fmt.Sprintf("volume is full (%d bytes)", v.end))
@@ -673,7 +688,7 @@ func (v *Volume) lead() {
 	v.mu.RLock()
 	df := v.df
 	v.mu.RUnlock()
-	err := datasync(df.f)
+	err := df.f.Datasync()
 	v.syncs.Add(1)
 	if err == nil {
 		v.publish(batch)
@@ -685,7 +700,8 @@ func (v *Volume) lead() {
 		// After a failed fdatasync the page cache may have dropped the
 		// dirty pages: nothing written since the last good sync can be
 		// trusted, so the volume stops taking writes.
-		v.syncErr = errors.E(errors.Op("volume.sync"), errors.IO, v.path(), err)
+		v.syncErr = errors.E(errors.Op("volume.sync"), ioKind(err), v.path(), err)
+		v.failed.Store(true)
 	} else if len(batch) > 0 {
 		v.synced = batch[len(batch)-1].seq
 	}
@@ -761,7 +777,7 @@ func (v *Volume) rewriteSuper(op errors.Op, change func(*superblock) error) erro
 	if _, err := v.df.f.WriteAt(sb.encode(), 0); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
-	if err := datasync(v.df.f); err != nil {
+	if err := v.df.f.Datasync(); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}
 	v.sb = sb

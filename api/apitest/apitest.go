@@ -108,7 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fail(400, "InvalidArgument", err.Error()), nsName)
 		return
 	}
-	p, dir, err := pathname.Clean(rest)
+	p, dir, err := pathname.Inside(rest)
 	if err != nil {
 		writeError(w, fail(400, "InvalidArgument", err.Error()), nsName+"/"+rest)
 		return

@@ -31,6 +31,9 @@ var codes = map[errors.Kind]apiError{
 	errors.ReadOnly:        {http.StatusServiceUnavailable, "ServiceUnavailable", ""},
 	errors.Stale:           {http.StatusServiceUnavailable, "ServiceUnavailable", ""},
 	errors.Canceled:        {499, "RequestCanceled", ""},
+	// S3 has no code for a full store; 507 with the name its clients print.
+	errors.NoSpace:  {http.StatusInsufficientStorage, "InsufficientStorage", ""},
+	errors.DataLoss: {http.StatusInternalServerError, "DataLoss", ""},
 }
 
 // apiError is an S3 error: status, code and message.

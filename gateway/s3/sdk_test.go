@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"cairn/client"
 	s3api "cairn/gateway/s3"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/server"
 	"cairn/server/servertest"
@@ -35,6 +37,32 @@ func start(t *testing.T) *server.Server {
 	return servertest.Start(t, func(c *server.Config) {
 		c.ExtentSize = 1 << 20 // several extents per multipart part
 	})
+}
+
+// waitCollected waits for a garbage collection pass that began after the
+// call, so that data a delete wrongly queued as garbage is really gone.
+func waitCollected(t *testing.T, s *server.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Meta().WaitCollected(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nsChanged returns a function that waits until the gateway's client has
+// applied a change of namespace ns made after nsChanged was called.
+func nsChanged(t *testing.T, s *server.Server, ns string) func() {
+	var seen atomic.Bool
+	s.Client().OnChange(func(ev *metapb.Event) {
+		if ev.Namespace && ev.Ns == ns {
+			seen.Store(true)
+		}
+	})
+	return func() {
+		t.Helper()
+		await.Until(t, 10*time.Second, "the change event of namespace "+ns, seen.Load)
+	}
 }
 
 func sdk(t *testing.T, s *server.Server, key, secret string) *s3.Client {
@@ -333,7 +361,7 @@ func TestSDKObjects(t *testing.T) {
 	wantCode(t, err, "InvalidRequest")
 	// The copy shares needles: deleting the source must not lose its data.
 	must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("docs"), Key: aws.String("dir/sub/file.bin")}))
-	time.Sleep(200 * time.Millisecond) // garbage collection runs on a kick
+	waitCollected(t, s) // the source's garbage, if any, is gone from the data servers
 	if got := getBody(t, c, "other", "copy.bin"); !bytes.Equal(got, data) {
 		t.Fatal("the copy lost its data when the source was deleted")
 	}
@@ -570,7 +598,7 @@ func TestSDKMultipart(t *testing.T) {
 		UploadId: up3.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: cparts}}))
 	// The source goes; the copy, which shares its needles, stays whole.
 	must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("mpart"), Key: aws.String("big/file")}))
-	time.Sleep(200 * time.Millisecond)
+	waitCollected(t, s)
 	if got := getBody(t, c, "mpart", "copied"); !bytes.Equal(got, full) {
 		t.Fatal("UploadPartCopy result lost data when its source was deleted")
 	}
@@ -643,8 +671,9 @@ func TestSDKAuth(t *testing.T) {
 	if resp.StatusCode != 403 || resp.Header.Get("X-Amz-Request-Id") == "" {
 		t.Fatalf("anonymous GET of a private object: %d", resp.StatusCode)
 	}
+	applied := nsChanged(t, s, "priv")
 	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("priv"), ACL: types.BucketCannedACLPublicRead}))
-	time.Sleep(50 * time.Millisecond) // the namespace change reaches the gateway's cache by event
+	applied() // the namespace change reaches the gateway's cache by event
 	resp = must(http.Get(s.S3URL() + "/priv/k"))
 	body := must(io.ReadAll(resp.Body))
 	resp.Body.Close()
@@ -678,8 +707,9 @@ func TestSDKAuth(t *testing.T) {
 	must(m.S3CreateUser(ctx, &metapb.S3User{Name: "alice"}))
 	k := must(m.S3CreateKey(ctx, &metapb.S3CreateKeyRequest{User: "alice",
 		Grants: map[string]metapb.S3Access{"priv": metapb.S3Access_S3_READ}}))
+	applied = nsChanged(t, s, "priv")
 	must(c.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: aws.String("priv"), ACL: types.BucketCannedACLPrivate}))
-	time.Sleep(50 * time.Millisecond)
+	applied()
 	alice := sdk(t, s, k.Key.AccessKey, k.Secret)
 	if got := getBody(t, alice, "priv", "k"); string(got) != "secret" {
 		t.Fatalf("granted read: %q", got)
@@ -795,14 +825,9 @@ func TestSweepUploads(t *testing.T) {
 	left := must(c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String("sweep"), Key: aws.String("left")}))
 	auto := must(s3api.New(s3api.Config{Client: s.Client(), UploadMaxAge: time.Millisecond, UploadSweep: 10 * time.Millisecond}))
 	defer auto.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	await.Until(t, 30*time.Second, "the sweep of an upload older than UploadMaxAge", func() bool {
 		_, err = c.ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("sweep"), Key: aws.String("left"), UploadId: left.UploadId})
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("an abandoned upload outlived UploadMaxAge by 30s")
-		}
-	}
+		return err != nil
+	})
 	wantCode(t, err, "NoSuchUpload")
 }

@@ -22,6 +22,9 @@ import (
 
 func tool(t *testing.T, name, pkg string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("an external S3 client: not in the -short tier")
+	}
 	p, err := exec.LookPath(name)
 	if err != nil {
 		t.Fatalf("%s not found in PATH: install the %s package (.ci/run does)", name, pkg)

@@ -77,21 +77,34 @@ const (
 	FileType_REGULAR               FileType = 1
 	FileType_DIRECTORY             FileType = 2
 	FileType_SYMLINK               FileType = 3
+	// POSIX surface: special files, stored as inodes without content.
+	FileType_FIFO         FileType = 140
+	FileType_CHAR_DEVICE  FileType = 141 // Inode.rdev names the device
+	FileType_BLOCK_DEVICE FileType = 142
+	FileType_SOCKET       FileType = 143 // an AF_UNIX socket's name
 )
 
 // Enum value maps for FileType.
 var (
 	FileType_name = map[int32]string{
-		0: "FILE_TYPE_UNSPECIFIED",
-		1: "REGULAR",
-		2: "DIRECTORY",
-		3: "SYMLINK",
+		0:   "FILE_TYPE_UNSPECIFIED",
+		1:   "REGULAR",
+		2:   "DIRECTORY",
+		3:   "SYMLINK",
+		140: "FIFO",
+		141: "CHAR_DEVICE",
+		142: "BLOCK_DEVICE",
+		143: "SOCKET",
 	}
 	FileType_value = map[string]int32{
 		"FILE_TYPE_UNSPECIFIED": 0,
 		"REGULAR":               1,
 		"DIRECTORY":             2,
 		"SYMLINK":               3,
+		"FIFO":                  140,
+		"CHAR_DEVICE":           141,
+		"BLOCK_DEVICE":          142,
+		"SOCKET":                143,
 	}
 )
 
@@ -570,6 +583,9 @@ type Inode struct {
 	Headers map[string]string `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Tags    map[string]string `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Xattrs  map[string][]byte `protobuf:"bytes,60,rep,name=xattrs,proto3" json:"xattrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // extended attributes set through a mount ("user.x")
+	// POSIX surface (140-149).
+	Rdev    uint32 `protobuf:"varint,140,opt,name=rdev,proto3" json:"rdev,omitempty"`                      // CHAR_DEVICE, BLOCK_DEVICE: the device number (Linux encoding)
+	AtimeNs int64  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"` // last access (relatime, written behind by mounts); 0: mtime
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
@@ -725,6 +741,20 @@ func (x *Inode) GetXattrs() map[string][]byte {
 		return x.Xattrs
 	}
 	return nil
+}
+
+func (x *Inode) GetRdev() uint32 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *Inode) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
+	}
+	return 0
 }
 
 func (x *Inode) GetSeq() uint64 {
@@ -1202,7 +1232,8 @@ type MkdirRequest struct {
 	// a Sync) carries the directory too. A mount's mkdir, like a local
 	// file system's, is durable at the next fsync.
 	NoSyncWait    bool   `protobuf:"varint,7,opt,name=no_sync_wait,json=noSyncWait,proto3" json:"no_sync_wait,omitempty"`
-	Ino           uint64 `protobuf:"varint,8,opt,name=ino,proto3" json:"ino,omitempty"` // the new directory takes this inode number, reserved by MountReserve
+	Ino           uint64 `protobuf:"varint,8,opt,name=ino,proto3" json:"ino,omitempty"`                                // the new directory takes this inode number, reserved by MountReserve
+	ModeExact     bool   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1293,6 +1324,13 @@ func (x *MkdirRequest) GetIno() uint64 {
 	return 0
 }
 
+func (x *MkdirRequest) GetModeExact() bool {
+	if x != nil {
+		return x.ModeExact
+	}
+	return false
+}
+
 // CommitRequest creates or atomically replaces a file whose data is
 // already stored in needles. Readers see the old or the new file, never a mix.
 type CommitRequest struct {
@@ -1300,7 +1338,7 @@ type CommitRequest struct {
 	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
 	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // must tile [0, size) without gaps
+	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
 	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
 	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
@@ -1313,7 +1351,9 @@ type CommitRequest struct {
 	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
 	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
 	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"` // a new file takes this inode number, reserved by MountReserve
+	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                               // a new file takes this inode number, reserved by MountReserve
+	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`       // 0: unchanged (a new file shows its mtime)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,6 +1503,20 @@ func (x *CommitRequest) GetTags() map[string]string {
 func (x *CommitRequest) GetIno() uint64 {
 	if x != nil {
 		return x.Ino
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetModeExact() bool {
+	if x != nil {
+		return x.ModeExact
+	}
+	return false
+}
+
+func (x *CommitRequest) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
 	}
 	return 0
 }
@@ -1837,15 +1891,19 @@ func (x *RenameRequest) GetParents() bool {
 }
 
 type SetAttrRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Mode          *uint32                `protobuf:"varint,3,opt,name=mode,proto3,oneof" json:"mode,omitempty"`
-	Uid           *uint32                `protobuf:"varint,4,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
-	Gid           *uint32                `protobuf:"varint,5,opt,name=gid,proto3,oneof" json:"gid,omitempty"`
-	MtimeNs       *int64                 `protobuf:"varint,6,opt,name=mtime_ns,json=mtimeNs,proto3,oneof" json:"mtime_ns,omitempty"`
-	Size          *uint64                `protobuf:"varint,7,opt,name=size,proto3,oneof" json:"size,omitempty"` // truncate (shrink or extend with zeros)
-	ContentType   *string                `protobuf:"bytes,8,opt,name=content_type,json=contentType,proto3,oneof" json:"content_type,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Mode        *uint32                `protobuf:"varint,3,opt,name=mode,proto3,oneof" json:"mode,omitempty"`
+	Uid         *uint32                `protobuf:"varint,4,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	Gid         *uint32                `protobuf:"varint,5,opt,name=gid,proto3,oneof" json:"gid,omitempty"`
+	MtimeNs     *int64                 `protobuf:"varint,6,opt,name=mtime_ns,json=mtimeNs,proto3,oneof" json:"mtime_ns,omitempty"`
+	Size        *uint64                `protobuf:"varint,7,opt,name=size,proto3,oneof" json:"size,omitempty"` // truncate (shrink or extend with zeros)
+	ContentType *string                `protobuf:"bytes,8,opt,name=content_type,json=contentType,proto3,oneof" json:"content_type,omitempty"`
+	AtimeNs     *int64                 `protobuf:"varint,140,opt,name=atime_ns,json=atimeNs,proto3,oneof" json:"atime_ns,omitempty"`
+	// An access moves atime (relatime): no ctime, version or change event,
+	// so readers' caches of the file stay.
+	Access        bool `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1934,6 +1992,20 @@ func (x *SetAttrRequest) GetContentType() string {
 		return *x.ContentType
 	}
 	return ""
+}
+
+func (x *SetAttrRequest) GetAtimeNs() int64 {
+	if x != nil && x.AtimeNs != nil {
+		return *x.AtimeNs
+	}
+	return 0
+}
+
+func (x *SetAttrRequest) GetAccess() bool {
+	if x != nil {
+		return x.Access
+	}
+	return false
 }
 
 type Volume struct {
@@ -2333,6 +2405,7 @@ type HeartbeatRequest struct {
 	Capacity      uint64                 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"` // bytes
 	Free          uint64                 `protobuf:"varint,5,opt,name=free,proto3" json:"free,omitempty"`
 	Volumes       []*VolumeStat          `protobuf:"bytes,6,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Disk          *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"` // scrub and disk faults (see "Disk health")
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2405,6 +2478,13 @@ func (x *HeartbeatRequest) GetFree() uint64 {
 func (x *HeartbeatRequest) GetVolumes() []*VolumeStat {
 	if x != nil {
 		return x.Volumes
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetDisk() *DiskHealth {
+	if x != nil {
+		return x.Disk
 	}
 	return nil
 }
@@ -3150,6 +3230,7 @@ type Command struct {
 	//	*Command_MountLink
 	//	*Command_MountXattr
 	//	*Command_MountReserve
+	//	*Command_MountMknod
 	//	*Command_PutJoinToken
 	//	*Command_UseJoinToken
 	Op            isCommand_Op `protobuf_oneof:"op"`
@@ -3471,6 +3552,15 @@ func (x *Command) GetMountReserve() *MountReserveRequest {
 	return nil
 }
 
+func (x *Command) GetMountMknod() *MountMknodRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountMknod); ok {
+			return x.MountMknod
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetPutJoinToken() *JoinTokenRecord {
 	if x != nil {
 		if x, ok := x.Op.(*Command_PutJoinToken); ok {
@@ -3614,6 +3704,11 @@ type Command_MountReserve struct {
 	MountReserve *MountReserveRequest `protobuf:"bytes,63,opt,name=mount_reserve,json=mountReserve,proto3,oneof"`
 }
 
+type Command_MountMknod struct {
+	// POSIX surface
+	MountMknod *MountMknodRequest `protobuf:"bytes,140,opt,name=mount_mknod,json=mountMknod,proto3,oneof"`
+}
+
 type Command_PutJoinToken struct {
 	// ---- Cluster identity (pki) ----
 	PutJoinToken *JoinTokenRecord `protobuf:"bytes,150,opt,name=put_join_token,json=putJoinToken,proto3,oneof"`
@@ -3682,6 +3777,8 @@ func (*Command_MountLink) isCommand_Op() {}
 func (*Command_MountXattr) isCommand_Op() {}
 
 func (*Command_MountReserve) isCommand_Op() {}
+
+func (*Command_MountMknod) isCommand_Op() {}
 
 func (*Command_PutJoinToken) isCommand_Op() {}
 
@@ -4431,6 +4528,7 @@ type ClusterServer struct {
 	Draining        bool                   `protobuf:"varint,9,opt,name=draining,proto3" json:"draining,omitempty"`
 	Suspect         bool                   `protobuf:"varint,10,opt,name=suspect,proto3" json:"suspect,omitempty"` // a writer reported it failing
 	Used            uint64                 `protobuf:"varint,11,opt,name=used,proto3" json:"used,omitempty"`       // bytes in its volumes, last reported
+	Disk            *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"`       // as last reported
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -4540,6 +4638,13 @@ func (x *ClusterServer) GetUsed() uint64 {
 		return x.Used
 	}
 	return 0
+}
+
+func (x *ClusterServer) GetDisk() *DiskHealth {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
 }
 
 type ClusterVolume struct {
@@ -6866,6 +6971,203 @@ func (x *RenewCapsResponse) GetCaps() []string {
 	return nil
 }
 
+// DiskHealth is what a data server's disk has been through: the background
+// scrub's progress and what it and the readers found, and the volumes that
+// stopped taking writes because of the disk.
+type DiskHealth struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	ScrubNeedles     uint64                 `protobuf:"varint,1,opt,name=scrub_needles,json=scrubNeedles,proto3" json:"scrub_needles,omitempty"`                 // needles verified by the scrub since start
+	ScrubPasses      uint64                 `protobuf:"varint,2,opt,name=scrub_passes,json=scrubPasses,proto3" json:"scrub_passes,omitempty"`                    // passes completed since start
+	ScrubLastPassNs  int64                  `protobuf:"varint,3,opt,name=scrub_last_pass_ns,json=scrubLastPassNs,proto3" json:"scrub_last_pass_ns,omitempty"`    // unix ns the last complete pass ended; 0: none yet
+	ScrubBytesPerSec uint64                 `protobuf:"varint,4,opt,name=scrub_bytes_per_sec,json=scrubBytesPerSec,proto3" json:"scrub_bytes_per_sec,omitempty"` // the current pace
+	Corrupt          uint64                 `protobuf:"varint,5,opt,name=corrupt,proto3" json:"corrupt,omitempty"`                                               // reads (the scrub's and others') that found a needle corrupt, since start
+	Repaired         uint64                 `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`                                             // needles restored from a replica since start
+	NoSpaceVolumes   uint32                 `protobuf:"varint,7,opt,name=no_space_volumes,json=noSpaceVolumes,proto3" json:"no_space_volumes,omitempty"`         // volumes refusing writes: the disk said ENOSPC
+	FailedVolumes    uint32                 `protobuf:"varint,8,opt,name=failed_volumes,json=failedVolumes,proto3" json:"failed_volumes,omitempty"`              // volumes read-only after a failed fdatasync
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DiskHealth) Reset() {
+	*x = DiskHealth{}
+	mi := &file_proto_meta_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskHealth) ProtoMessage() {}
+
+func (x *DiskHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
+func (*DiskHealth) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *DiskHealth) GetScrubNeedles() uint64 {
+	if x != nil {
+		return x.ScrubNeedles
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetScrubPasses() uint64 {
+	if x != nil {
+		return x.ScrubPasses
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetScrubLastPassNs() int64 {
+	if x != nil {
+		return x.ScrubLastPassNs
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetScrubBytesPerSec() uint64 {
+	if x != nil {
+		return x.ScrubBytesPerSec
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetCorrupt() uint64 {
+	if x != nil {
+		return x.Corrupt
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetRepaired() uint64 {
+	if x != nil {
+		return x.Repaired
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetNoSpaceVolumes() uint32 {
+	if x != nil {
+		return x.NoSpaceVolumes
+	}
+	return 0
+}
+
+func (x *DiskHealth) GetFailedVolumes() uint32 {
+	if x != nil {
+		return x.FailedVolumes
+	}
+	return 0
+}
+
+// MountMknodRequest makes a special file (FIFO, CHAR_DEVICE, BLOCK_DEVICE,
+// SOCKET): an inode with a type, mode and device number and no content.
+type MountMknodRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Type          FileType               `protobuf:"varint,3,opt,name=type,proto3,enum=cairn.meta.FileType" json:"type,omitempty"`
+	Mode          uint32                 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits, taken as given
+	Rdev          uint32                 `protobuf:"varint,5,opt,name=rdev,proto3" json:"rdev,omitempty"`
+	Uid           uint32                 `protobuf:"varint,6,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid           uint32                 `protobuf:"varint,7,opt,name=gid,proto3" json:"gid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountMknodRequest) Reset() {
+	*x = MountMknodRequest{}
+	mi := &file_proto_meta_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountMknodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountMknodRequest) ProtoMessage() {}
+
+func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
+func (*MountMknodRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *MountMknodRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountMknodRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MountMknodRequest) GetType() FileType {
+	if x != nil {
+		return x.Type
+	}
+	return FileType_FILE_TYPE_UNSPECIFIED
+}
+
+func (x *MountMknodRequest) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetRdev() uint32 {
+	if x != nil {
+		return x.Rdev
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *MountMknodRequest) GetGid() uint32 {
+	if x != nil {
+		return x.Gid
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -6906,7 +7208,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xb3\x06\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xe4\x06\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -6925,7 +7227,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0esymlink_target\x18\x0e \x01(\tR\rsymlinkTarget\x128\n" +
 	"\aheaders\x18( \x03(\v2\x1e.cairn.meta.Inode.HeadersEntryR\aheaders\x12/\n" +
 	"\x04tags\x18) \x03(\v2\x1b.cairn.meta.Inode.TagsEntryR\x04tags\x125\n" +
-	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x11\n" +
+	"\x06xattrs\x18< \x03(\v2\x1d.cairn.meta.Inode.XattrsEntryR\x06xattrs\x12\x13\n" +
+	"\x04rdev\x18\x8c\x01 \x01(\rR\x04rdev\x12\x1a\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x11\n" +
 	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6967,7 +7271,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fListResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.cairn.meta.ListEntryR\aentries\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xb8\x01\n" +
+	"nextCursor\"\xd8\x01\n" +
 	"\fMkdirRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6977,7 +7281,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aparents\x18\x06 \x01(\bR\aparents\x12 \n" +
 	"\fno_sync_wait\x18\a \x01(\bR\n" +
 	"noSyncWait\x12\x10\n" +
-	"\x03ino\x18\b \x01(\x04R\x03ino\"\xdd\x05\n" +
+	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
+	"\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x99\x06\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -6996,7 +7302,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bmtime_ns\x18\x0e \x01(\x03R\amtimeNs\x12@\n" +
 	"\aheaders\x18( \x03(\v2&.cairn.meta.CommitRequest.HeadersEntryR\aheaders\x127\n" +
 	"\x04tags\x18) \x03(\v2#.cairn.meta.CommitRequest.TagsEntryR\x04tags\x12\x10\n" +
-	"\x03ino\x18< \x01(\x04R\x03ino\x1a;\n" +
+	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
+	"\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -7030,7 +7339,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1d\n" +
 	"\n" +
 	"no_replace\x18\x04 \x01(\bR\tnoReplace\x12\x18\n" +
-	"\aparents\x18\x05 \x01(\bR\aparents\"\x9c\x02\n" +
+	"\aparents\x18\x05 \x01(\bR\aparents\"\xe3\x02\n" +
 	"\x0eSetAttrRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
@@ -7039,13 +7348,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03gid\x18\x05 \x01(\rH\x02R\x03gid\x88\x01\x01\x12\x1e\n" +
 	"\bmtime_ns\x18\x06 \x01(\x03H\x03R\amtimeNs\x88\x01\x01\x12\x17\n" +
 	"\x04size\x18\a \x01(\x04H\x04R\x04size\x88\x01\x01\x12&\n" +
-	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01B\a\n" +
+	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01\x12\x1f\n" +
+	"\batime_ns\x18\x8c\x01 \x01(\x03H\x06R\aatimeNs\x88\x01\x01\x12\x17\n" +
+	"\x06access\x18\x8d\x01 \x01(\bR\x06accessB\a\n" +
 	"\x05_modeB\x06\n" +
 	"\x04_uidB\x06\n" +
 	"\x04_gidB\v\n" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
-	"\r_content_type\"\xde\x01\n" +
+	"\r_content_typeB\v\n" +
+	"\t_atime_ns\"\xde\x01\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -7078,14 +7390,15 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
 	"\agarbage\x18\x04 \x01(\x04R\agarbage\x12\x18\n" +
 	"\aneedles\x18\x05 \x01(\x04R\aneedles\x12\x1b\n" +
-	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xa2\x02\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xcf\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12@\n" +
 	"\x06labels\x18\x03 \x03(\v2(.cairn.meta.HeartbeatRequest.LabelsEntryR\x06labels\x12\x1a\n" +
 	"\bcapacity\x18\x04 \x01(\x04R\bcapacity\x12\x12\n" +
 	"\x04free\x18\x05 \x01(\x04R\x04free\x120\n" +
-	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x1a9\n" +
+	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x12+\n" +
+	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
@@ -7137,7 +7450,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xa2\x10\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x10\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -7174,7 +7487,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mount_link\x18= \x01(\v2\x1c.cairn.meta.MountLinkRequestH\x00R\tmountLink\x12@\n" +
 	"\vmount_xattr\x18> \x01(\v2\x1d.cairn.meta.MountXattrRequestH\x00R\n" +
 	"mountXattr\x12F\n" +
-	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12D\n" +
+	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12A\n" +
+	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
+	"mountMknod\x12D\n" +
 	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
 	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinTokenB\x04\n" +
 	"\x02op\"r\n" +
@@ -7226,7 +7541,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bdraining\x18\x02 \x01(\bR\bdraining\"A\n" +
 	"\x13ClusterDrainRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\tR\x06server\x12\x12\n" +
-	"\x04undo\x18\x02 \x01(\bR\x04undo\"\x83\x03\n" +
+	"\x04undo\x18\x02 \x01(\bR\x04undo\"\xb0\x03\n" +
 	"\rClusterServer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12=\n" +
@@ -7239,7 +7554,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bdraining\x18\t \x01(\bR\bdraining\x12\x18\n" +
 	"\asuspect\x18\n" +
 	" \x01(\bR\asuspect\x12\x12\n" +
-	"\x04used\x18\v \x01(\x04R\x04used\x1a9\n" +
+	"\x04used\x18\v \x01(\x04R\x04used\x12+\n" +
+	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
@@ -7460,20 +7776,42 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x10RenewCapsRequest\x12\x12\n" +
 	"\x04caps\x18\x01 \x03(\tR\x04caps\"'\n" +
 	"\x11RenewCapsResponse\x12\x12\n" +
-	"\x04caps\x18\x01 \x03(\tR\x04caps**\n" +
+	"\x04caps\x18\x01 \x03(\tR\x04caps\"\xb7\x02\n" +
+	"\n" +
+	"DiskHealth\x12#\n" +
+	"\rscrub_needles\x18\x01 \x01(\x04R\fscrubNeedles\x12!\n" +
+	"\fscrub_passes\x18\x02 \x01(\x04R\vscrubPasses\x12+\n" +
+	"\x12scrub_last_pass_ns\x18\x03 \x01(\x03R\x0fscrubLastPassNs\x12-\n" +
+	"\x13scrub_bytes_per_sec\x18\x04 \x01(\x04R\x10scrubBytesPerSec\x12\x18\n" +
+	"\acorrupt\x18\x05 \x01(\x04R\acorrupt\x12\x1a\n" +
+	"\brepaired\x18\x06 \x01(\x04R\brepaired\x12(\n" +
+	"\x10no_space_volumes\x18\a \x01(\rR\x0enoSpaceVolumes\x12%\n" +
+	"\x0efailed_volumes\x18\b \x01(\rR\rfailedVolumes\"\xad\x01\n" +
+	"\x11MountMknodRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12(\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\rR\x04mode\x12\x12\n" +
+	"\x04rdev\x18\x05 \x01(\rR\x04rdev\x12\x10\n" +
+	"\x03uid\x18\x06 \x01(\rR\x03uid\x12\x10\n" +
+	"\x03gid\x18\a \x01(\rR\x03gid**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
-	"\vPUBLIC_READ\x10\x01*N\n" +
+	"\vPUBLIC_READ\x10\x01*\x8b\x01\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aREGULAR\x10\x01\x12\r\n" +
 	"\tDIRECTORY\x10\x02\x12\v\n" +
-	"\aSYMLINK\x10\x03*2\n" +
+	"\aSYMLINK\x10\x03\x12\t\n" +
+	"\x04FIFO\x10\x8c\x01\x12\x10\n" +
+	"\vCHAR_DEVICE\x10\x8d\x01\x12\x11\n" +
+	"\fBLOCK_DEVICE\x10\x8e\x01\x12\v\n" +
+	"\x06SOCKET\x10\x8f\x01*2\n" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xf9\x1b\n" +
+	"\bS3_WRITE\x10\x022\xb4\x1c\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -7531,7 +7869,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
 	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
-	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
+	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.InodeB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -7546,7 +7885,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 113)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -7644,26 +7983,28 @@ var file_proto_meta_proto_goTypes = []any{
 	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
 	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
 	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
-	nil,                             // 96: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 97: cairn.meta.Inode.HeadersEntry
-	nil,                             // 98: cairn.meta.Inode.TagsEntry
-	nil,                             // 99: cairn.meta.Inode.XattrsEntry
-	nil,                             // 100: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 101: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 102: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 103: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 104: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 105: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 106: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 107: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 108: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 109: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 110: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 111: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 112: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 113: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 114: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 115: cairn.meta.S3Upload.TagsEntry
+	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
+	nil,                             // 98: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 99: cairn.meta.Inode.HeadersEntry
+	nil,                             // 100: cairn.meta.Inode.TagsEntry
+	nil,                             // 101: cairn.meta.Inode.XattrsEntry
+	nil,                             // 102: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 103: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 104: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 105: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 106: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 107: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 108: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 109: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 110: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 111: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 112: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 113: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 114: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 115: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 116: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 117: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7671,10 +8012,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	96,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	97,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	98,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	99,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	98,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	99,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	100, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	101, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7684,197 +8025,203 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	100, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	101, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	102, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	102, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	103, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	104, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	103, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	105, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	27,  // 28: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	93,  // 29: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	44,  // 30: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 31: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 32: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 33: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 34: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 35: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 36: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 37: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 38: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 39: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 40: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 41: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 42: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 43: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 44: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 45: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 46: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 47: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 48: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 49: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 50: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 51: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 52: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 53: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 54: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 55: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 56: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 57: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 58: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 59: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 60: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	87,  // 61: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 62: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	104, // 63: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	27,  // 64: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 65: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 66: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 67: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 68: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	105, // 69: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	106, // 70: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 71: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	107, // 72: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 73: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 74: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 75: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	108, // 76: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	109, // 77: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	110, // 78: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	111, // 79: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	112, // 80: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	113, // 81: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	114, // 82: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	115, // 83: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 84: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 85: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 86: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 87: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 88: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 89: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 90: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 91: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 92: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	2,   // 93: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 94: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 95: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 96: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 97: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 98: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 99: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 100: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 101: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 102: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 103: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 104: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 105: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 106: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 107: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 108: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 109: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 110: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 111: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 112: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 113: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 114: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 115: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 116: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 117: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 118: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 119: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 120: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 121: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 122: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 123: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 124: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 125: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 126: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 127: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 128: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 129: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 130: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 131: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 132: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 133: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 134: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 135: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 136: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 137: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 138: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 139: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 140: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 141: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 142: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 143: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 144: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 145: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 146: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 147: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 148: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 149: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	3,   // 150: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 151: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 152: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 153: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 154: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 155: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 156: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 157: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 158: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 159: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 160: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 161: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 162: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 163: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 164: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 165: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 166: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 167: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 168: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 169: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 170: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 171: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 172: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 173: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 174: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 175: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 176: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 177: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 178: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 179: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 180: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 181: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 182: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 183: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 184: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 185: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 186: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 187: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 188: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 189: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 190: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 191: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 192: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 193: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 194: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 195: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 196: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 197: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 198: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 199: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 200: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 201: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 202: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 203: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	150, // [150:204] is the sub-list for method output_type
-	96,  // [96:150] is the sub-list for method input_type
-	96,  // [96:96] is the sub-list for extension type_name
-	96,  // [96:96] is the sub-list for extension extendee
-	0,   // [0:96] is the sub-list for field type_name
+	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	44,  // 31: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 32: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 33: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 34: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 35: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 36: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 37: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 38: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 39: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 40: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 41: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 42: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 43: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 44: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	56,  // 45: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 46: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 47: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 48: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 49: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 50: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 51: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 52: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 53: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 54: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 55: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 56: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 57: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 58: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 59: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 60: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 61: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	97,  // 62: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	87,  // 63: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	88,  // 64: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	106, // 65: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	96,  // 66: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 67: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 68: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 69: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 70: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 71: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	107, // 72: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	108, // 73: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 74: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	109, // 75: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 76: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 77: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 78: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	110, // 79: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	111, // 80: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	112, // 81: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	113, // 82: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	114, // 83: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	115, // 84: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	116, // 85: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	117, // 86: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 87: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 88: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 89: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 90: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 91: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 92: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 93: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 94: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 95: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 96: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 97: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 98: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 99: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 100: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 101: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 102: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 103: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 104: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 105: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 106: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 107: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 108: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 109: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 110: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 111: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 112: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 113: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 114: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 115: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 116: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 117: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 118: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 119: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 120: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 121: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 122: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 123: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 124: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 125: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 126: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 127: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 128: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 129: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 130: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 131: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 132: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 133: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 134: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 135: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 136: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 137: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 138: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 139: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 140: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 141: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 142: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 143: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 144: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 145: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 146: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 147: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 148: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 149: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 150: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 151: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 152: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	94,  // 153: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	97,  // 154: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	3,   // 155: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 156: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 157: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 158: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 159: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 160: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 161: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 162: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 163: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 164: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 165: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 166: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 167: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 168: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 169: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 170: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 171: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 172: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 173: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 174: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 175: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 176: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 177: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 178: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 179: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 180: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 181: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 182: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 183: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 184: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 185: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 186: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 187: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 188: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 189: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 190: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 191: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 192: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 193: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 194: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 195: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 196: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 197: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 198: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 199: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 200: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 201: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 202: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 203: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 204: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 205: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 206: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 207: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	95,  // 208: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 209: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	155, // [155:210] is the sub-list for method output_type
+	100, // [100:155] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -7914,6 +8261,7 @@ func file_proto_meta_proto_init() {
 		(*Command_MountLink)(nil),
 		(*Command_MountXattr)(nil),
 		(*Command_MountReserve)(nil),
+		(*Command_MountMknod)(nil),
 		(*Command_PutJoinToken)(nil),
 		(*Command_UseJoinToken)(nil),
 	}
@@ -7923,7 +8271,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   113,
+			NumMessages:   115,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

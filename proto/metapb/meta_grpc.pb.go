@@ -76,6 +76,7 @@ const (
 	Meta_CreateJoinToken_FullMethodName   = "/cairn.meta.Meta/CreateJoinToken"
 	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
+	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 )
 
 // MetaClient is the client API for Meta service.
@@ -157,6 +158,9 @@ type MetaClient interface {
 	// namespace they name exists: a long-lived reader (a mount, a cache)
 	// keeps reading extents it resolved hours ago.
 	RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error)
 }
 
 type metaClient struct {
@@ -719,6 +723,16 @@ func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts .
 	return out, nil
 }
 
+func (c *metaClient) Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Inode)
+	err := c.cc.Invoke(ctx, Meta_Mknod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -798,6 +812,9 @@ type MetaServer interface {
 	// namespace they name exists: a long-lived reader (a mount, a cache)
 	// keeps reading extents it resolved hours ago.
 	RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error)
+	// POSIX surface
+	// Mknod makes a special file: fifo, device or socket.
+	Mknod(context.Context, *MountMknodRequest) (*Inode, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -969,6 +986,9 @@ func (UnimplementedMetaServer) Join(context.Context, *JoinRequest) (*JoinRespons
 }
 func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
+}
+func (UnimplementedMetaServer) Mknod(context.Context, *MountMknodRequest) (*Inode, error) {
+	return nil, status.Error(codes.Unimplemented, "method Mknod not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1945,6 +1965,24 @@ func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_Mknod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountMknodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Mknod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Mknod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Mknod(ctx, req.(*MountMknodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2159,6 +2197,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewCaps",
 			Handler:    _Meta_RenewCaps_Handler,
+		},
+		{
+			MethodName: "Mknod",
+			Handler:    _Meta_Mknod_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

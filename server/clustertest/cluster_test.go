@@ -3,6 +3,7 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,6 +20,10 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() { // every test here starts a cluster, which -short skips
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "cairn-clustertest-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -225,7 +230,7 @@ func TestDeleteWhileReplicaDown(t *testing.T) {
 // reads the right bytes from another replica and has the bad copy repaired;
 // a needle nobody reads is found and repaired by the scrub.
 func TestCorruptReplica(t *testing.T) {
-	c := Start(t, Options{Bin: bin, Servers: 3, ChunkArgs: []string{"--scrub-rate", "64MiB", "--scrub-interval", "1s"}, ExtentSize: 8 << 20})
+	c := Start(t, Options{Bin: bin, Servers: 3, ChunkArgs: []string{"--scrub-rate", "64MiB", "--scrub-period", "1s"}, ExtentSize: 8 << 20})
 	c.CreateNS(t, "rot", 3)
 	a, b := chunktest.Data(101, 100<<10), chunktest.Data(102, 100<<10)
 	// c is one 3 MiB needle, checked block by block as it streams: its

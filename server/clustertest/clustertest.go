@@ -104,6 +104,9 @@ type Proc struct {
 // on failure the tail of each process's log is printed.
 func Start(t testing.TB, opt Options) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a cluster of processes: not in the -short tier")
+	}
 	if opt.Servers == 0 {
 		opt.Servers = 4
 	}

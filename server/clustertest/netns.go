@@ -21,6 +21,9 @@ type Netns struct {
 // iproute2 (`ip`).
 func NewNetns(t testing.TB) *Netns {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("network namespaces: not in the -short tier")
+	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Fatalf("network namespaces need iproute2's ip: %v", err)
 	}

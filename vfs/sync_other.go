@@ -1,6 +1,6 @@
 //go:build !linux
 
-package volume
+package vfs
 
 import "os"
 

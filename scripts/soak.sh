@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# soak.sh DURATION: a mixed load against a 1 meta + 4 data server cluster
+# (plus a gateway and a mount) while a data server is killed with -9 and
+# restarted every KILL_EVERY seconds; then every acknowledged write is read
+# back. It reports the load, the errors (inside and outside the kill
+# windows) and the memory (RSS) of every process over time, and exits
+# non-zero if a write was lost or wrong or an error fell outside a window.
+#
+# The load (scripts/soak): small PUTs with GETs, large PUTs, appends,
+# creates and reads through a FUSE mount (skipped without FUSE), S3
+# multipart uploads. A kill window runs from the kill to GRACE seconds
+# after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
+# stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory).
+# Everything it starts it stops by PID.
+set -euo pipefail
+DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
+KILL_EVERY=${KILL_EVERY:-120}
+DOWN=${DOWN:-5}
+GRACE=${GRACE:-30}
+BASE_PORT=${BASE_PORT:-19400}
+
+cd "$(dirname "$0")/.."
+make build >/dev/null
+go build -o bin/soak ./scripts/soak
+CAIRN=$PWD/bin/cairn
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/cairn-soak.XXXXXX")}
+mkdir -p "$OUT"
+export CAIRN_ROOT_USER=soak CAIRN_ROOT_PASSWORD=soak-password-123
+export CAIRN_ENDPOINT=http://127.0.0.1:$BASE_PORT
+META=127.0.0.1:$((BASE_PORT + 1))
+S3=127.0.0.1:$((BASE_PORT + 2))
+declare -A PID # name -> pid
+MNT=$OUT/mnt
+BG=()
+
+stop_all() {
+	for pid in "${BG[@]}"; do kill "$pid" 2>/dev/null || true; done
+	mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true; }
+	for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
+	for name in "${!PID[@]}"; do wait "${PID[$name]}" 2>/dev/null || true; done
+}
+# The logs stay in OUT; the store's files go.
+trap 'stop_all; rm -rf "$OUT"/chunk?/ "$OUT/meta/"' EXIT
+
+ms() { date +%s%3N; }
+
+# pids: the processes to sample, rewritten whenever one (re)starts.
+save_pids() { for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids"; }
+
+start_chunk() { # $1 = 1..4
+	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
+		--admin off >>"$OUT/chunk$1.log" 2>&1 &
+	PID[chunk$1]=$!
+	save_pids
+}
+
+alive() { "$CAIRN" admin status --meta "$META" 2>/dev/null | grep -c ' alive ' || true; }
+
+wait_alive() { # $1 = how many
+	for _ in $(seq 300); do
+		[ "$(alive)" -ge "$1" ] && return 0
+		sleep 0.2
+	done
+	echo "soak: only $(alive) data servers alive" >&2
+	return 1
+}
+
+"$CAIRN" meta --data "$OUT/meta" --listen "$META" --admin off --dead-after 5s >"$OUT/meta.log" 2>&1 &
+PID[meta]=$!
+for i in 1 2 3 4; do start_chunk "$i"; done
+"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" --admin off >"$OUT/gateway.log" 2>&1 &
+PID[gateway]=$!
+wait_alive 4
+for _ in $(seq 100); do "$CAIRN" ns ls >/dev/null 2>&1 && break; sleep 0.1; done
+"$CAIRN" ns create soak >/dev/null
+
+MOUNTARG=()
+mkdir -p "$MNT"
+if "$CAIRN" mount -d --meta "$META" soak "$MNT" >"$OUT/mount.log" 2>&1; then
+	PID[mount]=$(pgrep -n -f "mount.*$MNT" || true) # the daemon we just started, for its RSS
+	[ -n "${PID[mount]}" ] || unset 'PID[mount]'
+	MOUNTARG=(--mount "$MNT")
+else
+	echo "soak: no mount (FUSE unavailable?): the mount load is skipped; see $OUT/mount.log" >&2
+fi
+
+# RSS of every process, every 10 s: unix-ms name kB.
+save_pids
+(
+	while :; do
+		while read -r name pid; do
+			kb=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+			[ -n "$kb" ] && echo "$(ms) $name $kb"
+		done <"$OUT/pids"
+		sleep 10
+	done
+) >"$OUT/rss.log" &
+BG+=($!)
+
+"$PWD/bin/soak" --endpoint "$CAIRN_ENDPOINT" --s3 "http://$S3" "${MOUNTARG[@]}" --duration "$DURATION" \
+	--errors "$OUT/errors.log" --verify-when "$OUT/verify" >"$OUT/result.json" 2>"$OUT/verify.log" &
+LOAD=$!
+
+# Kill and restart a data server every KILL_EVERY seconds until the load's
+# duration is over. Windows: unix-ms from to.
+case $DURATION in
+*h) secs=$((${DURATION%h} * 3600)) ;;
+*m) secs=$((${DURATION%m} * 60)) ;;
+*s) secs=${DURATION%s} ;;
+*) echo "soak: DURATION is a whole number of s, m or h" >&2; exit 2 ;;
+esac
+END=$(($(date +%s) + secs))
+n=0
+: >"$OUT/kills.log"
+while :; do
+	next=$(($(date +%s) + KILL_EVERY))
+	[ "$next" -lt "$END" ] || break
+	sleep $((next - $(date +%s)))
+	i=$((n % 4 + 1))
+	n=$((n + 1))
+	from=$(ms)
+	kill -9 "${PID[chunk$i]}"
+	wait "${PID[chunk$i]}" 2>/dev/null || true
+	sleep "$DOWN"
+	start_chunk "$i"
+	wait_alive 4
+	echo "$from $(($(ms) + GRACE * 1000)) chunk$i" >>"$OUT/kills.log"
+	echo "soak: killed and restarted chunk$i" >&2
+done
+while kill -0 "$LOAD" 2>/dev/null && [ "$(date +%s)" -lt "$END" ]; do sleep 1; done
+wait_alive 4
+touch "$OUT/verify"
+rc=0
+wait "$LOAD" || rc=$?
+
+echo "== result ($OUT)"
+cat "$OUT/result.json"
+head -20 "$OUT/verify.log"
+echo "== kills"
+cat "$OUT/kills.log"
+echo "== errors (outside kill windows / total)"
+awk 'NR == FNR { from[NR] = $1; to[NR] = $2; k = NR; next }
+	{ inside = 0; for (i = 1; i <= k; i++) if ($1 >= from[i] && $1 <= to[i]) inside = 1
+	  if (!inside) { out++; if (out <= 10) print "  outside: " $0 }; total++ }
+	END { printf "%d / %d\n", out, total; exit out > 0 }' "$OUT/kills.log" "$OUT/errors.log" || rc=1
+echo "== RSS in MiB (name: first, at a quarter, max, last)"
+awk '{ t[$2] = t[$2] " " $3 } END { for (n in t) { c = split(t[n], v, " "); m = 0
+	for (i = 1; i <= c; i++) if (v[i] + 0 > m) m = v[i] + 0
+	printf "  %-8s %6.0f %6.0f %6.0f %6.0f\n", n, v[1] / 1024, v[int(c / 4) + 1] / 1024, m / 1024, v[c] / 1024 } }' "$OUT/rss.log" | sort
+exit $rc

@@ -257,10 +257,10 @@ func TestStaleMountCleared(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
 	// A second, independent mount on the same point, then killed: its
 	// connection aborted as when a mount process dies.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})
 	must(t, err)
 	defer cl.Close()
 	dead, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "data", Mountpoint: dir})

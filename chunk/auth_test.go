@@ -103,7 +103,9 @@ func TestCapabilities(t *testing.T) {
 			{"none", "", 401, "Unauthenticated"},
 			{"expired", expire(t, rt.good), 403, capability.ErrExpired},
 			{"wrong scope", rt.wrongScope, 403, "does not allow"},
-			{"forged", forge(rt.good, func(c *capability.Cap) { c.Ops, c.Volume, c.First, c.Last = 0x1f, capability.AnyVolume, 0, capability.AllKeys }), 403, "bad MAC"},
+			{"forged", forge(rt.good, func(c *capability.Cap) {
+				c.Ops, c.Volume, c.First, c.Last = 0x1f, capability.AnyVolume, 0, capability.AllKeys
+			}), 403, "bad MAC"},
 			{"garbage", "x" + rt.good, 403, "Permission"},
 		} {
 			status, body := call(rt.method, rt.url, tc.tok, rt.body)

@@ -48,7 +48,7 @@ func TestCorruptRepairedAndReported(t *testing.T) {
 	f.WriteAt([]byte{0xbe, 0xef}, 64+24+10008+24+5000)
 	f.Close()
 
-	if _, err := NewRemote(ss[1].Addr).ReadTo(ctx, 1, k1, 0, 10000, io.Discard); !errors.Is(errors.Corrupt, err) {
+	if _, err := signed(ss[1].Addr).ReadTo(ctx, 1, k1, 0, 10000, io.Discard); !errors.Is(errors.Corrupt, err) {
 		t.Fatalf("direct read of a damaged needle: %v, want Corrupt", err)
 	}
 	if h := replica.DiskHealth(); h.Corrupt != 1 || h.ScrubPasses != 0 {

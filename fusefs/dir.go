@@ -95,6 +95,14 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return nil, errno(err)
 	}
 	epoch := n.m.sess.epoch()
+	if cn := n.m.wb.madeAt(n.ns, join(p, name)); cn != nil {
+		// Created here, its create still queued: meta does not have it
+		// yet, and whatever this mount answered it must go on showing.
+		cn.mu.Lock()
+		a := cn.attr
+		cn.mu.Unlock()
+		return n.child(ctx, name, a, epoch, out), 0
+	}
 	var r *metapb.ResolveResponse
 	err = retry(ctx, func() (err error) {
 		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
@@ -261,7 +269,7 @@ func (n *node) mkdirBehind(ctx context.Context, p, name string, mode, uid, gid u
 	// The inode first: the commit starts at once and looks at it.
 	ch := n.NewInode(ctx, cn, stableOf(a))
 	cn.mkdirTicket = n.m.wb.mkdirs.add()
-	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true}) {
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, flush: true, in: n}) {
 		n.m.wb.mkdirs.turn(cn.mkdirTicket) // tickets are done in order
 		n.m.wb.mkdirs.done(cn.mkdirTicket)
 		return nil, false
@@ -329,6 +337,9 @@ func (n *node) commitMkdir(ctx context.Context) error {
 func (n *node) typeOf(ctx context.Context, p, name string) (uint32, error) {
 	if ch := n.GetChild(name); ch != nil {
 		return ch.StableAttr().Mode, nil
+	}
+	if cn := n.m.wb.madeAt(n.ns, join(p, name)); cn != nil {
+		return cn.StableAttr().Mode, nil
 	}
 	r, err := n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: join(p, name)})
 	if err != nil {
@@ -605,7 +616,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 	}
 	cn := n.m.newNode(n.ns, a)
 	cn.f.creating, cn.f.extsOK = true, true
-	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true}) {
+	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, in: n}) {
 		return nil, nil, false
 	}
 	ch := n.NewInode(ctx, cn, stableOf(a))

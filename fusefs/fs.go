@@ -177,6 +177,8 @@ func New(cfg Config) (*Mount, error) {
 			// for security.capability on writes, a tenth of an
 			// untar's round trips.
 			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			// flock and fcntl locks are meta's, across mounts (lock.go).
+			EnableLocks: true,
 		},
 		// Timeouts are set per reply (long while the session is live).
 		EntryTimeout: nil, AttrTimeout: nil, NegativeTimeout: &zero,

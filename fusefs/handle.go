@@ -22,6 +22,8 @@ type handle struct {
 	next   int64 // where a sequential reader reads next
 	streak int   // sequential reads in a row
 	ahead  int64 // file offset up to which readahead was started
+
+	locks handleLocks // lock owners that locked through it (lock.go)
 }
 
 var (
@@ -150,7 +152,9 @@ func (n *node) appendData(ctx context.Context, data []byte) error {
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	ctx = h.n.m.begin(ctx, "flush")
 	defer end(ctx)
-	return errno(h.n.flushBehind(ctx))
+	err := h.n.flushBehind(ctx)
+	h.dropLocks(ctx, false)
+	return errno(err)
 }
 
 // flushBehind commits n's unflushed writes in the background when it can
@@ -210,6 +214,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	defer end(ctx)
 	n := h.n
 	err := n.flushBehind(ctx)
+	h.dropLocks(ctx, true)
 	n.mu.Lock()
 	n.f.opens--
 	last := n.f.opens == 0

@@ -39,6 +39,14 @@ type node struct {
 	wb chain
 	// mkdirTicket orders the commit of a directory made here (mkdirGate).
 	mkdirTicket uint64
+	// A file or directory created here, its create queued: the
+	// directory it was made in and its place in the order of creates
+	// (writeBehind.made). A directory: its children so made, and the
+	// last create before its mtime was set (commitTimes).
+	madeIn     *node
+	madeTicket uint64
+	queuedKids map[*node]uint64
+	timesAfter uint64
 }
 
 var (

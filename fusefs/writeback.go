@@ -51,6 +51,71 @@ type writeBehind struct {
 	kept   map[uint64]*node
 
 	mkdirs mkdirGate // mkdirs answered and not yet committed
+
+	// made holds, by ns and path, the files and directories created here
+	// whose create meta has not committed yet: meta does not know them,
+	// so a lookup that misses the kernel's tree (the kernel forgot the
+	// node or its directory) finds them here, not ENOENT from meta.
+	madeMu    sync.Mutex
+	madeCond  *sync.Cond // on madeMu: a queued create committed
+	made      map[string]*node
+	madeCount uint64 // creates queued so far (node.madeTicket)
+}
+
+// madeAt returns the node created here at ns/p whose create is queued.
+func (w *writeBehind) madeAt(ns, p string) *node {
+	w.madeMu.Lock()
+	defer w.madeMu.Unlock()
+	return w.made[ownKey(ns, p)]
+}
+
+// createDone forgets n's queued create (meta has it, or it failed). A
+// node with a queued create is not renamed (rename settles it first), so
+// it is where it was queued.
+func (w *writeBehind) createDone(n *node) {
+	q := n.f.queuedAt.Load()
+	if q == nil {
+		return
+	}
+	k := ownKey(n.ns, *q)
+	w.madeMu.Lock()
+	if w.made[k] == n {
+		delete(w.made, k)
+	}
+	if d := n.madeIn; d != nil {
+		delete(d.queuedKids, n)
+		n.madeIn = nil
+		w.madeCond.Broadcast()
+	}
+	w.madeMu.Unlock()
+}
+
+// kidsBefore waits until the creates queued in directory d before ticket
+// t are committed, starting those that are parked. A directory's mtime
+// set after its files were created (tar sets it last) must reach meta
+// after their creates, whose commits move it.
+func (w *writeBehind) kidsBefore(d *node, t uint64) {
+	w.madeMu.Lock()
+	defer w.madeMu.Unlock()
+	for {
+		var wait []*node
+		for kid, kt := range d.queuedKids {
+			if kt <= t {
+				wait = append(wait, kid)
+			}
+		}
+		if len(wait) == 0 {
+			return
+		}
+		w.madeMu.Unlock()
+		for _, kid := range wait {
+			w.unpark(kid)
+		}
+		w.madeMu.Lock()
+		if _, queued := d.queuedKids[wait[0]]; queued {
+			w.madeCond.Wait() // createDone broadcasts under madeMu
+		}
+	}
 }
 
 // mkdirGate orders a mount's meta calls after the mkdirs it answered
@@ -163,6 +228,7 @@ type chain struct {
 // work is what enqueue adds to a chain.
 type work struct {
 	create bool
+	in     *node // the directory a create is made in
 	flush  bool
 	attrs  *metapb.SetAttrRequest
 }
@@ -191,8 +257,9 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}}
 	w.idle = sync.NewCond(&w.mu)
+	w.madeCond = sync.NewCond(&w.madeMu)
 	w.pack.w = w
 	w.mkdirs.cond = sync.NewCond(&w.mkdirs.mu)
 	return w
@@ -220,14 +287,19 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
 	w.mu.Lock()
-	if !w.dirty || !w.alone && !w.noticed[k] {
+	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
 		// Meta learns this mount is dirty, and every other mount drops
-		// the path, before the close (or chmod...) is answered.
+		// the path, before the close (or chmod...) is answered. A create
+		// or mkdir is answered here only with meta's grant (the name is
+		// free, and no other mount holds a queued create of it): with
+		// other mounts live, a create of a name another mount is
+		// creating too is refused here, and made synchronously instead,
+		// which answers EEXIST.
 		epoch := w.epoch
 		if !w.dirty {
 			epoch++
 		}
-		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p})
+		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		if err != nil {
 			w.mu.Unlock()
 			return false
@@ -242,6 +314,22 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
+	w.madeMu.Lock()
+	if wk.create {
+		w.made[k] = n
+		w.madeCount++
+		if d := wk.in; d != nil {
+			if d.queuedKids == nil {
+				d.queuedKids = map[*node]uint64{}
+			}
+			d.queuedKids[n] = w.madeCount
+			n.madeIn, n.madeTicket = d, w.madeCount
+		}
+	}
+	if wk.attrs != nil && wk.attrs.MtimeNs != nil && n.isDir() {
+		n.timesAfter = w.madeCount
+	}
+	w.madeMu.Unlock()
 	c := &n.wb
 	c.mu.Lock()
 	c.create = c.create || wk.create
@@ -315,7 +403,9 @@ func (w *writeBehind) run(n *node) {
 			w.mkdirs.turn(n.mkdirTicket)
 			n.fail(retry(ctx, func() error { return n.commitMkdir(ctx) }))
 			w.mkdirs.done(n.mkdirTicket)
+			w.createDone(n)
 			if attrs != nil {
+				w.timesAfterKids(n, attrs)
 				w.sem <- struct{}{}
 				n.fail(retry(ctx, func() error { return n.commitBehind(ctx, false, attrs) }))
 				<-w.sem
@@ -323,7 +413,11 @@ func (w *writeBehind) run(n *node) {
 			continue
 		}
 		if create && w.pack.commit(n, mtimeOf(attrs)) {
+			w.createDone(n)
 			continue // committed with others (pack.go), attributes too
+		}
+		if n.isDir() {
+			w.timesAfterKids(n, attrs)
 		}
 		// Retried while meta is unreachable: the close was answered, so
 		// giving up would lose it. Committing the same extents or
@@ -331,6 +425,9 @@ func (w *writeBehind) run(n *node) {
 		w.sem <- struct{}{}
 		n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
 		<-w.sem
+		if create {
+			w.createDone(n)
+		}
 	}
 	finish()
 	w.unkeep(n)
@@ -499,4 +596,17 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 	defer n.tellParent(na)
 	done(na.Seq)
 	return nil
+}
+
+// timesAfterKids holds a directory's attribute commit that sets its
+// mtime until the creates made in it before the mtime was set are in
+// meta.
+func (w *writeBehind) timesAfterKids(d *node, attrs *metapb.SetAttrRequest) {
+	if attrs == nil || attrs.MtimeNs == nil {
+		return
+	}
+	w.madeMu.Lock()
+	t := d.timesAfter
+	w.madeMu.Unlock()
+	w.kidsBefore(d, t)
 }

@@ -135,14 +135,18 @@ func opName(fullMethod string) string { return path.Base(fullMethod) }
 // serve runs one call of the API (method is its bare name, "Commit") the
 // way every transport must, gRPC or in-process (Local): timed in the
 // per-operation metrics; mounts first commit what they wrote behind, so
-// the call sees it; and a mutation is answered only once every mount's
-// session dropped what it changed.
+// the call sees it; and a call that changed anything is answered only
+// once every mount's session dropped what it changed (classify.go).
 func (s *Service) serve(ctx context.Context, method string, h func(context.Context) (any, error)) (any, error) {
 	done := s.ops.Start(method)
 	s.recallDirty(ctx, method)
+	before := s.hub.lastSeq()
 	resp, err := h(ctx)
-	if err == nil {
-		s.awaitSessions(ctx, method)
+	// Published events: the call changed what mounts may cache (see
+	// classify.go). A failed call may have applied too (a batch whose
+	// answer failed after), so its events are waited for as well.
+	if after := s.hub.lastSeq(); after != before {
+		s.awaitSessions(ctx, after)
 	}
 	done(err)
 	return resp, err

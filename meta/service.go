@@ -59,6 +59,7 @@ type Service struct {
 	aead               cipher.AEAD // seals S3 secrets (s3keys.go)
 
 	mountSessions sessionTable // see session.go
+	locks         lockTable    // see locks.go
 
 	gcKick  chan struct{}
 	gcp     gcPasses // see WaitCollected

@@ -2,7 +2,6 @@ package meta
 
 import (
 	"context"
-	"path"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +38,19 @@ const SessionHeader = "cairn-session"
 type sessionTable struct {
 	mu      sync.Mutex
 	m       map[*mountSession]struct{}
-	dirty   atomic.Int64 // nonzero: some session may be dirty (writebehind.go)
-	notices uint64       // last write-behind notice id
+	dirty   atomic.Int64     // nonzero: some session may be dirty (writebehind.go)
+	notices uint64           // last write-behind notice id
+	claims  map[string]claim // ns\x00path -> a mount's granted create (writebehind.go)
+}
+
+// byID returns the live session named id (t.mu held).
+func (t *sessionTable) byID(id string) *mountSession {
+	for ms := range t.m {
+		if ms.id == id {
+			return ms
+		}
+	}
+	return nil
 }
 
 type mountSession struct {
@@ -49,12 +59,15 @@ type mountSession struct {
 
 	mu      sync.Mutex
 	acked   uint64
-	dirty   uint64        // last write-behind epoch announced (writebehind.go)
-	cleaned uint64        // last write-behind epoch committed
-	noticed uint64        // last write-behind notice acknowledged
-	wake    chan struct{} // closed and replaced on every acknowledgement
-	dead    chan struct{}
-	out     *sessionStream
+	dirty   uint64 // last write-behind epoch announced (writebehind.go)
+	cleaned uint64 // last write-behind epoch committed
+	noticed uint64 // last write-behind notice acknowledged
+	// unannounced is the last epoch that began with no other session: the
+	// mount announces no path in it (writebehind.go).
+	unannounced uint64
+	wake        chan struct{} // closed and replaced on every acknowledgement
+	dead        chan struct{}
+	out         *sessionStream
 }
 
 func (s *Service) sessions() *sessionTable {
@@ -62,6 +75,7 @@ func (s *Service) sessions() *sessionTable {
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[*mountSession]struct{}{}
+		t.claims = map[string]claim{}
 	}
 	t.mu.Unlock()
 	return t
@@ -96,6 +110,7 @@ func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
 		delete(t.m, ms)
 		t.mu.Unlock()
 		close(ms.dead)
+		s.sessionEnded(ms.id)
 	}()
 	go func() {
 		defer cancel()
@@ -169,21 +184,11 @@ func (w *sessionStream) send(e *metapb.Event) error {
 	return w.Meta_MountSessionServer.Send(e)
 }
 
-// mutations are the calls whose answer waits for the sessions.
-var mutations = map[string]bool{
-	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true, "Mknod": true,
-	"CreateNamespace": true, "DeleteNamespace": true, "SetVisibility": true,
-}
-
 // awaitSessions returns once every session but the caller's has
-// acknowledged every event published so far (which includes the events of
-// the call just made), cutting off sessions that stay silent for a lease.
-func (s *Service) awaitSessions(ctx context.Context, fullMethod string) {
-	if !mutations[path.Base(fullMethod)] {
-		return
-	}
-	target := s.hub.lastSeq()
+// acknowledged every event published up to target (which includes the
+// events of the call just made), cutting off sessions that stay silent
+// for a lease.
+func (s *Service) awaitSessions(ctx context.Context, target uint64) {
 	var self string
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		if v := md.Get(SessionHeader); len(v) > 0 {

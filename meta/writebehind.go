@@ -2,7 +2,7 @@ package meta
 
 import (
 	"context"
-	"path"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -25,38 +25,38 @@ import (
 // DrainHeader marks a call made while committing written-behind changes.
 const DrainHeader = "cairn-drain"
 
-// dataMethods are the calls that read or change namespace data.
-var dataMethods = map[string]bool{
-	"Resolve": true, "BatchResolve": true, "List": true,
-	"Mkdir": true, "Commit": true, "CommitBatch": true, "Append": true, "Delete": true, "Rename": true, "SetAttr": true,
-	"Symlink": true, "Link": true, "SetXattr": true, "Mknod": true, "DeleteNamespace": true,
-}
-
-// DataMethod reports whether the call of full method name (or its bare
-// name) reads or changes namespace data.
-func DataMethod(method string) bool { return dataMethods[path.Base(method)] }
-
 func (s *Service) MountDirty(ctx context.Context, req *metapb.MountDirtyRequest) (*metapb.MountDirtyResponse, error) {
+	const op = errors.Op("meta.MountDirty")
 	t := s.sessions()
 	t.mu.Lock()
-	var self *mountSession
-	var others []*mountSession
-	for ms := range t.m {
-		if ms.id == req.Session {
-			self = ms
-		} else {
-			others = append(others, ms)
-		}
-	}
+	self := t.byID(req.Session)
+	t.mu.Unlock()
 	if self == nil {
-		t.mu.Unlock()
 		// Without a live session meta could not recall the changes: the
 		// mount must commit synchronously.
-		return nil, errors.E(errors.Op("meta.MountDirty"), errors.Unavailable, "no live session "+req.Session)
+		return nil, errors.E(op, errors.Unavailable, "no live session "+req.Session)
+	}
+	if req.Create {
+		// Before the session is marked dirty: a refused create leaves the
+		// mount's epoch as it was.
+		if err := s.claimName(ctx, self, req); err != nil {
+			return nil, errors.E(op, err)
+		}
+	}
+	t.mu.Lock()
+	var others []*mountSession
+	for ms := range t.m {
+		if ms != self {
+			others = append(others, ms)
+		}
 	}
 	self.mu.Lock()
 	if req.Epoch > self.dirty {
 		self.dirty = req.Epoch
+	}
+	if len(others) == 0 && req.Epoch > self.unannounced {
+		// Alone: the mount announces no further path in this epoch.
+		self.unannounced = req.Epoch
 	}
 	self.mu.Unlock()
 	t.dirty.Add(1)
@@ -131,11 +131,6 @@ func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
 		}
 	}
 	t.mu.Lock()
-	type recall struct {
-		ms     *mountSession
-		target uint64
-		out    *sessionStream
-	}
 	var dirty []recall
 	any := false
 	for ms := range t.m {
@@ -154,9 +149,24 @@ func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
 		t.dirty.Store(0) // nobody is: skip the scan until the next MountDirty
 	}
 	t.mu.Unlock()
+	s.recall(ctx, dirty)
+}
+
+// recall is the set of dirty sessions a call waits for: each must report
+// clean at least target.
+type recall struct {
+	ms     *mountSession
+	target uint64
+	out    *sessionStream
+}
+
+// recall sends mount_flush to each session of rs and waits until it
+// reports clean at least its target, cutting off those that do not in
+// time.
+func (s *Service) recall(ctx context.Context, rs []recall) {
 	deadline, cancel := context.WithTimeout(ctx, SessionLease+10*time.Second)
 	defer cancel()
-	for _, r := range dirty {
+	for _, r := range rs {
 		if r.out == nil || r.out.send(&metapb.Event{MountFlush: true}) != nil {
 			r.ms.cancel()
 			continue
@@ -179,6 +189,92 @@ func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
 				}
 			}
 			break
+		}
+	}
+}
+
+// Create claims. A mount answers a create or mkdir behind (before meta
+// has it) only with meta's grant: MountDirty with create. Meta grants it
+// when the name is free, which it can tell only once the mounts that may
+// hold a queued create of the name have committed: those whose epoch
+// began alone (they announce nothing) and the one holding a claim on the
+// name. It recalls them, looks the name up, and records the grantee's
+// claim, which lasts until the grantee reports clean an epoch that
+// covers it (its create is then in meta, where the look-up finds it) or
+// its session ends. So of two mounts creating one name exclusively, the
+// second is refused synchronously (EEXIST) instead of both answering and
+// one commit failing later; a mount creating alone or in names no one
+// else creates pays one round trip and no recall.
+type claim struct {
+	ms    *mountSession
+	epoch uint64
+}
+
+// claimName grants self's create of req.Ns/req.Path, or fails with
+// Exist when the name is taken.
+func (s *Service) claimName(ctx context.Context, self *mountSession, req *metapb.MountDirtyRequest) error {
+	t := s.sessions()
+	key := req.Ns + "\x00" + req.Path
+	for attempt := 0; ; attempt++ {
+		var rs []recall
+		t.mu.Lock()
+		for ms := range t.m {
+			if ms == self {
+				continue
+			}
+			ms.mu.Lock()
+			if ms.unannounced > ms.cleaned {
+				rs = append(rs, recall{ms, ms.dirty, ms.out})
+			}
+			ms.mu.Unlock()
+		}
+		if c, ok := t.claims[key]; ok && c.ms != self {
+			_, live := t.m[c.ms]
+			c.ms.mu.Lock()
+			held := live && c.ms.cleaned < c.epoch
+			out := c.ms.out
+			c.ms.mu.Unlock()
+			if !held {
+				delete(t.claims, key)
+			} else if !slices.ContainsFunc(rs, func(r recall) bool { return r.ms == c.ms }) {
+				rs = append(rs, recall{c.ms, c.epoch, out})
+			}
+		}
+		if len(rs) == 0 {
+			_, err := s.Resolve(ctx, &metapb.ResolveRequest{Ns: req.Ns, Path: req.Path})
+			switch {
+			case err == nil:
+				err = errors.E(errors.Exist, errors.Path(req.Ns+"/"+req.Path))
+			case errors.Is(errors.NotExist, err), errors.Is(errors.NotDir, err):
+				// Free (or under a directory the mount made behind).
+				if len(t.claims) >= 4096 {
+					t.sweepClaims()
+				}
+				t.claims[key] = claim{self, req.Epoch}
+				err = nil
+			}
+			t.mu.Unlock()
+			return err
+		}
+		t.mu.Unlock()
+		if attempt == 8 {
+			// Busy name: the mount creates synchronously instead.
+			return errors.E(errors.Unavailable, errors.Path(req.Ns+"/"+req.Path), "create claim contended")
+		}
+		s.recall(ctx, rs)
+	}
+}
+
+// sweepClaims drops the claims no longer held: their create is in meta,
+// or their session ended (t.mu held).
+func (t *sessionTable) sweepClaims() {
+	for k, c := range t.claims {
+		_, live := t.m[c.ms]
+		c.ms.mu.Lock()
+		held := live && c.ms.cleaned < c.epoch
+		c.ms.mu.Unlock()
+		if !held {
+			delete(t.claims, k)
 		}
 	}
 }

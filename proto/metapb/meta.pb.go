@@ -3858,11 +3858,16 @@ func (x *MountSessionMsg) GetNoticeAck() uint64 {
 // MountDirtyRequest tells meta, before a mount answers a close it has not
 // committed yet, that it holds changes behind; epoch grows with each.
 type MountDirtyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Ns            string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Epoch   uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Ns      string                 `protobuf:"bytes,3,opt,name=ns,proto3" json:"ns,omitempty"` // the path changed behind, for the notice to other mounts
+	Path    string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// create: the change is a create or mkdir of path answered behind. Meta
+	// grants it only if the name is free: it recalls the mounts that may
+	// hold a create of it (a claim on the name, changes not announced path
+	// by path) and answers Exist if the name is taken.
+	Create        bool `protobuf:"varint,120,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3923,6 +3928,13 @@ func (x *MountDirtyRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *MountDirtyRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
 }
 
 type MountSymlinkRequest struct {
@@ -7168,6 +7180,212 @@ func (x *MountMknodRequest) GetGid() uint32 {
 	return 0
 }
 
+// MountLockRequest is one lock operation of a mount's lock owner (the
+// kernel's: an open file for flock, a process for POSIX locks) on a file.
+// Ranges are inclusive, as FUSE passes them; type is F_RDLCK (0), F_WRLCK
+// (1) or F_UNLCK (2).
+type MountLockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"` // the mount's session: its locks die with it
+	Ns            string                 `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Owner         uint64                 `protobuf:"varint,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Flock         bool                   `protobuf:"varint,5,opt,name=flock,proto3" json:"flock,omitempty"` // flock(2) lock (whole file); else POSIX record lock
+	Start         uint64                 `protobuf:"varint,6,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,7,opt,name=end,proto3" json:"end,omitempty"`
+	Type          uint32                 `protobuf:"varint,8,opt,name=type,proto3" json:"type,omitempty"`
+	Pid           uint32                 `protobuf:"varint,9,opt,name=pid,proto3" json:"pid,omitempty"`
+	Wait          bool                   `protobuf:"varint,10,opt,name=wait,proto3" json:"wait,omitempty"` // F_SETLKW: wait until granted (or the call is cancelled)
+	Test          bool                   `protobuf:"varint,11,opt,name=test,proto3" json:"test,omitempty"` // F_GETLK: report a conflicting lock, change nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockRequest) Reset() {
+	*x = MountLockRequest{}
+	mi := &file_proto_meta_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockRequest) ProtoMessage() {}
+
+func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
+func (*MountLockRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *MountLockRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountLockRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetOwner() uint64 {
+	if x != nil {
+		return x.Owner
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetFlock() bool {
+	if x != nil {
+		return x.Flock
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *MountLockRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *MountLockRequest) GetTest() bool {
+	if x != nil {
+		return x.Test
+	}
+	return false
+}
+
+// MountLockResponse: granted, or (not granted, or test) the conflicting
+// lock (type F_UNLCK when there is none).
+type MountLockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Granted       bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	Type          uint32                 `protobuf:"varint,2,opt,name=type,proto3" json:"type,omitempty"`
+	Start         uint64                 `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           uint64                 `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	Pid           uint32                 `protobuf:"varint,5,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountLockResponse) Reset() {
+	*x = MountLockResponse{}
+	mi := &file_proto_meta_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountLockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountLockResponse) ProtoMessage() {}
+
+func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
+func (*MountLockResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *MountLockResponse) GetGranted() bool {
+	if x != nil {
+		return x.Granted
+	}
+	return false
+}
+
+func (x *MountLockResponse) GetType() uint32 {
+	if x != nil {
+		return x.Type
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *MountLockResponse) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -7498,12 +7716,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
 	"\n" +
-	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"g\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"\x7f\n" +
 	"\x11MountDirtyRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
 	"\x02ns\x18\x03 \x01(\tR\x02ns\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\tR\x04path\"u\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x16\n" +
+	"\x06create\x18x \x01(\bR\x06create\"u\n" +
 	"\x13MountSymlinkRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
@@ -7794,7 +8013,26 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04mode\x18\x04 \x01(\rR\x04mode\x12\x12\n" +
 	"\x04rdev\x18\x05 \x01(\rR\x04rdev\x12\x10\n" +
 	"\x03uid\x18\x06 \x01(\rR\x03uid\x12\x10\n" +
-	"\x03gid\x18\a \x01(\rR\x03gid**\n" +
+	"\x03gid\x18\a \x01(\rR\x03gid\"\xf0\x01\n" +
+	"\x10MountLockRequest\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x0e\n" +
+	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\x04R\x05owner\x12\x14\n" +
+	"\x05flock\x18\x05 \x01(\bR\x05flock\x12\x14\n" +
+	"\x05start\x18\x06 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\a \x01(\x04R\x03end\x12\x12\n" +
+	"\x04type\x18\b \x01(\rR\x04type\x12\x10\n" +
+	"\x03pid\x18\t \x01(\rR\x03pid\x12\x12\n" +
+	"\x04wait\x18\n" +
+	" \x01(\bR\x04wait\x12\x12\n" +
+	"\x04test\x18\v \x01(\bR\x04test\"{\n" +
+	"\x11MountLockResponse\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\bR\agranted\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -7811,7 +8049,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xb4\x1c\n" +
+	"\bS3_WRITE\x10\x022\xfe\x1c\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -7870,7 +8108,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
 	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
-	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.InodeB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
+	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -7885,7 +8124,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 115)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 117)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -7985,26 +8224,28 @@ var file_proto_meta_proto_goTypes = []any{
 	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
 	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
 	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
-	nil,                             // 98: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 99: cairn.meta.Inode.HeadersEntry
-	nil,                             // 100: cairn.meta.Inode.TagsEntry
-	nil,                             // 101: cairn.meta.Inode.XattrsEntry
-	nil,                             // 102: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 103: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 104: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 105: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 106: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 107: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 108: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 109: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 110: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 111: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 112: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 113: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 114: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 115: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 116: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 117: cairn.meta.S3Upload.TagsEntry
+	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
+	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 101: cairn.meta.Inode.HeadersEntry
+	nil,                             // 102: cairn.meta.Inode.TagsEntry
+	nil,                             // 103: cairn.meta.Inode.XattrsEntry
+	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 108: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 109: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 110: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 111: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 112: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 113: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 114: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 115: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 116: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 117: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 118: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 119: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8012,10 +8253,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	98,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	99,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	100, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	101, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -8025,15 +8266,15 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	102, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	103, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	104, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	105, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
@@ -8072,28 +8313,28 @@ var file_proto_meta_proto_depIdxs = []int32{
 	97,  // 62: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
 	87,  // 63: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
 	88,  // 64: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	106, // 65: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	108, // 65: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
 	96,  // 66: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 67: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	59,  // 68: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	60,  // 69: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	61,  // 70: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	63,  // 71: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	107, // 72: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	108, // 73: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	109, // 72: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	110, // 73: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 74: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	109, // 75: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	111, // 75: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	70,  // 76: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	70,  // 77: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	73,  // 78: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	110, // 79: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	111, // 80: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	112, // 81: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	113, // 82: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	114, // 83: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	115, // 84: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	116, // 85: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	117, // 86: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	112, // 79: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	113, // 80: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	114, // 81: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	115, // 82: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	116, // 83: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	117, // 84: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	118, // 85: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	119, // 86: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	8,   // 87: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
 	78,  // 88: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
 	79,  // 89: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
@@ -8162,63 +8403,65 @@ var file_proto_meta_proto_depIdxs = []int32{
 	91,  // 152: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
 	94,  // 153: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
 	97,  // 154: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	3,   // 155: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 156: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 157: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 158: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 159: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 160: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 161: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 162: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 163: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 164: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 165: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 166: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 167: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 168: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 169: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 170: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 171: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 172: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 173: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 174: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 175: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 176: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 177: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 178: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 179: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 180: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 181: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 182: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 183: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 184: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 185: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 186: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 187: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 188: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 189: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 190: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 191: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 192: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 193: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 194: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 195: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 196: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 197: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 198: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 199: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 200: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 201: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 202: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 203: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 204: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 205: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 206: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 207: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 208: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 209: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	155, // [155:210] is the sub-list for method output_type
-	100, // [100:155] is the sub-list for method input_type
+	98,  // 155: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 156: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 157: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 158: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 159: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 160: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 161: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 162: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 163: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 164: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 165: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 166: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 167: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 168: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 169: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 170: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 171: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 172: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 173: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 174: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 175: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 176: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 177: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 178: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 179: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 180: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 181: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 182: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 183: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 184: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 185: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 186: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 187: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 188: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 189: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 190: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 191: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 192: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 193: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 194: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 195: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 196: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 197: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 198: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 199: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 200: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 201: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 202: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 203: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 204: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 205: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 206: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 207: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 208: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	95,  // 209: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 210: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	99,  // 211: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	156, // [156:212] is the sub-list for method output_type
+	100, // [100:156] is the sub-list for method input_type
 	100, // [100:100] is the sub-list for extension type_name
 	100, // [100:100] is the sub-list for extension extendee
 	0,   // [0:100] is the sub-list for field type_name
@@ -8271,7 +8514,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   115,
+			NumMessages:   117,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -77,6 +77,7 @@ const (
 	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
+	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
 )
 
 // MetaClient is the client API for Meta service.
@@ -161,6 +162,10 @@ type MetaClient interface {
 	// POSIX surface
 	// Mknod makes a special file: fifo, device or socket.
 	Mknod(ctx context.Context, in *MountMknodRequest, opts ...grpc.CallOption) (*Inode, error)
+	// Mount consistency
+	// MountLock takes, tests or releases a mount's file lock (flock or
+	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
+	MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error)
 }
 
 type metaClient struct {
@@ -733,6 +738,16 @@ func (c *metaClient) Mknod(ctx context.Context, in *MountMknodRequest, opts ...g
 	return out, nil
 }
 
+func (c *metaClient) MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MountLockResponse)
+	err := c.cc.Invoke(ctx, Meta_MountLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -815,6 +830,10 @@ type MetaServer interface {
 	// POSIX surface
 	// Mknod makes a special file: fifo, device or socket.
 	Mknod(context.Context, *MountMknodRequest) (*Inode, error)
+	// Mount consistency
+	// MountLock takes, tests or releases a mount's file lock (flock or
+	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
+	MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -989,6 +1008,9 @@ func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*R
 }
 func (UnimplementedMetaServer) Mknod(context.Context, *MountMknodRequest) (*Inode, error) {
 	return nil, status.Error(codes.Unimplemented, "method Mknod not implemented")
+}
+func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MountLock not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -1983,6 +2005,24 @@ func _Meta_Mknod_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_MountLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountLockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MountLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MountLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MountLock(ctx, req.(*MountLockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2201,6 +2241,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Mknod",
 			Handler:    _Meta_Mknod_Handler,
+		},
+		{
+			MethodName: "MountLock",
+			Handler:    _Meta_MountLock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,220 @@
+package meta
+
+import (
+	"context"
+	"math"
+	"sync"
+	"syscall"
+	"time"
+
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// File locks across mounts. flock(2) and POSIX record locks (fcntl) taken
+// on a mount are arbitrated here, so two mounts exclude each other as two
+// processes on one host do. The state is in meta's memory, per session:
+//
+//   - A lock belongs to (session, owner): the owner is the kernel's (an
+//     open file for flock, a process for POSIX locks), the session the
+//     mount's. flock and POSIX locks do not conflict with each other, as
+//     on Linux.
+//   - Locks die with their session: when a mount's session ends and no
+//     session of that id is back within SessionLease, its locks are
+//     dropped and waiters woken, so a mount that dies releases its locks
+//     (a mount whose session only blinked keeps them).
+//   - A meta restart loses every lock: mounts do not re-establish them
+//     (a holder keeps believing it holds its lock while another mount may
+//     take it). Locks are advisory, and the documented price of keeping
+//     them out of the log.
+//   - F_SETLKW waits here until no conflict remains or the call is
+//     cancelled (the waiting process got a signal); every release wakes
+//     every waiter, which then checks again, so no wake-up is lost.
+//     Deadlocks between mounts are not detected.
+type lockTable struct {
+	mu      sync.Mutex
+	files   map[lockFile][]heldLock
+	changed chan struct{} // closed and replaced at every release
+}
+
+type lockFile struct {
+	ns  string
+	ino uint64
+}
+
+type heldLock struct {
+	session string
+	owner   uint64
+	flock   bool
+	start   uint64 // inclusive
+	end     uint64 // inclusive
+	write   bool
+	pid     uint32
+}
+
+func (l heldLock) sameOwner(r *metapb.MountLockRequest) bool {
+	return l.session == r.Session && l.owner == r.Owner && l.flock == r.Flock
+}
+
+// conflict returns a lock held by another owner that excludes r.
+func (t *lockTable) conflict(f lockFile, r *metapb.MountLockRequest) (heldLock, bool) {
+	for _, l := range t.files[f] {
+		if l.flock != r.Flock || l.sameOwner(r) || l.end < r.Start || l.start > r.End {
+			continue
+		}
+		if l.write || r.Type == syscall.F_WRLCK {
+			return l, true
+		}
+	}
+	return heldLock{}, false
+}
+
+// release drops r's owner's locks over r's range, splitting those that
+// reach past it (t.mu held).
+func (t *lockTable) release(f lockFile, r *metapb.MountLockRequest) {
+	var kept []heldLock
+	dropped := false
+	for _, l := range t.files[f] {
+		if !l.sameOwner(r) || l.end < r.Start || l.start > r.End {
+			kept = append(kept, l)
+			continue
+		}
+		dropped = true
+		if l.start < r.Start {
+			left := l
+			left.end = r.Start - 1
+			kept = append(kept, left)
+		}
+		if l.end > r.End {
+			right := l
+			right.start = r.End + 1
+			kept = append(kept, right)
+		}
+	}
+	if len(kept) == 0 {
+		delete(t.files, f)
+	} else {
+		t.files[f] = kept
+	}
+	if dropped {
+		t.wake()
+	}
+}
+
+func (t *lockTable) wake() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// dropSession releases every lock of session id.
+func (t *lockTable) dropSession(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	dropped := false
+	for f, ls := range t.files {
+		var kept []heldLock
+		for _, l := range ls {
+			if l.session == id {
+				dropped = true
+			} else {
+				kept = append(kept, l)
+			}
+		}
+		if len(kept) == 0 {
+			delete(t.files, f)
+		} else {
+			t.files[f] = kept
+		}
+	}
+	if dropped {
+		t.wake()
+	}
+}
+
+func (s *Service) lockTable() *lockTable {
+	t := &s.locks
+	t.mu.Lock()
+	if t.files == nil {
+		t.files = map[lockFile][]heldLock{}
+		t.changed = make(chan struct{})
+	}
+	t.mu.Unlock()
+	return t
+}
+
+// MountLock takes, tests or releases a lock (see lockTable).
+func (s *Service) MountLock(ctx context.Context, req *metapb.MountLockRequest) (*metapb.MountLockResponse, error) {
+	const op = errors.Op("meta.MountLock")
+	if req.Type > syscall.F_UNLCK || req.End < req.Start {
+		return nil, errors.E(op, errors.Invalid, "bad lock type or range")
+	}
+	if req.Flock {
+		req.Start, req.End = 0, math.MaxUint64
+	}
+	st := s.sessions()
+	st.mu.Lock()
+	live := st.byID(req.Session) != nil
+	st.mu.Unlock()
+	if !live && req.Type != syscall.F_UNLCK {
+		// A lock must die with its session: without one it never would.
+		return nil, errors.E(op, errors.Unavailable, "no live session "+req.Session)
+	}
+	t := s.lockTable()
+	f := lockFile{req.Ns, req.Ino}
+	for {
+		t.mu.Lock()
+		if req.Type == syscall.F_UNLCK {
+			if !req.Test {
+				t.release(f, req)
+			}
+			t.mu.Unlock()
+			return &metapb.MountLockResponse{Granted: true, Type: syscall.F_UNLCK}, nil
+		}
+		if c, ok := t.conflict(f, req); ok {
+			if req.Test || !req.Wait {
+				t.mu.Unlock()
+				typ := uint32(syscall.F_RDLCK)
+				if c.write {
+					typ = syscall.F_WRLCK
+				}
+				return &metapb.MountLockResponse{Type: typ, Start: c.start, End: c.end, Pid: c.pid}, nil
+			}
+			ch := t.changed
+			t.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, errors.E(op, errors.Canceled, ctx.Err())
+			}
+		}
+		if req.Test {
+			t.mu.Unlock()
+			return &metapb.MountLockResponse{Granted: true, Type: syscall.F_UNLCK}, nil
+		}
+		// Replace the owner's locks over the range (an upgrade, a
+		// downgrade or a merge), as one step: no other owner sees the
+		// range free in between.
+		t.release(f, req)
+		t.files[f] = append(t.files[f], heldLock{
+			session: req.Session, owner: req.Owner, flock: req.Flock,
+			start: req.Start, end: req.End, write: req.Type == syscall.F_WRLCK, pid: req.Pid,
+		})
+		t.mu.Unlock()
+		return &metapb.MountLockResponse{Granted: true, Type: req.Type}, nil
+	}
+}
+
+// sessionEnded drops the locks of session id unless a session of that
+// id is live again within a lease (a reconnect keeps them).
+func (s *Service) sessionEnded(id string) {
+	time.AfterFunc(SessionLease, func() {
+		st := s.sessions()
+		st.mu.Lock()
+		back := st.byID(id) != nil
+		st.mu.Unlock()
+		if !back {
+			s.lockTable().dropSession(id)
+		}
+	})
+}

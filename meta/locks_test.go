@@ -1,0 +1,59 @@
+package meta
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"cairn/proto/metapb"
+)
+
+// TestLockDiesWithSession: a mount's locks are released when its session
+// ends for good (the mount died), and a waiter on another mount is woken.
+func TestLockDiesWithSession(t *testing.T) {
+	ts := start(t, newCluster())
+	ctx, kill := context.WithCancel(context.Background())
+	defer kill()
+	st, err := ts.cl.MountSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(&metapb.MountSessionMsg{Session: "mount-a"})
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	openSession(t, ts, "mount-b")
+	lock := func(session string, wait bool) (*metapb.MountLockResponse, error) {
+		return ts.cl.MountLock(bg, &metapb.MountLockRequest{
+			Session: session, Ns: "data", Ino: 7, Owner: 1, Start: 0, End: 99, Type: syscall.F_WRLCK, Wait: wait,
+		})
+	}
+	if r, err := lock("mount-a", false); err != nil || !r.Granted {
+		t.Fatalf("A's lock: %v, %v", r, err)
+	}
+	if r, err := lock("mount-b", false); err != nil || r.Granted || r.Type != syscall.F_WRLCK || r.End != 99 {
+		t.Fatalf("B's lock while A holds it: %v, %v", r, err)
+	}
+	granted := async(func() error {
+		r, err := lock("mount-b", true)
+		if err == nil && !r.Granted {
+			t.Errorf("waiting lock answered %v", r)
+		}
+		return err
+	})
+	notYet(t, granted, "B's waiting lock")
+	kill() // A's mount dies: its session ends and does not come back
+	select {
+	case err := <-granted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(SessionLease + 5*time.Second):
+		t.Fatal("B still waits a lease after A's session ended")
+	}
+	// B holds it now; A's session is gone, so A cannot lock.
+	if _, err := lock("mount-a", false); err == nil {
+		t.Fatal("a lock for a session that ended was granted")
+	}
+}

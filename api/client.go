@@ -84,6 +84,7 @@ func NewTransport(conns int, keepAlive bool) *http.Transport {
 		MaxIdleConnsPerHost:   max(conns, 2),
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
+		TLSClientConfig:       userTLS(),
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
 		DisableKeepAlives:     !keepAlive,

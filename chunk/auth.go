@@ -96,9 +96,10 @@ func (s *Store) setCapKeys(keys []*metapb.CapKey) {
 }
 
 // peer is a client of another data server, signing each call with this
-// server's keys (replication, copies, repair).
+// server's keys (replication, copies, repair), over TLS with this server's
+// data certificate when it has one (Config.TLS).
 func (s *Store) peer(addr string) *Remote {
-	r := NewRemote(addr)
+	r := NewRemoteTLS(addr, s.cfg.TLS)
 	r.SetCaps(capability.Signer{Keys: s.caps})
 	return r
 }

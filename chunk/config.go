@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -56,6 +57,10 @@ type Config struct {
 	// NoLocalReads turns off the local-read socket (local.go): clients on
 	// this host then read over HTTP like everyone else.
 	NoLocalReads bool
+	// TLS, when set, is how this server dials its peers (replication,
+	// copies): the cluster CA and this server's data certificate. Nil
+	// dials them over plain HTTP.
+	TLS *tls.Config
 	// Caps verifies the data plane's capabilities (package capability).
 	// Nil: a keyring that meta's heartbeat answers fill; until the first,
 	// every HTTP request is refused. A server without meta (tests) sets

@@ -3,6 +3,7 @@ package chunk
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,9 +56,38 @@ type Remote struct {
 	probing   bool // a look is under way: readers meanwhile use HTTP
 }
 
-// NewRemote returns a client of the data server at addr (host:port).
-func NewRemote(addr string) *Remote {
-	return &Remote{addr: addr, base: "http://" + addr, c: &http.Client{Transport: transport}}
+// NewRemote returns a client of the data server at addr (host:port)
+// over plain HTTP.
+func NewRemote(addr string) *Remote { return NewRemoteTLS(addr, nil) }
+
+// NewRemoteTLS returns a client of the data server at addr over HTTPS with
+// cfg (the cluster CA to trust, and the caller's certificate if it has a
+// role); cfg nil is plain HTTP.
+func NewRemoteTLS(addr string, cfg *tls.Config) *Remote {
+	if cfg == nil {
+		return &Remote{addr: addr, base: "http://" + addr, c: &http.Client{Transport: transport}}
+	}
+	return &Remote{addr: addr, base: "https://" + addr, c: &http.Client{Transport: tlsTransport(cfg)}}
+}
+
+// tlsTransports pools connections per TLS configuration, as transport
+// does for plain HTTP: a process has one or two (its role's, a user's).
+var tlsTransports sync.Map // *tls.Config -> *http.Transport
+
+func tlsTransport(cfg *tls.Config) *http.Transport {
+	if t, ok := tlsTransports.Load(cfg); ok {
+		return t.(*http.Transport)
+	}
+	t := transport.Clone()
+	// HTTP/1.1 over TLS, as over plain TCP: a request per connection
+	// keeps needles' bodies off a shared HTTP/2 stream's flow control,
+	// and the pool keeps enough connections warm that few handshakes are
+	// paid (those resume their session).
+	t.TLSClientConfig = cfg
+	t.ForceAttemptHTTP2 = false
+	t.TLSHandshakeTimeout = 5 * time.Second
+	actual, _ := tlsTransports.LoadOrStore(cfg, t)
+	return actual.(*http.Transport)
 }
 
 // SetCaps makes src the source of the capabilities of calls whose

@@ -50,6 +50,7 @@ since the server started.`,
 	profile.Flags().StringSliceVar(&addrs, "admin", def, "admin listener addresses, host:port or URL (default $CAIRN_ADMIN or "+defaultAdmin+")")
 	cmd.AddCommand(profile)
 	cmd.AddCommand(clusterAdminCommands()...)
+	cmd.AddCommand(joinTokenCmd())
 	cmd.AddCommand(s3AdminCommands()...)
 	return cmd
 }

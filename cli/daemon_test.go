@@ -44,7 +44,7 @@ func TestMountDaemon(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "mount", "-d", "--meta", srv.Addr("meta"), "docs", dir)
-	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+servertest.Root, "CAIRN_SECRET_KEY="+servertest.RootSecret)
+	cmd.Env = append(os.Environ(), "CAIRN_ACCESS_KEY="+servertest.Root, "CAIRN_SECRET_KEY="+servertest.RootSecret, "CAIRN_CA="+srv.CAFile())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -13,10 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"cairn"
 	"cairn/api"
 	"cairn/bench"
-	"cairn/chunk"
 	"cairn/client"
 	"cairn/errors"
 	"cairn/fusefs"
@@ -129,9 +127,11 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 			return err
 		}
 	}
-	cl, err := client.New(client.Config{
-		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1,
-	})
+	dial, err := userChunks()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(client.Config{Meta: mc, Dial: dial, NoWatch: true, CacheEntries: -1})
 	if err != nil {
 		return err
 	}

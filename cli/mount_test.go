@@ -27,6 +27,7 @@ func TestMountCommand(t *testing.T) {
 	t.Setenv("CAIRN_ROOT_PASSWORD", servertest.RootSecret)
 	t.Setenv("CAIRN_ACCESS_KEY", "")
 	t.Setenv("CAIRN_META", "")
+	t.Setenv("CAIRN_CA", srv.CAFile())
 	if _, err := srv.Client().CreateNamespace(context.Background(), "docs", servertest.Root, metapb.Visibility_PRIVATE); err != nil {
 		t.Fatal(err)
 	}

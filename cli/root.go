@@ -45,6 +45,7 @@ Remote paths are written ns/path, like photos/2024/beach.jpg.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&o.endpoint, "endpoint", "", "gateway URL (default $CAIRN_ENDPOINT or "+api.DefaultEndpoint+")")
+	root.PersistentFlags().Var(caFlag{}, "ca", "CA certificate (PEM) to trust for https endpoints, meta and data servers (default $CAIRN_CA, else ./data/meta/ca.pem if there, else the system's roots)")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return fmt.Errorf("%w (see 'cairn %s --help')", err, strings.TrimPrefix(cmd.CommandPath(), "cairn "))
 	})
@@ -55,6 +56,14 @@ Remote paths are written ns/path, like photos/2024/beach.jpg.`,
 	root.AddCommand(roleCommands()...)
 	return root
 }
+
+// caFlag is --ca: it sets $CAIRN_CA, which every TLS client of the
+// process reads (api.TLSConfig), and children such as mount -d inherit.
+type caFlag struct{}
+
+func (caFlag) String() string        { return os.Getenv("CAIRN_CA") }
+func (caFlag) Type() string          { return "file" }
+func (caFlag) Set(file string) error { return os.Setenv("CAIRN_CA", file) }
 
 // options are the global flags, shared by the commands that need them.
 type options struct {

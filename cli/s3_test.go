@@ -12,6 +12,7 @@ func TestS3Admin(t *testing.T) {
 	setCredentials(t, servertest.Root, servertest.RootSecret)
 	c := cairn{t, s.URL()}
 	m := "--meta=" + s.Addr("meta")
+	t.Setenv("CAIRN_CA", s.CAFile())
 	c.ok("admin", "user", "create", "bob", m)
 	c.fails("exists", "admin", "user", "create", "bob", m)
 	c.fails("user name", "admin", "user", "create", "Bad Name", m)

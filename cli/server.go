@@ -27,6 +27,7 @@ import (
 	"cairn/gateway/s3"
 	"cairn/meta"
 	"cairn/metrics"
+	"cairn/pki"
 	"cairn/server"
 )
 
@@ -87,16 +88,32 @@ func untilSignal(stop func(context.Context) error) error {
 func serverCmd() *cobra.Command {
 	cfg := server.Defaults()
 	var maxVol int64 = int64(cfg.MaxVolumeSize)
+	var users userTLSFlags
+	var tlsMode string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run meta, one data server and the gateway in one process",
 		Long: `Run a whole store in one process: the metadata service, one data server
 and the HTTP gateway, with data under --data. The root access key and secret
 come from CAIRN_ROOT_USER / CAIRN_ROOT_PASSWORD; when unset on first start a
-pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentials.`,
+pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentials.
+
+The roles talk over mutual TLS with certificates from the cluster CA that the
+first start creates (DATA/meta/ca.pem, key in ca.key, mode 0600). The HTTP and
+S3 APIs serve HTTPS with --tls-cert/--tls-key, or with --tls auto a certificate
+from that CA for this host's names (clients started in the same directory find
+data/meta/ca.pem; elsewhere give them --ca or CAIRN_CA).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.MaxVolumeSize = uint64(maxVol)
+			cfg.TLSCert, cfg.TLSKey = users.cert, users.key
+			switch tlsMode {
+			case "auto":
+				cfg.TLSAuto = true
+			case "", "off":
+			default:
+				return fmt.Errorf(`--tls %q: want "auto" or "off" (or give --tls-cert and --tls-key)`, tlsMode)
+			}
 			cfg.RootUser, cfg.RootPassword = os.Getenv("CAIRN_ROOT_USER"), os.Getenv("CAIRN_ROOT_PASSWORD")
 			cfg.Logger = logger()
 			s, err := server.Start(cfg)
@@ -123,13 +140,16 @@ pair is generated, printed once and kept (mode 0600) in DATA/meta/root.credentia
 	fs.StringVar(&cfg.HTTP, "http", cfg.HTTP, "native HTTP API listen address")
 	fs.StringVar(&cfg.Meta, "meta-listen", cfg.Meta, "meta gRPC listen address")
 	fs.StringVar(&cfg.Chunk, "chunk-listen", cfg.Chunk, "data-plane listen address")
-	fs.StringVar(&cfg.Admin, "admin", cfg.Admin, `admin listen address (/metrics, /debug/pprof, /debug/profile); "off" disables`)
+	fs.StringVar(&cfg.Admin, "admin", cfg.Admin, `admin listen address (/metrics; /debug/pprof and /debug/profile with --pprof); "off" disables`)
 	fs.DurationVar(&cfg.PublicMaxAge, "public-max-age", cfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")
 	sizeFlag(fs, &cfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables), e.g. 256MiB")
 	sizeFlag(fs, &cfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
 	sizeFlag(fs, &cfg.ExtentSize, "extent-size", "largest needle one write creates; bigger files are split")
 	sizeFlag(fs, &maxVol, "max-volume-size", "volume size at which a volume turns read-only")
 	fs.BoolVar(&cfg.NoLocalReads, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
+	fs.StringVar(&tlsMode, "tls", "off", `"auto": HTTPS on the HTTP and S3 APIs with a certificate from the cluster CA`)
+	users.add(fs)
 	s3Flags(fs, &cfg.S3, &cfg.S3Domain, &cfg.S3UploadMaxAge)
 	cfg.Console = ":8081"
 	consoleFlag(fs, &cfg.Console)
@@ -142,8 +162,9 @@ func consoleFlag(fs *pflag.FlagSet, addr *string) {
 	fs.StringVar(addr, "console", *addr, `web console listen address; "off" disables`)
 }
 
-// adminServe starts the role's admin listener unless addr is "off".
-func adminServe(addr string) error {
+// adminServe starts the role's admin listener unless addr is "off";
+// profiling is served only with pprof (metrics.RoleAdmin).
+func adminServe(addr string, pprof bool) error {
 	if addr == "" || addr == "off" {
 		return nil
 	}
@@ -151,7 +172,7 @@ func adminServe(addr string) error {
 	if err != nil {
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	srv := &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: metrics.RoleAdmin(pprof), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(l)
 	return nil
 }
@@ -162,18 +183,35 @@ func metaCmd() *cobra.Command {
 	var repl uint32 = 3
 	var dead time.Duration = 10 * time.Second
 	var repairRate int64 = 64 << 20
-	var rebalanceOnJoin bool
-	trustPlaintext := true
+	var rebalanceOnJoin, pprof bool
+	var sans []string
 	cmd := &cobra.Command{
 		Use:   "meta",
 		Short: "Run the metadata service",
-		Args:  cobra.NoArgs,
+		Long: `Run the metadata service. At its first start it creates the cluster CA in
+--data (ca.pem, and ca.key with mode 0600); it serves gRPC over TLS with a
+certificate from it, and data servers and gateways join with tokens from
+` + "`cairn admin join-token`" + `.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			ca, err := pki.LoadOrCreateCA(dir, "cairn cluster")
+			if err != nil {
+				return err
+			}
+			node, err := ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(append([]string{listen}, sans...)...))
+			if err != nil {
+				return err
+			}
+			dataTLS := node.Client()
 			svc, err := meta.Open(meta.Config{
 				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
-				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin, TrustPlaintext: trustPlaintext,
-				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }, Logger: logger(),
+				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
+				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
+				CA: ca,
 			})
 			if err != nil {
 				return err
@@ -187,13 +225,13 @@ func metaCmd() *cobra.Command {
 				svc.Close()
 				return err
 			}
-			if err := adminServe(admin); err != nil {
+			if err := adminServe(admin, pprof); err != nil {
 				svc.Close()
 				return err
 			}
-			g := meta.NewGRPCServer(svc)
+			g := meta.NewGRPCServer(svc, meta.ServerTLS(node.Server()))
 			go g.Serve(l)
-			fmt.Printf("cairn meta: gRPC on %s, data dir %s\n", l.Addr(), dir)
+			fmt.Printf("cairn meta: gRPC (TLS) on %s, data dir %s, cluster CA %s\n", l.Addr(), dir, filepath.Join(dir, pki.CAFile))
 			return untilSignal(func(ctx context.Context) error {
 				done := make(chan struct{})
 				go func() { g.GracefulStop(); close(done) }()
@@ -214,7 +252,8 @@ func metaCmd() *cobra.Command {
 	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
 	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
 	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
-	fs.BoolVar(&trustPlaintext, "trust-plaintext", trustPlaintext, "treat callers on plaintext gRPC connections as cluster members (the trusted network of before mutual TLS); =false makes them anonymous")
+	fs.StringArrayVar(&sans, "san", nil, "extra host name or address in meta's certificate, for clients that reach it by another name (repeatable)")
+	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }
@@ -224,7 +263,8 @@ func chunkCmd() *cobra.Command {
 	var labels []string
 	var maxNeedle int64 = 64 << 20
 	var scrubRate int64 = 4 << 20
-	var noLocal bool
+	var noLocal, pprof bool
+	var id identityFlags
 	scrubPeriod, replicaTimeout := 14*24*time.Hour, 2*time.Second
 	cmd := &cobra.Command{
 		Use:   "chunk",
@@ -246,7 +286,11 @@ func chunkCmd() *cobra.Command {
 				}
 				lb[k] = v
 			}
-			mc, conn, err := meta.Dial(metaAddr)
+			node, err := id.node(cmd.Context(), metaAddr, nodeDir(dir), advertise, []string{listen, advertise})
+			if err != nil {
+				return err
+			}
+			mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(node.Client()))
 			if err != nil {
 				return err
 			}
@@ -255,19 +299,19 @@ func chunkCmd() *cobra.Command {
 				scrubRate = -1 // the flag's 0 means off
 			}
 			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger(),
-				ScrubRate: scrubRate, ScrubPeriod: scrubPeriod, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal})
+				ScrubRate: scrubRate, ScrubPeriod: scrubPeriod, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal, TLS: node.Client()})
 			if err != nil {
 				return err
 			}
-			if err := adminServe(admin); err != nil {
+			if err := adminServe(admin, pprof); err != nil {
 				st.Close()
 				return err
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			go st.Run(ctx)
 			srv := gateway.Server(st.Handler())
-			go srv.Serve(l)
-			fmt.Printf("cairn chunk: data plane on %s (advertised %s), meta %s, data dir %s\n", l.Addr(), advertise, metaAddr, dir)
+			serveHTTP(srv, l, node.Server(pki.HTTPProtos...))
+			fmt.Printf("cairn chunk: data plane (TLS) on %s (advertised %s), meta %s, data dir %s\n", l.Addr(), advertise, metaAddr, dir)
 			return untilSignal(func(c context.Context) error {
 				err := srv.Shutdown(c)
 				cancel()
@@ -287,11 +331,16 @@ func chunkCmd() *cobra.Command {
 	fs.DurationVar(&scrubPeriod, "scrub-period", scrubPeriod, "every needle is verified at least this often (the scrub paces itself, up to --scrub-rate)")
 	fs.DurationVar(&replicaTimeout, "replica-timeout", replicaTimeout, "how long a primary waits for a replica's write (plus 1s per 16MiB) before the volume turns read-only")
 	fs.BoolVar(&noLocal, "no-local-reads", false, "mounts and gateways on this host read over HTTP, not from the volume files")
+	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
+	id.add(fs)
 	return cmd
 }
 
 func gatewayCmd() *cobra.Command {
-	var metaAddr, listen, admin, s3Listen string
+	var metaAddr, listen, admin, s3Listen, dir, name string
+	var pprof bool
+	var id identityFlags
+	var users userTLSFlags
 	consoleAddr := ":8081"
 	s3cfg := s3.Config{}
 	gcfg := gateway.Config{PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20, HotObjectMax: 1 << 20}
@@ -301,13 +350,25 @@ func gatewayCmd() *cobra.Command {
 		Short: "Run the HTTP gateway",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mc, conn, err := meta.Dial(metaAddr)
+			userTLS, err := users.config()
+			if err != nil {
+				return err
+			}
+			if name == "" {
+				name, _ = os.Hostname()
+			}
+			node, err := id.node(cmd.Context(), metaAddr, nodeDir(dir), name, nil)
+			if err != nil {
+				return err
+			}
+			clusterTLS := node.Client()
+			mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(clusterTLS))
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(),
-				Dial: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) }})
+				Dial: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, clusterTLS) }})
 			if err != nil {
 				return err
 			}
@@ -324,12 +385,12 @@ func gatewayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := adminServe(admin); err != nil {
+			if err := adminServe(admin, pprof); err != nil {
 				return err
 			}
 			srv := gateway.Server(g)
-			go srv.Serve(l)
-			fmt.Printf("cairn gateway: HTTP API on %s, meta %s\n", l.Addr(), metaAddr)
+			serveHTTP(srv, l, userTLS)
+			fmt.Printf("cairn gateway: HTTP API on %s://%s, meta %s\n", scheme(userTLS), l.Addr(), metaAddr)
 			servers := []*http.Server{srv}
 			s3On, consoleOn := s3Listen != "" && s3Listen != "off", consoleAddr != "" && consoleAddr != "off"
 			var s3srv *s3.Server
@@ -346,16 +407,16 @@ func gatewayCmd() *cobra.Command {
 					return err
 				}
 				ssrv := gateway.Server(s3srv.Handler())
-				go ssrv.Serve(sl)
+				serveHTTP(ssrv, sl, userTLS)
 				servers = append(servers, ssrv)
-				fmt.Printf("cairn gateway: S3 API on %s\n", sl.Addr())
+				fmt.Printf("cairn gateway: S3 API on %s://%s\n", scheme(userTLS), sl.Addr())
 			}
 			if consoleOn {
 				conL, err := net.Listen("tcp", consoleAddr)
 				if err != nil {
 					return err
 				}
-				con, err := console.New(console.Config{Gateway: g, S3: s3srv.Handler(), Meta: mc,
+				con, err := console.New(console.Config{Gateway: g, S3: s3srv.Handler(), Meta: mc, TLS: userTLS,
 					Ops: []*metrics.Ops{g.Ops(), s3srv.Ops()}, Logger: logger()})
 				if err != nil {
 					return err
@@ -364,7 +425,7 @@ func gatewayCmd() *cobra.Command {
 				csrv := con.Server()
 				go con.Serve(csrv, conL)
 				servers = append(servers, csrv)
-				fmt.Printf("cairn gateway: web console on http://%s\n", conL.Addr())
+				fmt.Printf("cairn gateway: web console on %s://%s\n", scheme(userTLS), conL.Addr())
 			}
 			return untilSignal(func(ctx context.Context) error {
 				var errs []error
@@ -380,6 +441,11 @@ func gatewayCmd() *cobra.Command {
 	fs.StringVar(&gcfg.MetaAddr, "meta-advertise", "", "meta address told to mounts that find the store through this gateway (default: --meta)")
 	fs.StringVar(&listen, "http", ":8080", "HTTP listen address")
 	fs.StringVar(&admin, "admin", "127.0.0.1:8095", `admin listen address; "off" disables`)
+	fs.StringVar(&dir, "data", "data/gateway", "directory that keeps the gateway's cluster certificate")
+	fs.StringVar(&name, "name", "", "the gateway's name in its certificate (default: the host name)")
+	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
+	id.add(fs)
+	users.add(fs)
 	fs.DurationVar(&gcfg.PublicMaxAge, "public-max-age", gcfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")
 	sizeFlag(fs, &gcfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables)")
 	sizeFlag(fs, &gcfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")

@@ -11,6 +11,7 @@ import (
 // store, as a user would after `cairn server`.
 func TestCommandsServer(t *testing.T) {
 	s := servertest.Start(t, nil)
+	t.Setenv("CAIRN_CA", s.CAFile())
 	setCredentials(t, servertest.Root, servertest.RootSecret)
 	c := cairn{t, s.URL()}
 	runCommands(t, c)

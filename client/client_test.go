@@ -46,7 +46,7 @@ func start(t *testing.T) (*server.Server, *counting, *client.Client) {
 // resolutions are counted.
 func newClient(t *testing.T, s *server.Server) (*counting, *client.Client) {
 	t.Helper()
-	mc, conn, err := meta.Dial(s.Addr("meta"))
+	mc, conn, err := meta.Dial(s.Addr("meta"), meta.DialTLS(s.UserTLS()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func newClient(t *testing.T, s *server.Server) (*counting, *client.Client) {
 	cm := &counting{MetaClient: mc}
 	c, err := client.New(client.Config{
 		Meta:       cm,
-		Dial:       func(addr string) cairn.Chunks { return chunk.NewRemote(addr) },
+		Dial:       func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, s.UserTLS()) },
 		CacheTTL:   20 * time.Millisecond,
 		ExtentSize: 64 << 10,
 	})

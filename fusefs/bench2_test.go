@@ -146,12 +146,12 @@ func BenchmarkSeqRead(b *testing.B) {
 	}
 	// The data plane alone, over HTTP as the mount reads it: what the
 	// mount could at most deliver if FUSE cost nothing.
-	mc, conn, err := meta.Dial(srv.Addr("meta"))
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true})
 	if err != nil {
 		b.Fatal(err)
 	}

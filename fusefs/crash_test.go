@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"cairn"
+	"cairn/api"
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/fusefs"
@@ -33,11 +34,15 @@ func TestMain(m *testing.M) {
 
 func serveChild(v string) {
 	i := bytes.IndexByte([]byte(v), ',')
-	mc, _, err := meta.Dial(v[:i], fusefs.CountCalls())
+	tlsCfg, err := api.TLSConfig() // $CAIRN_CA, set by the parent
 	if err != nil {
 		panic(err)
 	}
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	mc, _, err := meta.Dial(v[:i], meta.DialTLS(tlsCfg), fusefs.CountCalls())
+	if err != nil {
+		panic(err)
+	}
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, tlsCfg) }, NoWatch: true, CacheEntries: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -74,7 +79,7 @@ func TestCrashRemount(t *testing.T) {
 	srv := store(t)
 	dir := t.TempDir()
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), "CAIRN_TEST_MOUNT="+srv.Addr("meta")+","+dir)
+	child.Env = append(os.Environ(), "CAIRN_TEST_MOUNT="+srv.Addr("meta")+","+dir, "CAIRN_CA="+srv.CAFile())
 	child.Stderr = os.Stderr
 	must(t, child.Start())
 	killed := false
@@ -109,10 +114,10 @@ func TestCrashRemount(t *testing.T) {
 	f.Close()
 
 	// Remount on the same directory: the stale mount is cleared first.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})
 	must(t, err)
 	defer cl.Close()
 	m, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "data", Mountpoint: dir})

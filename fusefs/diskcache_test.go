@@ -84,7 +84,7 @@ func TestDiskCache(t *testing.T) {
 	t.Logf("second read: %d blocks from the disk tier, 0 fetches", hits)
 
 	// One mount process per directory.
-	mc, conn, err := meta.Dial(srv.Addr("meta"))
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()))
 	must(t, err)
 	defer conn.Close()
 	if _, err := fusefs.New(fusefs.Config{Meta: mc, Client: srv.Client(), Namespace: "data",

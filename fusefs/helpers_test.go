@@ -50,12 +50,12 @@ func mount(t testing.TB, srv *server.Server, ns string, mod func(*fusefs.Config)
 	if testing.Short() {
 		t.Skip("a FUSE mount: not in the -short tier")
 	}
-	mc, conn, err := meta.Dial(srv.Addr("meta"), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl, err := client.New(client.Config{
-		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1,
+		Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

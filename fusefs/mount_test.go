@@ -302,10 +302,10 @@ func TestUnmountExternal(t *testing.T) {
 	}
 	srv := store(t)
 	dir := t.TempDir()
-	mc, conn, err := meta.Dial(srv.Addr("meta"), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})
 	must(t, err)
 	defer cl.Close()
 	m, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "data", Mountpoint: dir})

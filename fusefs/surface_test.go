@@ -2,9 +2,8 @@ package fusefs_test
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,21 +19,22 @@ import (
 	"cairn/client"
 	"cairn/fusefs"
 	"cairn/meta"
+	"cairn/pki"
 	"cairn/server"
 )
 
-// stored is the bytes the store's data server holds in its volumes.
+// stored is the bytes the store's data server holds in its volumes, asked
+// as meta would (a meta certificate from the cluster CA).
 func stored(t *testing.T, srv *server.Server) int64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.Addr("chunk") + "/admin/volumes")
+	ca, err := pki.LoadCA(filepath.Join(srv.DataDir(), "meta"))
 	must(t, err)
-	defer resp.Body.Close()
-	var list struct {
-		Volumes []chunk.VolumeInfo `json:"volumes"`
-	}
-	must(t, json.NewDecoder(resp.Body).Decode(&list))
+	asMeta, err := ca.Node(pki.RoleMeta, "test", nil)
+	must(t, err)
+	vols, err := chunk.NewRemoteTLS(srv.Addr("chunk"), asMeta.Client()).Volumes(context.Background())
+	must(t, err)
 	var n int64
-	for _, v := range list.Volumes {
+	for _, v := range vols {
 		n += v.Size
 	}
 	return n
@@ -257,10 +257,10 @@ func TestStaleMountCleared(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
 	// A second, independent mount on the same point, then killed: its
 	// connection aborted as when a mount process dies.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})
 	must(t, err)
 	defer cl.Close()
 	dead, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "data", Mountpoint: dir})

@@ -108,6 +108,12 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_MountMknod:
 		op, p = "meta.Mknod", fullPath(c.MountMknod.Ns, c.MountMknod.Path)
 		err = t.mountMknod(c.MountMknod)
+	case *metapb.Command_PutJoinToken:
+		op = "meta.CreateJoinToken"
+		err = t.putJoinToken(c.PutJoinToken)
+	case *metapb.Command_UseJoinToken:
+		op = "meta.Join"
+		err = t.useJoinToken(c.UseJoinToken)
 	case *metapb.Command_SetClusterId:
 		op = "meta.SetClusterId"
 		err = t.setClusterID(c.SetClusterId.Id)

@@ -10,6 +10,7 @@ import (
 	"cairn"
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
 )
 
 // Config configures a Service. The zero value of each field except Dir is
@@ -42,6 +43,9 @@ type Config struct {
 	// create volumes and garbage stays queued.
 	Chunks func(addr string) cairn.Chunks
 
+	// CA is the cluster CA (pki.LoadOrCreateCA in Dir), with its key: Join
+	// signs new servers' certificates with it. Nil: no one can join.
+	CA *pki.CA
 	// CapTTL is how long a data-plane capability meta signs is good
 	// (package capability): hours, so that caches and mounts rarely renew.
 	// Default 10h.
@@ -91,7 +95,8 @@ type Config struct {
 	// trusted network Cairn assumed before mutual TLS. Off, such a caller
 	// is anonymous unless an in-process embedder names it (Local). Calls
 	// over TLS are authorised by the peer's certificate or the user's
-	// credentials either way. For deployments not yet on mutual TLS only.
+	// credentials either way. Only meta's own tests of the API over
+	// plaintext set it: no command does, and meta's listener speaks TLS.
 	TrustPlaintext bool
 }
 

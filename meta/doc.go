@@ -14,6 +14,7 @@
 //	g/{volume:4}{needle key:8}     garbage: a needle no file refers to any more
 //	v/{volume:4}                   metapb.Volume
 //	u/{access key}                 metapb.User (salted SHA-256 of the secret)
+//	j/{token id}                   metapb.JoinTokenRecord (SHA-256 of the secret, role, expiry, uses left)
 //	s/{server id}                  metapb.ClusterServerState (draining)
 //	c/ino, c/vol, c/seq, c/root    counters: next inode, next volume id, last
 //	                               event sequence; the root access key

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"path"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -163,8 +165,8 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 
 // NewGRPCServer returns a gRPC server with svc registered. Its interceptors
 // time every call into svc.Ops() and turn *errors.Error into a status that
-// carries the Kind, Op and Path. extra options come last (the transport's
-// TLS credentials).
+// carries the Kind, Op and Path. extra options come last: cairn meta and
+// cairn server pass ServerTLS.
 func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 	ops := svc.Ops()
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -206,7 +208,9 @@ func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 	return s
 }
 
-// Dial connects to a meta server. Errors from the returned client are
+// Dial connects to a meta server, in plain text unless extra holds
+// DialTLS (every listener cairn meta and cairn server open speaks TLS;
+// plain text is for tests of meta alone). Errors from the returned client are
 // *errors.Error with the server's Kind, Op and Path, so callers test them
 // with errors.Is(errors.NotExist, err) as in-process. extra options come
 // last (the mount adds an interceptor that counts calls per FUSE op).
@@ -241,6 +245,20 @@ func Dial(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.Clien
 		return nil, nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, errors.Path(addr), err)
 	}
 	return metapb.NewMetaClient(conn), conn, nil
+}
+
+// ServerTLS is the server option of a meta listener speaking TLS with cfg
+// (pki.Node.Server): callers' certificates, when given, are verified, and
+// the authorisation reads them through credentials.TLSInfo.
+func ServerTLS(cfg *tls.Config) grpc.ServerOption {
+	return grpc.Creds(credentials.NewTLS(cfg))
+}
+
+// DialTLS is the Dial option of a client speaking TLS with cfg
+// (pki.ClientConfig, or a pki.Node's Client): it replaces Dial's default,
+// plaintext.
+func DialTLS(cfg *tls.Config) grpc.DialOption {
+	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
 }
 
 // errStream translates the errors of a client stream (Watch).

@@ -217,6 +217,8 @@ type result struct {
 	first   uint64          // MountReserve: the first inode number reserved
 	inodes  []*metapb.Inode // CommitBatch: one per commit
 	seqs    []*metapb.Event // CommitBatch: each commit's event
+
+	joinRole string // UseJoinToken: the role the spent token allows
 }
 
 // propose applies cmd and returns once it is durable. It is the one path

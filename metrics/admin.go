@@ -42,3 +42,20 @@ func AdminHandler(gatherer prometheus.Gatherer, ops ...*Ops) http.Handler {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
 }
+
+// RoleAdmin is the handler of a role's admin listener. /metrics is always
+// served; the profiling endpoints (/debug/pprof/, /debug/profile) only
+// when debug is set (the roles' --pprof), since heap dumps and command
+// lines are not for whoever reaches the port. Without it they answer 403
+// saying how to turn them on.
+func RoleAdmin(debug bool) http.Handler {
+	if debug {
+		return AdminHandler(nil)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.DefaultGatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "profiling is off: start the server with --pprof", http.StatusForbidden)
+	})
+	return mux
+}

@@ -613,7 +613,7 @@ func TestLostNeedleIsDataLoss(t *testing.T) {
 	}
 	v := vr.Volumes[0]
 	for _, addr := range v.Servers { // behind meta's back, on every replica
-		r := chunk.NewRemote(addr)
+		r := chunk.NewRemoteTLS(addr, s.UserTLS())
 		r.SetCaps(capability.Signer{Keys: s.Meta().CapKeyring()}) // as meta's collector does
 		if err := r.Delete(ctx, v.Id, v.Generation, e.Key); err != nil {
 			t.Fatal(err)

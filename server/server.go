@@ -62,6 +62,15 @@ type Config struct {
 	CapTTL        time.Duration // life of a data-plane capability (meta.Config.CapTTL). Default 10h
 	CapRotate     time.Duration // capability key rotation (meta.Config.CapRotate). Default 24h
 
+	// Users' TLS on the HTTP and S3 listeners: a certificate and key
+	// (PEM files), or TLSAuto for one issued by the cluster CA for this
+	// host's names (clients trust DATA/meta/ca.pem). Neither: plain HTTP.
+	// Meta's and the data plane's listeners speak TLS always.
+	TLSCert, TLSKey string
+	TLSAuto         bool
+	// Pprof serves /debug/pprof and /debug/profile on the admin listener.
+	Pprof bool
+
 	Logger *slog.Logger
 }
 
@@ -93,6 +102,9 @@ type Server struct {
 	lis        map[string]net.Listener
 	cancel     context.CancelFunc
 	generated  [2]string
+	ca         *pki.CA
+	userTLS    *tls.Config // the HTTP, S3 and console listeners'; nil: plain HTTP
+	clientTLS  *tls.Config // UserTLS: one, so that its connections are pooled
 }
 
 // Start opens the data directory, starts every role and returns once the
@@ -119,24 +131,48 @@ func Start(cfg Config) (s *Server, err error) {
 		}
 		s.lis[name] = l
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	metaDir := filepath.Join(cfg.Data, "meta")
+	if err := os.MkdirAll(metaDir, 0o700); err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
 	chunkAddr := s.lis["chunk"].Addr().String()
-	// Meta's and the client's dial function hands out the in-process store
-	// for our own address; meta calls it only after the store registered.
+	// Every role gets its certificate from the cluster CA at each start:
+	// the process holds the CA, so there is nothing to join or keep.
+	if s.ca, err = pki.LoadOrCreateCA(metaDir, "cairn cluster"); err != nil {
+		return nil, errors.E(op, err)
+	}
+	metaNode, err := s.ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(s.Addr("meta")))
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	dataNode, err := s.ca.Node(pki.RoleData, chunkAddr, pki.DefaultSANs(chunkAddr))
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	gatewayNode, err := s.ca.Node(pki.RoleGateway, "gateway", nil)
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.clientTLS = pki.ClientConfig(s.ca.Pool(), nil)
+	if s.userTLS, err = userTLS(cfg, s.ca, s.Addr("http"), s.Addr("s3")); err != nil {
+		return nil, errors.E(op, err)
+	}
+	// Meta's and the client's dial functions hand out the in-process store
+	// for our own address (meta calls it only after the store registered);
+	// other data servers are dialled over TLS as meta or as the gateway.
 	var local atomic.Pointer[chunk.Store]
-	dial := func(addr string) cairn.Chunks {
-		if st := local.Load(); st != nil && addr == chunkAddr {
-			return st
+	dialAs := func(cfg *tls.Config) func(string) cairn.Chunks {
+		return func(addr string) cairn.Chunks {
+			if st := local.Load(); st != nil && addr == chunkAddr {
+				return st
+			}
+			return chunk.NewRemoteTLS(addr, cfg)
 		}
-		return chunk.NewRemote(addr)
 	}
 	s.metaSvc, err = meta.Open(meta.Config{
-		Dir: filepath.Join(cfg.Data, "meta"), RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
-		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dial, Logger: cfg.Logger,
+		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
+		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
 		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
-		TrustPlaintext: true, // until meta's listener speaks mutual TLS
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -144,10 +180,10 @@ func Start(cfg Config) (s *Server, err error) {
 	if u, p, ok := s.metaSvc.GeneratedRoot(); ok {
 		s.generated = [2]string{u, p}
 	}
-	s.grpc = meta.NewGRPCServer(s.metaSvc)
+	s.grpc = meta.NewGRPCServer(s.metaSvc, meta.ServerTLS(metaNode.Server()))
 	go s.grpc.Serve(s.lis["meta"])
 
-	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String())
+	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String(), meta.DialTLS(dataNode.Client()))
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -157,13 +193,15 @@ func Start(cfg Config) (s *Server, err error) {
 	s.store, err = chunk.Open(chunk.Config{
 		Dir: filepath.Join(cfg.Data, "chunk"), Addr: chunkAddr, Meta: mc,
 		MaxVolumeSize: int64(cfg.MaxVolumeSize), NoLocalReads: cfg.NoLocalReads, Logger: cfg.Logger,
+		TLS: dataNode.Client(),
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	local.Store(s.store)
 	s.chunkSrv = gateway.Server(s.store.Handler())
-	go s.chunkSrv.Serve(s.lis["chunk"])
+	s.chunkSrv.TLSConfig = dataNode.Server(pki.HTTPProtos...)
+	go s.chunkSrv.ServeTLS(s.lis["chunk"], "", "")
 	go s.store.Run(ctx)
 	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
 		return nil, errors.E(op, err)
@@ -176,7 +214,8 @@ func Start(cfg Config) (s *Server, err error) {
 
 	// The gateway calls meta in-process; the data server keeps its gRPC
 	// client, as in a cluster.
-	s.client, err = client.New(client.Config{Meta: meta.Local(s.metaSvc, meta.Caller{Role: pki.RoleGateway, ID: "server"}, mc), Dial: dial, ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
+	gw := meta.Local(s.metaSvc, meta.Caller{Role: pki.RoleGateway, ID: "server"}, mc)
+	s.client, err = client.New(client.Config{Meta: gw, Dial: dialAs(gatewayNode.Client()), ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -188,7 +227,7 @@ func Start(cfg Config) (s *Server, err error) {
 		return nil, errors.E(op, err)
 	}
 	s.httpSrv = gateway.Server(s.gateway)
-	go s.httpSrv.Serve(s.lis["http"])
+	serve(s.httpSrv, s.lis["http"], s.userTLS)
 	// The console's parted uploads and share links go through the S3
 	// layer in process, so it exists when either needs it.
 	if s.lis["s3"] != nil || s.lis["console"] != nil {
@@ -200,11 +239,11 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	if l := s.lis["s3"]; l != nil {
 		s.s3Srv = gateway.Server(s.s3.Handler())
-		go s.s3Srv.Serve(l)
+		serve(s.s3Srv, l, s.userTLS)
 	}
 	if l := s.lis["console"]; l != nil {
-		s.console, err = console.New(console.Config{Gateway: s.gateway, S3: s.s3.Handler(), Meta: mc,
-			Ops: []*metrics.Ops{s.gateway.Ops(), s.s3.Ops()}, TLS: cfg.ConsoleTLS, Logger: cfg.Logger})
+		s.console, err = console.New(console.Config{Gateway: s.gateway, S3: s.s3.Handler(), Meta: gw,
+			Ops: []*metrics.Ops{s.gateway.Ops(), s.s3.Ops()}, TLS: s.consoleTLS(), Logger: cfg.Logger})
 		if err != nil {
 			return nil, errors.E(op, err)
 		}
@@ -212,10 +251,43 @@ func Start(cfg Config) (s *Server, err error) {
 		go s.console.Serve(s.consoleSrv, l)
 	}
 	if l := s.lis["admin"]; l != nil {
-		s.adminSrv = &http.Server{Handler: metrics.AdminHandler(nil), ReadHeaderTimeout: 10 * time.Second}
+		s.adminSrv = &http.Server{Handler: metrics.RoleAdmin(cfg.Pprof), ReadHeaderTimeout: 10 * time.Second}
 		go s.adminSrv.Serve(l)
 	}
 	return s, nil
+}
+
+// userTLS is the users' listeners' TLS configuration (Config.TLSCert,
+// TLSAuto), nil for plain HTTP.
+func userTLS(cfg Config, ca *pki.CA, addrs ...string) (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	switch {
+	case cfg.TLSCert != "" || cfg.TLSKey != "":
+		cert, err = tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, errors.E(errors.Invalid, errors.Path(cfg.TLSCert), err)
+		}
+	case cfg.TLSAuto:
+		// From the cluster CA, which clients on this host find in
+		// DATA/meta/ca.pem (or are given as --ca elsewhere).
+		if cert, err = ca.Issue("", "cairn", pki.DefaultSANs(addrs...), pki.CertLifetime); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, nil
+	}
+	return pki.ServerConfig(cert, nil, pki.HTTPProtos...), nil
+}
+
+// serve serves srv on l, over TLS with cfg unless it is nil.
+func serve(srv *http.Server, l net.Listener, cfg *tls.Config) {
+	if cfg == nil {
+		go srv.Serve(l)
+		return
+	}
+	srv.TLSConfig = cfg
+	go srv.ServeTLS(l, "", "")
 }
 
 // waitForDataServer returns once meta has heard the data server's first
@@ -260,9 +332,18 @@ func (s *Server) DataDir() string { return s.cfg.Data }
 // S3URL is the S3 API's endpoint ("" when it is off).
 func (s *Server) S3URL() string {
 	if a := s.Addr("s3"); a != "" {
-		return "http://" + a
+		return s.scheme() + "://" + a
 	}
 	return ""
+}
+
+// consoleTLS is the console's TLS: Config.ConsoleTLS, else the user
+// listeners' (--tls-cert, --tls auto).
+func (s *Server) consoleTLS() *tls.Config {
+	if s.cfg.ConsoleTLS != nil {
+		return s.cfg.ConsoleTLS
+	}
+	return s.userTLS
 }
 
 // ConsoleURL is the web console's URL ("" when it is off).
@@ -271,14 +352,30 @@ func (s *Server) ConsoleURL() string {
 	switch {
 	case a == "":
 		return ""
-	case s.cfg.ConsoleTLS != nil:
+	case s.consoleTLS() != nil:
 		return "https://" + a
 	}
 	return "http://" + a
 }
 
 // URL is the native API's base URL.
-func (s *Server) URL() string { return "http://" + s.Addr("http") }
+func (s *Server) URL() string { return s.scheme() + "://" + s.Addr("http") }
+
+func (s *Server) scheme() string {
+	if s.userTLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// CAFile is the cluster CA's certificate: what a client of this server
+// trusts (--ca, $CAIRN_CA).
+func (s *Server) CAFile() string { return filepath.Join(s.cfg.Data, "meta", pki.CAFile) }
+
+// UserTLS is the TLS configuration of a user's client of this server (a
+// mount, the CLI, a test): it trusts the cluster CA and presents no
+// certificate. Meta's and the data servers' listeners need it.
+func (s *Server) UserTLS() *tls.Config { return s.clientTLS }
 
 // Meta is the in-process meta service; tests wait on its background duties
 // (Meta().WaitCollected) rather than sleeping.

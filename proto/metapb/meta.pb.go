@@ -3268,6 +3268,8 @@ type Command struct {
 	//	*Command_MountXattr
 	//	*Command_MountReserve
 	//	*Command_MountMknod
+	//	*Command_PutJoinToken
+	//	*Command_UseJoinToken
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3596,6 +3598,24 @@ func (x *Command) GetMountMknod() *MountMknodRequest {
 	return nil
 }
 
+func (x *Command) GetPutJoinToken() *JoinTokenRecord {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutJoinToken); ok {
+			return x.PutJoinToken
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetUseJoinToken() *UseJoinTokenCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_UseJoinToken); ok {
+			return x.UseJoinToken
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3726,6 +3746,15 @@ type Command_MountMknod struct {
 	MountMknod *MountMknodRequest `protobuf:"bytes,140,opt,name=mount_mknod,json=mountMknod,proto3,oneof"`
 }
 
+type Command_PutJoinToken struct {
+	// ---- Cluster identity (pki) ----
+	PutJoinToken *JoinTokenRecord `protobuf:"bytes,150,opt,name=put_join_token,json=putJoinToken,proto3,oneof"`
+}
+
+type Command_UseJoinToken struct {
+	UseJoinToken *UseJoinTokenCommand `protobuf:"bytes,151,opt,name=use_join_token,json=useJoinToken,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3787,6 +3816,10 @@ func (*Command_MountXattr) isCommand_Op() {}
 func (*Command_MountReserve) isCommand_Op() {}
 
 func (*Command_MountMknod) isCommand_Op() {}
+
+func (*Command_PutJoinToken) isCommand_Op() {}
+
+func (*Command_UseJoinToken) isCommand_Op() {}
 
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
@@ -6473,6 +6506,395 @@ func (x *S3UploadList) GetTruncated() bool {
 	return false
 }
 
+// JoinTokenRecord is what meta keeps of a join token: never the secret,
+// only its hash (pki.SecretHash).
+type JoinTokenRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"` // pki.Role the certificate will carry
+	ExpiresNs     int64                  `protobuf:"varint,4,opt,name=expires_ns,json=expiresNs,proto3" json:"expires_ns,omitempty"`
+	Uses          uint32                 `protobuf:"varint,5,opt,name=uses,proto3" json:"uses,omitempty"` // joins left; the record goes at 0
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinTokenRecord) Reset() {
+	*x = JoinTokenRecord{}
+	mi := &file_proto_meta_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinTokenRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinTokenRecord) ProtoMessage() {}
+
+func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
+func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *JoinTokenRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JoinTokenRecord) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+func (x *JoinTokenRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *JoinTokenRecord) GetExpiresNs() int64 {
+	if x != nil {
+		return x.ExpiresNs
+	}
+	return 0
+}
+
+func (x *JoinTokenRecord) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+// UseJoinTokenCommand spends one use of a token, if its secret matches and
+// it has not expired (at the command's now_ns).
+type UseJoinTokenCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,2,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UseJoinTokenCommand) Reset() {
+	*x = UseJoinTokenCommand{}
+	mi := &file_proto_meta_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UseJoinTokenCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UseJoinTokenCommand) ProtoMessage() {}
+
+func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
+func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *UseJoinTokenCommand) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UseJoinTokenCommand) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+type CreateJoinTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`                 // "data" or "gateway"
+	TtlNs int64                  `protobuf:"varint,2,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"` // 0: one hour
+	Uses  uint32                 `protobuf:"varint,3,opt,name=uses,proto3" json:"uses,omitempty"`                // 0: one
+	// The root pair, until calls carry credentials of their own.
+	AccessKey     string `protobuf:"bytes,4,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
+	Secret        string `protobuf:"bytes,5,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenRequest) Reset() {
+	*x = CreateJoinTokenRequest{}
+	mi := &file_proto_meta_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenRequest) ProtoMessage() {}
+
+func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *CreateJoinTokenRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenRequest) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetUses() uint32 {
+	if x != nil {
+		return x.Uses
+	}
+	return 0
+}
+
+func (x *CreateJoinTokenRequest) GetAccessKey() string {
+	if x != nil {
+		return x.AccessKey
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type CreateJoinTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"` // cairn-join.<id>.<secret>.<CA sha256>
+	ExpiresNs     int64                  `protobuf:"varint,2,opt,name=expires_ns,json=expiresNs,proto3" json:"expires_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateJoinTokenResponse) Reset() {
+	*x = CreateJoinTokenResponse{}
+	mi := &file_proto_meta_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateJoinTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateJoinTokenResponse) ProtoMessage() {}
+
+func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *CreateJoinTokenResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *CreateJoinTokenResponse) GetExpiresNs() int64 {
+	if x != nil {
+		return x.ExpiresNs
+	}
+	return 0
+}
+
+type JoinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	PublicKey     []byte                 `protobuf:"bytes,2,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"` // PKIX DER of the key to certify
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`                            // the certificate's id (CN): a data server's advertised address, a gateway's name
+	Sans          []string               `protobuf:"bytes,4,rep,name=sans,proto3" json:"sans,omitempty"`                            // host names and addresses it serves on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRequest) Reset() {
+	*x = JoinRequest{}
+	mi := &file_proto_meta_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRequest) ProtoMessage() {}
+
+func (x *JoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
+func (*JoinRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *JoinRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetPublicKey() []byte {
+	if x != nil {
+		return x.PublicKey
+	}
+	return nil
+}
+
+func (x *JoinRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetSans() []string {
+	if x != nil {
+		return x.Sans
+	}
+	return nil
+}
+
+type JoinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cert          []byte                 `protobuf:"bytes,1,opt,name=cert,proto3" json:"cert,omitempty"` // DER
+	Ca            []byte                 `protobuf:"bytes,2,opt,name=ca,proto3" json:"ca,omitempty"`     // the CA certificate, PEM
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinResponse) Reset() {
+	*x = JoinResponse{}
+	mi := &file_proto_meta_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinResponse) ProtoMessage() {}
+
+func (x *JoinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
+func (*JoinResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *JoinResponse) GetCert() []byte {
+	if x != nil {
+		return x.Cert
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetCa() []byte {
+	if x != nil {
+		return x.Ca
+	}
+	return nil
+}
+
+func (x *JoinResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 // CapKey is a key that signs data-plane capabilities (package capability).
 type CapKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -6484,7 +6906,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6496,7 +6918,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6509,7 +6931,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -6535,7 +6957,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6547,7 +6969,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6560,7 +6982,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -6581,7 +7003,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6593,7 +7015,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6606,7 +7028,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -6635,7 +7057,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6647,7 +7069,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6660,7 +7082,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -6736,7 +7158,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6748,7 +7170,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6761,7 +7183,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -6836,7 +7258,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6848,7 +7270,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6861,7 +7283,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -6956,7 +7378,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6968,7 +7390,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6981,7 +7403,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -7310,7 +7732,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xd5\x0f\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x10\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -7349,7 +7771,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mountXattr\x12F\n" +
 	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12A\n" +
 	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
-	"mountMknodB\x04\n" +
+	"mountMknod\x12D\n" +
+	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
+	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinTokenB\x04\n" +
 	"\x02op\"r\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -7597,7 +8021,40 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\"\\\n" +
 	"\fS3UploadList\x12.\n" +
 	"\auploads\x18\x01 \x03(\v2\x14.cairn.meta.S3UploadR\auploads\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"0\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x89\x01\n" +
+	"\x0fJoinTokenRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x1d\n" +
+	"\n" +
+	"expires_ns\x18\x04 \x01(\x03R\texpiresNs\x12\x12\n" +
+	"\x04uses\x18\x05 \x01(\rR\x04uses\"F\n" +
+	"\x13UseJoinTokenCommand\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vsecret_hash\x18\x02 \x01(\fR\n" +
+	"secretHash\"\x8e\x01\n" +
+	"\x16CreateJoinTokenRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x15\n" +
+	"\x06ttl_ns\x18\x02 \x01(\x03R\x05ttlNs\x12\x12\n" +
+	"\x04uses\x18\x03 \x01(\rR\x04uses\x12\x1d\n" +
+	"\n" +
+	"access_key\x18\x04 \x01(\tR\taccessKey\x12\x16\n" +
+	"\x06secret\x18\x05 \x01(\tR\x06secret\"N\n" +
+	"\x17CreateJoinTokenResponse\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"expires_ns\x18\x02 \x01(\x03R\texpiresNs\"j\n" +
+	"\vJoinRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x02 \x01(\fR\tpublicKey\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04sans\x18\x04 \x03(\tR\x04sans\"F\n" +
+	"\fJoinResponse\x12\x12\n" +
+	"\x04cert\x18\x01 \x01(\fR\x04cert\x12\x0e\n" +
+	"\x02ca\x18\x02 \x01(\fR\x02ca\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"0\n" +
 	"\x06CapKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\fR\x06secret\"&\n" +
@@ -7658,7 +8115,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xe7\x1b\n" +
+	"\bS3_WRITE\x10\x022\xfe\x1c\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -7713,7 +8170,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
-	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12H\n" +
+	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
+	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
+	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
 	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
@@ -7731,123 +8190,129 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 112)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
 var file_proto_meta_proto_goTypes = []any{
-	(Visibility)(0),                // 0: cairn.meta.Visibility
-	(FileType)(0),                  // 1: cairn.meta.FileType
-	(S3Access)(0),                  // 2: cairn.meta.S3Access
-	(*Namespace)(nil),              // 3: cairn.meta.Namespace
-	(*CreateNamespaceRequest)(nil), // 4: cairn.meta.CreateNamespaceRequest
-	(*NamespaceRequest)(nil),       // 5: cairn.meta.NamespaceRequest
-	(*SetVisibilityRequest)(nil),   // 6: cairn.meta.SetVisibilityRequest
-	(*NamespaceList)(nil),          // 7: cairn.meta.NamespaceList
-	(*Extent)(nil),                 // 8: cairn.meta.Extent
-	(*Inode)(nil),                  // 9: cairn.meta.Inode
-	(*ResolveRequest)(nil),         // 10: cairn.meta.ResolveRequest
-	(*ResolveResponse)(nil),        // 11: cairn.meta.ResolveResponse
-	(*BatchResolveRequest)(nil),    // 12: cairn.meta.BatchResolveRequest
-	(*ResolveResult)(nil),          // 13: cairn.meta.ResolveResult
-	(*BatchResolveResponse)(nil),   // 14: cairn.meta.BatchResolveResponse
-	(*ListRequest)(nil),            // 15: cairn.meta.ListRequest
-	(*ListEntry)(nil),              // 16: cairn.meta.ListEntry
-	(*ListResponse)(nil),           // 17: cairn.meta.ListResponse
-	(*MkdirRequest)(nil),           // 18: cairn.meta.MkdirRequest
-	(*CommitRequest)(nil),          // 19: cairn.meta.CommitRequest
-	(*CommitBatchRequest)(nil),     // 20: cairn.meta.CommitBatchRequest
-	(*CommitBatchResponse)(nil),    // 21: cairn.meta.CommitBatchResponse
-	(*AppendRequest)(nil),          // 22: cairn.meta.AppendRequest
-	(*DeleteRequest)(nil),          // 23: cairn.meta.DeleteRequest
-	(*DeleteResponse)(nil),         // 24: cairn.meta.DeleteResponse
-	(*RenameRequest)(nil),          // 25: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),         // 26: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                 // 27: cairn.meta.Volume
-	(*AssignRequest)(nil),          // 28: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),         // 29: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),         // 30: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),        // 31: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),             // 32: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),       // 33: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),      // 34: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),            // 35: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),           // 36: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),           // 37: cairn.meta.WatchRequest
-	(*Event)(nil),                  // 38: cairn.meta.Event
-	(*Error)(nil),                  // 39: cairn.meta.Error
-	(*Empty)(nil),                  // 40: cairn.meta.Empty
-	(*CreateUserRequest)(nil),      // 41: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),     // 42: cairn.meta.CreateUserResponse
-	(*User)(nil),                   // 43: cairn.meta.User
-	(*Needle)(nil),                 // 44: cairn.meta.Needle
-	(*GarbageDone)(nil),            // 45: cairn.meta.GarbageDone
-	(*Command)(nil),                // 46: cairn.meta.Command
-	(*MountSessionMsg)(nil),        // 47: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),      // 48: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),    // 49: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),       // 50: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),      // 51: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),     // 52: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),    // 53: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),   // 54: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),           // 55: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),    // 56: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),     // 57: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),    // 58: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),          // 59: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),          // 60: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),          // 61: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),  // 62: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                 // 63: cairn.meta.S3User
-	(*S3UserRequest)(nil),          // 64: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),             // 65: cairn.meta.S3UserList
-	(*S3Key)(nil),                  // 66: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),           // 67: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),     // 68: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),         // 69: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),              // 70: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),            // 71: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),              // 72: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),             // 73: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),         // 74: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),          // 75: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),          // 76: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),               // 77: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),        // 78: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                 // 79: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),       // 80: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),         // 81: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),      // 82: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),     // 83: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),             // 84: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),   // 85: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),           // 86: cairn.meta.S3UploadList
-	(*CapKey)(nil),                 // 87: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),       // 88: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),      // 89: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),             // 90: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),      // 91: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),       // 92: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),      // 93: cairn.meta.MountLockResponse
-	nil,                            // 94: cairn.meta.Inode.UserMetaEntry
-	nil,                            // 95: cairn.meta.Inode.HeadersEntry
-	nil,                            // 96: cairn.meta.Inode.TagsEntry
-	nil,                            // 97: cairn.meta.Inode.XattrsEntry
-	nil,                            // 98: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                            // 99: cairn.meta.CommitRequest.HeadersEntry
-	nil,                            // 100: cairn.meta.CommitRequest.TagsEntry
-	nil,                            // 101: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                            // 102: cairn.meta.AuthResponse.GrantsEntry
-	nil,                            // 103: cairn.meta.ClusterServer.LabelsEntry
-	nil,                            // 104: cairn.meta.S3Key.GrantsEntry
-	nil,                            // 105: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                            // 106: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                            // 107: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                            // 108: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                            // 109: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                            // 110: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                            // 111: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                            // 112: cairn.meta.S3Upload.UserMetaEntry
-	nil,                            // 113: cairn.meta.S3Upload.HeadersEntry
-	nil,                            // 114: cairn.meta.S3Upload.TagsEntry
+	(Visibility)(0),                 // 0: cairn.meta.Visibility
+	(FileType)(0),                   // 1: cairn.meta.FileType
+	(S3Access)(0),                   // 2: cairn.meta.S3Access
+	(*Namespace)(nil),               // 3: cairn.meta.Namespace
+	(*CreateNamespaceRequest)(nil),  // 4: cairn.meta.CreateNamespaceRequest
+	(*NamespaceRequest)(nil),        // 5: cairn.meta.NamespaceRequest
+	(*SetVisibilityRequest)(nil),    // 6: cairn.meta.SetVisibilityRequest
+	(*NamespaceList)(nil),           // 7: cairn.meta.NamespaceList
+	(*Extent)(nil),                  // 8: cairn.meta.Extent
+	(*Inode)(nil),                   // 9: cairn.meta.Inode
+	(*ResolveRequest)(nil),          // 10: cairn.meta.ResolveRequest
+	(*ResolveResponse)(nil),         // 11: cairn.meta.ResolveResponse
+	(*BatchResolveRequest)(nil),     // 12: cairn.meta.BatchResolveRequest
+	(*ResolveResult)(nil),           // 13: cairn.meta.ResolveResult
+	(*BatchResolveResponse)(nil),    // 14: cairn.meta.BatchResolveResponse
+	(*ListRequest)(nil),             // 15: cairn.meta.ListRequest
+	(*ListEntry)(nil),               // 16: cairn.meta.ListEntry
+	(*ListResponse)(nil),            // 17: cairn.meta.ListResponse
+	(*MkdirRequest)(nil),            // 18: cairn.meta.MkdirRequest
+	(*CommitRequest)(nil),           // 19: cairn.meta.CommitRequest
+	(*CommitBatchRequest)(nil),      // 20: cairn.meta.CommitBatchRequest
+	(*CommitBatchResponse)(nil),     // 21: cairn.meta.CommitBatchResponse
+	(*AppendRequest)(nil),           // 22: cairn.meta.AppendRequest
+	(*DeleteRequest)(nil),           // 23: cairn.meta.DeleteRequest
+	(*DeleteResponse)(nil),          // 24: cairn.meta.DeleteResponse
+	(*RenameRequest)(nil),           // 25: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),          // 26: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                  // 27: cairn.meta.Volume
+	(*AssignRequest)(nil),           // 28: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),          // 29: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),          // 30: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),         // 31: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),              // 32: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),        // 33: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 34: cairn.meta.HeartbeatResponse
+	(*AuthRequest)(nil),             // 35: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),            // 36: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),            // 37: cairn.meta.WatchRequest
+	(*Event)(nil),                   // 38: cairn.meta.Event
+	(*Error)(nil),                   // 39: cairn.meta.Error
+	(*Empty)(nil),                   // 40: cairn.meta.Empty
+	(*CreateUserRequest)(nil),       // 41: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 42: cairn.meta.CreateUserResponse
+	(*User)(nil),                    // 43: cairn.meta.User
+	(*Needle)(nil),                  // 44: cairn.meta.Needle
+	(*GarbageDone)(nil),             // 45: cairn.meta.GarbageDone
+	(*Command)(nil),                 // 46: cairn.meta.Command
+	(*MountSessionMsg)(nil),         // 47: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 48: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 49: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 50: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 51: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 52: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 53: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 54: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 55: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 56: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 57: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 58: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 59: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 60: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 61: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 62: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                  // 63: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 64: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 65: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 66: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 67: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 68: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 69: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 70: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 71: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 72: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 73: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 74: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 75: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 76: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 77: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 78: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 79: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 80: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 81: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 82: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 83: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 84: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 85: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 86: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 87: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 88: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 89: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
+	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 101: cairn.meta.Inode.HeadersEntry
+	nil,                             // 102: cairn.meta.Inode.TagsEntry
+	nil,                             // 103: cairn.meta.Inode.XattrsEntry
+	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 108: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 109: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 110: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 111: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 112: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 113: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 114: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 115: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 116: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 117: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 118: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 119: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 120: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -7855,10 +8320,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	94,  // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	95,  // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	96,  // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	97,  // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -7868,20 +8333,20 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	98,  // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	99,  // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	100, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	101, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	90,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	87,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	102, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	108, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -7913,156 +8378,162 @@ var file_proto_meta_proto_depIdxs = []int32{
 	50,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	51,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	53,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	91,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	103, // 64: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	90,  // 65: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 66: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 67: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 68: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 69: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 70: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	104, // 71: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	105, // 72: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 73: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	106, // 74: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 75: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 76: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 77: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	107, // 78: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	108, // 79: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	109, // 80: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	110, // 81: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	111, // 82: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	112, // 83: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	113, // 84: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	114, // 85: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 86: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 87: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 88: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 89: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 90: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 91: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 92: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 93: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 94: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 95: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 96: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 97: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 98: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 99: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 100: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 101: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 102: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 103: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 104: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 105: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 106: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 107: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 108: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 109: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 110: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 111: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 112: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 113: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 114: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 115: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 116: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 117: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 118: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 119: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 120: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 121: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 122: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 123: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 124: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 125: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 126: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 127: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 128: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 129: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 130: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 131: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 132: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 133: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 134: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 135: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 136: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 137: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 138: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 139: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 140: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 141: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 142: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 143: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 144: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 145: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 146: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 147: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 148: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 149: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 150: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	88,  // 151: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	91,  // 152: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	92,  // 153: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 154: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 155: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 156: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 157: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 158: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 159: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 160: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 161: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 162: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 163: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 164: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 165: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 166: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 167: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 168: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 169: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 170: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 171: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 172: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 173: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 174: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 175: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 176: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 177: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 178: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 179: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 180: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 181: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 182: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 183: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 184: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 185: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 186: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 187: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 188: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 189: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 190: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 191: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 192: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 193: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 194: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 195: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 196: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 197: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 198: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 199: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 200: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 201: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 202: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 203: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 204: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	89,  // 205: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 206: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	93,  // 207: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	154, // [154:208] is the sub-list for method output_type
-	100, // [100:154] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	97,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	87,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	88,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	109, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	96,  // 67: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 68: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 69: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 70: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 71: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 72: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	110, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	111, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 75: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	112, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 77: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 78: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 79: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	113, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	114, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	115, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	116, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	117, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	118, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	119, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	120, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 88: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 89: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 90: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 91: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 92: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 93: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 94: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 95: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 96: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 97: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 98: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 99: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 100: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 101: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 102: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 103: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 104: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 105: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 106: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 107: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 108: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 109: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 110: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 111: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 112: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 113: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 114: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 115: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 116: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 117: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 118: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 119: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 120: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 121: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 122: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 123: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 124: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 125: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 126: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 127: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 128: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 129: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 130: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 131: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 132: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 133: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 134: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 135: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 136: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 137: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 138: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 139: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 140: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 141: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 142: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 143: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 144: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 145: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 146: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 147: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 148: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 149: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 150: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 151: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 152: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 153: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 154: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	94,  // 155: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	97,  // 156: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	98,  // 157: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 158: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 159: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 160: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 161: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 162: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 163: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 164: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 165: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 166: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 167: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 168: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 169: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 170: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 171: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 172: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 173: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 174: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 175: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 176: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 177: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 178: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 179: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 180: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 181: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 182: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 183: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 184: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 185: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 186: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 187: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 188: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 189: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 190: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 191: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 192: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 193: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 194: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 195: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 196: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 197: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 198: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 199: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 200: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 201: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 202: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 203: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 204: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 205: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 206: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 207: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 208: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 209: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 210: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	95,  // 211: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 212: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	99,  // 213: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	158, // [158:214] is the sub-list for method output_type
+	102, // [102:158] is the sub-list for method input_type
+	102, // [102:102] is the sub-list for extension type_name
+	102, // [102:102] is the sub-list for extension extendee
+	0,   // [0:102] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8103,6 +8574,8 @@ func file_proto_meta_proto_init() {
 		(*Command_MountXattr)(nil),
 		(*Command_MountReserve)(nil),
 		(*Command_MountMknod)(nil),
+		(*Command_PutJoinToken)(nil),
+		(*Command_UseJoinToken)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -8110,7 +8583,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   112,
+			NumMessages:   118,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -73,6 +73,8 @@ const (
 	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
+	Meta_CreateJoinToken_FullMethodName   = "/cairn.meta.Meta/CreateJoinToken"
+	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
@@ -145,6 +147,13 @@ type MetaClient interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Cluster identity (pki)
+	// CreateJoinToken makes a token a new data server or gateway trades for
+	// its certificate (Join). Root only.
+	CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error)
+	// Join signs the caller's public key with the cluster CA for the role
+	// its token allows. It needs no other credentials: the token is one.
+	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -689,6 +698,26 @@ func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOptio
 	return out, nil
 }
 
+func (c *metaClient) CreateJoinToken(ctx context.Context, in *CreateJoinTokenRequest, opts ...grpc.CallOption) (*CreateJoinTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateJoinTokenResponse)
+	err := c.cc.Invoke(ctx, Meta_CreateJoinToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinResponse)
+	err := c.cc.Invoke(ctx, Meta_Join_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewCapsResponse)
@@ -786,6 +815,13 @@ type MetaServer interface {
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
+	// Cluster identity (pki)
+	// CreateJoinToken makes a token a new data server or gateway trades for
+	// its certificate (Join). Root only.
+	CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error)
+	// Join signs the caller's public key with the cluster CA for the role
+	// its token allows. It needs no other credentials: the token is one.
+	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -960,6 +996,12 @@ func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveReques
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedMetaServer) CreateJoinToken(context.Context, *CreateJoinTokenRequest) (*CreateJoinTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateJoinToken not implemented")
+}
+func (UnimplementedMetaServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
 }
 func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
@@ -1891,6 +1933,42 @@ func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_CreateJoinToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateJoinTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).CreateJoinToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_CreateJoinToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).CreateJoinToken(ctx, req.(*CreateJoinTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_Join_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).Join(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_Join_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).Join(ctx, req.(*JoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewCapsRequest)
 	if err := dec(in); err != nil {
@@ -2147,6 +2225,14 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _Meta_Sync_Handler,
+		},
+		{
+			MethodName: "CreateJoinToken",
+			Handler:    _Meta_CreateJoinToken_Handler,
+		},
+		{
+			MethodName: "Join",
+			Handler:    _Meta_Join_Handler,
 		},
 		{
 			MethodName: "RenewCaps",

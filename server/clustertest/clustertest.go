@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/meta"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -81,6 +83,13 @@ type Cluster struct {
 	// (reads, writes, failover) talking to the processes.
 	MC     metapb.MetaClient
 	Client *client.Client
+	// TLS is the test's TLS configuration: it trusts the cluster CA and
+	// presents a gateway certificate, as a front end does. CAFile is the
+	// CA's certificate, for commands run as a user.
+	TLS    *tls.Config
+	CAFile string
+	// JoinToken is the (many-use) token data servers join with.
+	JoinToken string
 }
 
 // Proc is one process of the cluster. It can be killed and started again
@@ -116,22 +125,36 @@ func Start(t testing.TB, opt Options) *Cluster {
 	c.Meta = c.proc("meta", metaAddr, nil, append([]string{"meta", "--data", filepath.Join(c.Dir, "meta"),
 		"--listen", metaAddr, "--admin", "off", "--dead-after", opt.DeadAfter.String()}, opt.MetaArgs...))
 	c.Meta.Start(t)
-	for i := range opt.Servers {
-		c.newChunk(t, i).Start(t)
+	// meta made the cluster CA at its start; the test holds its key (as
+	// an operator would) and issues itself a gateway's certificate.
+	ca, err := pki.LoadCA(filepath.Join(c.Dir, "meta"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if opt.Gateway {
-		addr := freeAddr(t, opt.Host)
-		c.Gateway = c.proc("gateway", addr, nil, append([]string{"gateway", "--meta", metaAddr, "--http", addr, "--admin", "off", "--s3", "off", "--console", "off"}, opt.GatewayArgs...))
-		c.Gateway.Start(t)
+	self, err := ca.Node(pki.RoleGateway, "clustertest", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	mc, conn, err := meta.Dial(metaAddr)
+	c.TLS, c.CAFile = self.Client(), filepath.Join(c.Dir, "meta", pki.CAFile)
+	mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(c.TLS))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	c.MC = mc
+	c.JoinToken = c.NewJoinToken(t, "data", 1000)
+	for i := range opt.Servers {
+		c.newChunk(t, i).Start(t)
+	}
+	if opt.Gateway {
+		addr := freeAddr(t, opt.Host)
+		c.Gateway = c.proc("gateway", addr, nil, append([]string{"gateway", "--meta", metaAddr, "--http", addr, "--admin", "off",
+			"--s3", "off", "--console", "off",
+			"--data", filepath.Join(c.Dir, "gateway"), "--join", c.NewJoinToken(t, "gateway", 1)}, opt.GatewayArgs...))
+		c.Gateway.Start(t)
+	}
 	c.Client, err = client.New(client.Config{
-		Meta: mc, Dial: func(addr string) cairn.Chunks { return chunk.NewRemote(addr) },
+		Meta: mc, Dial: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, c.TLS) },
 		ExtentSize: cmp.Or(opt.ExtentSize, 1<<20), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -140,6 +163,17 @@ func Start(t testing.TB, opt Options) *Cluster {
 	t.Cleanup(func() { c.Client.Close() })
 	c.WaitAlive(t, c.Chunks...)
 	return c
+}
+
+// NewJoinToken asks meta for a join token for role with uses joins.
+func (c *Cluster) NewJoinToken(t testing.TB, role string, uses uint32) string {
+	t.Helper()
+	resp, err := c.MC.CreateJoinToken(context.Background(), &metapb.CreateJoinTokenRequest{
+		Role: role, Uses: uses, TtlNs: int64(24 * time.Hour), AccessKey: Root, Secret: RootSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Token
 }
 
 // newChunk makes the process of data server i (not started).
@@ -153,7 +187,7 @@ func (c *Cluster) newChunk(t testing.TB, i int) *Proc {
 	}
 	addr := freeAddr(t, host)
 	dir := filepath.Join(c.Dir, "chunk"+strconv.Itoa(i))
-	args := []string{"chunk", "--data", dir, "--listen", addr, "--meta", c.Meta.Addr, "--admin", "off"}
+	args := []string{"chunk", "--data", dir, "--listen", addr, "--meta", c.Meta.Addr, "--admin", "off", "--join", c.JoinToken}
 	if c.opt.Labels != nil {
 		for _, l := range c.opt.Labels(i) {
 			args = append(args, "--label", l)
@@ -180,6 +214,7 @@ func (c *Cluster) AddChunk(t testing.TB) *Proc {
 func (c *Cluster) Admin(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(c.opt.Bin, append(append([]string{"admin"}, args...), "--meta", c.Meta.Addr)...)
+	cmd.Env = append(os.Environ(), "CAIRN_CA="+c.CAFile, "CAIRN_ROOT_USER="+Root, "CAIRN_ROOT_PASSWORD="+RootSecret)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("cairn admin %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -386,14 +421,15 @@ func (c *Cluster) WaitAlive(t testing.TB, ps ...*Proc) {
 }
 
 // Remote is a client of the data server at addr that signs its calls with
-// meta's capability keys (read from meta's directory), as meta does.
+// meta's capability keys (read from meta's directory), as meta does, over
+// TLS with the test's certificate.
 func (c *Cluster) Remote(addr string) *chunk.Remote {
 	c.t.Helper()
 	keys, err := meta.LoadCapKeys(filepath.Join(c.Dir, "meta"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	r := chunk.NewRemote(addr)
+	r := chunk.NewRemoteTLS(addr, c.TLS)
 	r.SetCaps(capability.Signer{Keys: keys})
 	return r
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"cairn"
-	"cairn/chunk"
 	"cairn/chunk/chunktest"
 	"cairn/client"
 	"cairn/fusefs"
@@ -25,12 +24,12 @@ func TestMountRidesThroughRestarts(t *testing.T) {
 	}
 	c := Start(t, Options{Bin: bin, Servers: 4})
 	c.CreateNS(t, "mnt", 3)
-	mc, conn, err := meta.Dial(c.Meta.Addr, fusefs.CountCalls())
+	mc, conn, err := meta.Dial(c.Meta.Addr, meta.DialTLS(c.TLS), fusefs.CountCalls())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemote(a) }, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return c.Remote(a) }, NoWatch: true, CacheEntries: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ func Start(tb testing.TB, mod func(*server.Config)) *server.Server {
 	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.S3 = "127.0.0.1:0"
 	cfg.RootUser, cfg.RootPassword = Root, RootSecret
+	cfg.Pprof = true // tests read /debug/profile
 	if mod != nil {
 		mod(&cfg)
 	}

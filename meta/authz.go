@@ -86,6 +86,11 @@ var explicitRules = map[string]rule{
 	"ClusterStatus":    {roles: roleMeta, user: userRoot},
 	"ClusterDrain":     {roles: roleMeta, user: userRoot},
 	"ClusterRebalance": {roles: roleMeta, user: userRoot},
+	// Joining: the token is the credential (a new server has no other);
+	// making one needs root, checked by the handler against the call's
+	// credentials or the root pair in the request.
+	"Join":            {roles: roleAll, user: userAnyone},
+	"CreateJoinToken": {roles: roleAll, user: userAnyone},
 }
 
 // readMethods only read the namespaces they name; every other call that

@@ -85,26 +85,27 @@ func Defaults() Config {
 
 // Server is a running one-process store.
 type Server struct {
-	cfg        Config
-	metaSvc    *meta.Service
-	grpc       *grpc.Server
-	metaConn   *grpc.ClientConn
-	store      *chunk.Store
-	client     *client.Client
-	gateway    *gateway.Gateway
-	s3         *s3.Server
-	s3Srv      *http.Server
-	console    *console.Console
-	consoleSrv *http.Server
-	httpSrv    *http.Server
-	chunkSrv   *http.Server
-	adminSrv   *http.Server
-	lis        map[string]net.Listener
-	cancel     context.CancelFunc
-	generated  [2]string
-	ca         *pki.CA
-	userTLS    *tls.Config // the HTTP, S3 and console listeners'; nil: plain HTTP
-	clientTLS  *tls.Config // UserTLS: one, so that its connections are pooled
+	cfg         Config
+	metaSvc     *meta.Service
+	grpc        *grpc.Server
+	metaConn    *grpc.ClientConn // the data server's
+	gatewayConn *grpc.ClientConn // the gateway's, for calls Local does not carry
+	store       *chunk.Store
+	client      *client.Client
+	gateway     *gateway.Gateway
+	s3          *s3.Server
+	s3Srv       *http.Server
+	console     *console.Console
+	consoleSrv  *http.Server
+	httpSrv     *http.Server
+	chunkSrv    *http.Server
+	adminSrv    *http.Server
+	lis         map[string]net.Listener
+	cancel      context.CancelFunc
+	generated   [2]string
+	ca          *pki.CA
+	userTLS     *tls.Config // the HTTP, S3 and console listeners'; nil: plain HTTP
+	clientTLS   *tls.Config // UserTLS: one, so that its connections are pooled
 }
 
 // Start opens the data directory, starts every role and returns once the
@@ -214,7 +215,15 @@ func Start(cfg Config) (s *Server, err error) {
 
 	// The gateway calls meta in-process; the data server keeps its gRPC
 	// client, as in a cluster.
-	gw := meta.Local(s.metaSvc, meta.Caller{Role: pki.RoleGateway, ID: "server"}, mc)
+	// The calls Local does not carry go over gRPC as the gateway too: the
+	// data server's connection would carry the data role, which may not
+	// act for users.
+	gmc, gconn, err := meta.Dial(s.lis["meta"].Addr().String(), meta.DialTLS(gatewayNode.Client()))
+	if err != nil {
+		return nil, errors.E(op, err)
+	}
+	s.gatewayConn = gconn
+	gw := meta.Local(s.metaSvc, meta.Caller{Role: pki.RoleGateway, ID: "server"}, gmc)
 	s.client, err = client.New(client.Config{Meta: gw, Dial: dialAs(gatewayNode.Client()), ExtentSize: cfg.ExtentSize, Logger: cfg.Logger})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -429,6 +438,9 @@ func (s *Server) Close() error {
 	}
 	if s.metaConn != nil {
 		s.metaConn.Close()
+	}
+	if s.gatewayConn != nil {
+		s.gatewayConn.Close()
 	}
 	if s.grpc != nil {
 		s.grpc.Stop()

@@ -46,7 +46,8 @@ func start(t *testing.T) (*server.Server, *counting, *client.Client) {
 // resolutions are counted.
 func newClient(t *testing.T, s *server.Server) (*counting, *client.Client) {
 	t.Helper()
-	mc, conn, err := meta.Dial(s.Addr("meta"), meta.DialTLS(s.UserTLS()))
+	// A client of its own, as root (a mount's or the CLI's way in).
+	mc, conn, err := meta.Dial(s.Addr("meta"), meta.DialTLS(s.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret))
 	if err != nil {
 		t.Fatal(err)
 	}

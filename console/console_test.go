@@ -127,7 +127,7 @@ func TestCSRFAndForeignSessions(t *testing.T) {
 
 	// Another user's token with root's cookie is refused: a token is bound
 	// to its session.
-	u, err := s.Client().Meta().CreateUser(ctx, &metapb.CreateUserRequest{})
+	u, err := s.Meta().CreateUser(ctx, &metapb.CreateUserRequest{}) // the service itself: the test is root
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,8 +72,8 @@ func (s *Service) CreateJoinToken(ctx context.Context, req *metapb.CreateJoinTok
 // for the token's role.
 func (s *Service) Join(ctx context.Context, req *metapb.JoinRequest) (*metapb.JoinResponse, error) {
 	const op = errors.Op("meta.Join")
-	if s.cfg.CA == nil {
-		return nil, errors.E(op, errors.Unavailable, "this meta has no cluster CA")
+	if s.cfg.CA == nil { // then no token can be valid here
+		return nil, errors.E(op, errors.Unauthenticated, "this meta has no cluster CA: it takes no join tokens")
 	}
 	tok, err := pki.ParseJoinToken(req.Token)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"cairn/meta"
 	"cairn/proto/metapb"
+	"cairn/server/servertest"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -26,7 +28,7 @@ func putInput(bucket, key, body string) *s3.PutObjectInput {
 // with the given grants.
 func newKey(t *testing.T, m metapb.MetaClient, user string, grants map[string]metapb.S3Access) *metapb.S3KeySecret {
 	t.Helper()
-	ctx := context.Background()
+	ctx := meta.OnBehalfOf(context.Background(), servertest.Root) // administration is root's
 	if _, err := m.S3CreateUser(ctx, &metapb.S3User{Name: user}); err != nil && !strings.Contains(err.Error(), "exist") {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"cairn/client"
 	s3api "cairn/gateway/s3"
 	"cairn/internal/await"
+	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server"
 	"cairn/server/servertest"
@@ -704,6 +705,7 @@ func TestSDKAuth(t *testing.T) {
 
 	// Users, keys and grants: a key with a read grant reads, cannot write.
 	m := s.Client().Meta()
+	ctx = meta.OnBehalfOf(ctx, servertest.Root) // administration is root's
 	must(m.S3CreateUser(ctx, &metapb.S3User{Name: "alice"}))
 	k := must(m.S3CreateKey(ctx, &metapb.S3CreateKeyRequest{User: "alice",
 		Grants: map[string]metapb.S3Access{"priv": metapb.S3Access_S3_READ}}))

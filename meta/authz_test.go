@@ -185,6 +185,12 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 		if _, ok := userOK[method]; ok {
 			return
 		}
+		if method == "Join" { // the token is the credential: an empty one is refused
+			if !errors.Is(errors.Unauthenticated, err) {
+				t.Errorf("alice Join without a token: %v, want Unauthenticated", err)
+			}
+			return
+		}
 		if !errors.Is(errors.Permission, err) {
 			t.Errorf("alice %s on victim: %v, want PermissionDenied", method, err)
 		}
@@ -192,6 +198,12 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 	// A data server: its own calls only.
 	dataOK := map[string]bool{"Heartbeat": true, "Info": true, "Volumes": true, "Authenticate": true}
 	callEvery(t, w.role(t, pki.RoleData, "d1"), "victim", func(method string, err error) {
+		if method == "Join" {
+			if !errors.Is(errors.Unauthenticated, err) {
+				t.Errorf("data Join without a token: %v, want Unauthenticated", err)
+			}
+			return
+		}
 		if !dataOK[method] && !errors.Is(errors.Permission, err) {
 			t.Errorf("data %s: %v, want PermissionDenied", method, err)
 		}

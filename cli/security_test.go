@@ -57,7 +57,8 @@ func startSecureStore(t *testing.T) *secureStore {
 	s := &secureStore{ca: ca, caFile: filepath.Join(dir, "ca.pem"), root: meta.Credentials{AccessKey: secRoot, Secret: secRootSecret}}
 	ca.WritePEM(t, s.caFile)
 	svc, err := meta.Open(meta.Config{Dir: filepath.Join(dir, "meta"), RootUser: secRoot, RootPassword: secRootSecret,
-		Chunks: func(a string) store.Chunks { return chunk.NewRemote(a) }, Logger: log, Registerer: prometheus.NewRegistry()})
+		Chunks: func(a string) store.Chunks { return chunk.NewRemoteTLS(a, ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta"))) },
+		Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +75,18 @@ func startSecureStore(t *testing.T) *secureStore {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The data plane speaks TLS, as every data server does (its own data
+	// certificate; users without one, presenting capabilities).
+	dataCert := ca.Cert(t, pki.RoleData, "d1")
 	st, err := chunk.Open(chunk.Config{Dir: filepath.Join(dir, "chunk"), Addr: dl.Addr().String(), Meta: s.role(t, pki.RoleData, "d1"),
-		Logger: log, Registerer: prometheus.NewRegistry()})
+		TLS: ca.ClientConfig(dataCert), Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ds := gateway.Server(st.Handler())
-	go ds.Serve(dl)
+	ds.TLSConfig = &tls.Config{Certificates: []tls.Certificate{dataCert}, ClientCAs: ca.Pool,
+		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	go ds.ServeTLS(dl, "", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	go st.Run(ctx)
 	select { // the data server's heartbeat, as a data identity, got its lease
@@ -89,8 +95,9 @@ func startSecureStore(t *testing.T) *secureStore {
 		t.Fatal("the data server got no lease from meta")
 	}
 
+	gwTLS := ca.ClientConfig(ca.Cert(t, pki.RoleGateway, "g1"))
 	cl, err := client.New(client.Config{Meta: s.role(t, pki.RoleGateway, "g1"), Logger: log,
-		Dial: func(a string) store.Chunks { return chunk.NewRemote(a) }})
+		Dial: func(a string) store.Chunks { return chunk.NewRemoteTLS(a, gwTLS) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +243,12 @@ func TestSecuritySuite(t *testing.T) {
 		userOK := map[string]bool{"Authenticate": true, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
 		_, mal := s.dial(t, nil, &mallory)
 		metatest.CallEvery(mal, "victim", func(method string, err error) {
+			if method == "Join" { // the token is the credential: none, refused
+				if !errors.Is(errors.Unauthenticated, err) {
+					t.Errorf("mallory Join without a token: %v", err)
+				}
+				return
+			}
 			if !userOK[method] && !errors.Is(errors.Permission, err) {
 				t.Errorf("mallory %s on victim: %v", method, err)
 			}
@@ -409,8 +422,9 @@ func TestSecuritySuite(t *testing.T) {
 func mountAs(t *testing.T, s *secureStore, c *meta.Credentials, ns string, ro bool) string {
 	t.Helper()
 	mc, _ := s.dial(t, nil, c)
+	userTLS := s.ca.ClientConfig() // a user: trusts the CA, presents no certificate
 	cl, err := client.New(client.Config{Meta: mc, NoWatch: true, CacheEntries: -1,
-		Dial: func(a string) store.Chunks { return chunk.NewRemote(a) }})
+		Dial: func(a string) store.Chunks { return chunk.NewRemoteTLS(a, userTLS) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"cairn/client"
 	"cairn/fusefs"
 	"cairn/meta"
+	"cairn/server/servertest"
 )
 
 // BenchmarkLstatWarm: lstat of a cached 4-deep path (aim: at most 1.2x
@@ -146,7 +147,7 @@ func BenchmarkSeqRead(b *testing.B) {
 	}
 	// The data plane alone, over HTTP as the mount reads it: what the
 	// mount could at most deliver if FUSE cost nothing.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()))
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"cairn/fusefs"
 	"cairn/internal/await"
 	"cairn/meta"
+	"cairn/server/servertest"
 )
 
 // TestMain doubles as the mount process of TestCrashRemount: with
@@ -38,7 +39,7 @@ func serveChild(v string) {
 	if err != nil {
 		panic(err)
 	}
-	mc, _, err := meta.Dial(v[:i], meta.DialTLS(tlsCfg), fusefs.CountCalls())
+	mc, _, err := meta.Dial(v[:i], meta.DialTLS(tlsCfg), meta.WithUser(servertest.Root, servertest.RootSecret), fusefs.CountCalls())
 	if err != nil {
 		panic(err)
 	}
@@ -114,7 +115,7 @@ func TestCrashRemount(t *testing.T) {
 	f.Close()
 
 	// Remount on the same directory: the stale mount is cleared first.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
 	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})

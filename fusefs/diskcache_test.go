@@ -18,6 +18,7 @@ import (
 	"cairn/fusefs"
 	"cairn/internal/await"
 	"cairn/meta"
+	"cairn/server/servertest"
 )
 
 // TestDiskCache: with a memory tier far smaller than a file, reading the
@@ -84,7 +85,7 @@ func TestDiskCache(t *testing.T) {
 	t.Logf("second read: %d blocks from the disk tier, 0 fetches", hits)
 
 	// One mount process per directory.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()))
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret))
 	must(t, err)
 	defer conn.Close()
 	if _, err := fusefs.New(fusefs.Config{Meta: mc, Client: srv.Client(), Namespace: "data",

@@ -50,7 +50,7 @@ func mount(t testing.TB, srv *server.Server, ns string, mod func(*fusefs.Config)
 	if testing.Short() {
 		t.Skip("a FUSE mount: not in the -short tier")
 	}
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret), fusefs.CountCalls())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"cairn/client"
 	"cairn/fusefs"
 	"cairn/meta"
+	"cairn/server/servertest"
 )
 
 // TestAppendAtomic appends records through O_APPEND descriptors on two
@@ -302,7 +303,7 @@ func TestUnmountExternal(t *testing.T) {
 	}
 	srv := store(t)
 	dir := t.TempDir()
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
 	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})

@@ -21,6 +21,7 @@ import (
 	"cairn/meta"
 	"cairn/pki"
 	"cairn/server"
+	"cairn/server/servertest"
 )
 
 // stored is the bytes the store's data server holds in its volumes, asked
@@ -257,7 +258,7 @@ func TestStaleMountCleared(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644))
 	// A second, independent mount on the same point, then killed: its
 	// connection aborted as when a mount process dies.
-	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), fusefs.CountCalls())
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret), fusefs.CountCalls())
 	must(t, err)
 	defer conn.Close()
 	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, srv.UserTLS()) }, NoWatch: true, CacheEntries: -1})

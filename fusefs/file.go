@@ -154,6 +154,12 @@ func (n *node) base(ctx context.Context) (base, error) {
 		if err != nil {
 			return base{}, err
 		}
+		if r.Inode.Ino != n.StableAttr().Ino {
+			// Another client put another file (or a symlink) at the path
+			// since the kernel looked it up: never serve it as this one.
+			// ESTALE makes the kernel look the path up again on open.
+			return base{}, errors.E(errors.Stale, errors.Path(n.ns+"/"+p), "the path names another file now")
+		}
 		n.mu.Lock()
 		if n.attr != nil && n.attr.Ino == r.Inode.Ino && n.attr.Version > r.Inode.Version {
 			// A commit of a newer version landed while the Resolve was

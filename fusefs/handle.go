@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"cairn/errors"
 	"cairn/proto/metapb"
 )
 
@@ -57,6 +58,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// the session vouches for when they are cached (no meta call) and a
 	// Resolve establishes otherwise.
 	_, a, err := n.extents(ctx)
+	if errors.Is(errors.Stale, err) {
+		// The name the kernel looked up was renamed over meanwhile (the
+		// kernel's own retry of an ESTALE open can lose the same race
+		// again): this file is no longer there, and the other must not be
+		// opened as this one.
+		return nil, 0, syscall.ENOENT
+	}
 	if err != nil {
 		return nil, 0, errno(err)
 	}

@@ -211,6 +211,20 @@ func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
 		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p})
 		return err
 	})
+	if err == nil && r.Inode.Ino != n.StableAttr().Ino || errors.Is(errors.NotExist, err) {
+		// The name was removed or now names another file (renamed over
+		// on this or another mount): never take that file's record for
+		// this one; show this file as last seen, as a descriptor's
+		// fstat must.
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.attr != nil {
+			return n.attr, nil
+		}
+		if err == nil {
+			err = errors.E(errors.Stale, errors.Path(n.ns+"/"+p), "the path names another file now")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,9 @@ func startSecureStore(t *testing.T) *secureStore {
 	s := &secureStore{ca: ca, caFile: filepath.Join(dir, "ca.pem"), root: meta.Credentials{AccessKey: secRoot, Secret: secRootSecret}}
 	ca.WritePEM(t, s.caFile)
 	svc, err := meta.Open(meta.Config{Dir: filepath.Join(dir, "meta"), RootUser: secRoot, RootPassword: secRootSecret,
-		Chunks: func(a string) store.Chunks { return chunk.NewRemoteTLS(a, ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta"))) },
+		Chunks: func(a string) store.Chunks {
+			return chunk.NewRemoteTLS(a, ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta")))
+		},
 		Logger: log, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"cairn/errors"
 	"cairn/fusefs"
 	"cairn/gateway"
+	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/meta/metatest"
 	"cairn/pki"
@@ -386,11 +387,10 @@ func TestSecuritySuite(t *testing.T) {
 		}()
 		var got []byte
 		var err error
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if got, err = os.ReadFile(filepath.Join(dir, "file.txt")); err == nil {
-				break
-			}
-		}
+		await.Until(t, 15*time.Second, "the mount to serve file.txt", func() bool {
+			got, err = os.ReadFile(filepath.Join(dir, "file.txt"))
+			return err == nil
+		})
 		if string(got) != "private bytes" {
 			t.Fatalf("alice reads shared through the mount: %q %v", got, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"cairn/bench"
 	"cairn/fusefs"
+	"cairn/internal/await"
 )
 
 // TestReadYourWrites creates trees of new directories and files and walks
@@ -112,13 +113,10 @@ func TestOwnCreatesAfterForget(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(d, fmt.Sprint("f", i)), big, 0o644))
 	}
 	// Drop unused dentries and inodes: the kernel forgets d and its files.
-	for deadline := time.Now().Add(10 * time.Second); fusefs.Kept(m) < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the kernel forgot %d of the %d files", fusefs.Kept(m), n)
-		}
+	await.Until(t, 10*time.Second, "the kernel to forget the files", func() bool {
 		must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2\n"), 0))
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fusefs.Kept(m) >= n
+	})
 	for i := range n {
 		st, err := os.Stat(filepath.Join(d, fmt.Sprint("f", i)))
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/internal/cork"
 )
 
 // kindStatus is the one translation of an error Kind to HTTP on the data
@@ -318,6 +319,7 @@ func (l *lazyWriter) Write(p []byte) (int, error) {
 
 func (s *Store) handleGet(w http.ResponseWriter, r *http.Request) {
 	op := errors.Op("chunk.http.Get")
+	defer cork.Request(r)() // one socket write per needle over TLS
 	vid, err := parseVid(r)
 	if err != nil {
 		writeError(w, r, errors.E(op, err))

@@ -15,6 +15,7 @@ import (
 	"cairn/api"
 	"cairn/chunk"
 	"cairn/errors"
+	"cairn/internal/cork"
 	"cairn/meta"
 	"cairn/pki"
 	"cairn/proto/metapb"
@@ -100,14 +101,7 @@ func (f *userTLSFlags) config() (*tls.Config, error) {
 }
 
 // serveHTTP serves srv on l, over TLS with cfg when cfg is not nil.
-func serveHTTP(srv *http.Server, l net.Listener, cfg *tls.Config) {
-	if cfg == nil {
-		go srv.Serve(l)
-		return
-	}
-	srv.TLSConfig = cfg
-	go srv.ServeTLS(l, "", "")
-}
+func serveHTTP(srv *http.Server, l net.Listener, cfg *tls.Config) { go cork.Serve(srv, l, cfg) }
 
 // scheme is the URL scheme of a listener served with cfg.
 func scheme(cfg *tls.Config) string {

@@ -14,6 +14,7 @@ import (
 	"cairn/byterange"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/internal/cork"
 	"cairn/meta"
 	"cairn/metrics"
 	"cairn/pathname"
@@ -390,6 +391,7 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		w.WriteHeader(code)
 		return code
 	}
+	defer cork.Request(r)() // headers and body in one socket write over TLS
 	if g.hot.fits(size) {
 		data, err := g.hotRead(r.Context(), f)
 		if err != nil {
@@ -723,7 +725,7 @@ func Server(h http.Handler) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ConnState: func(c net.Conn, s http.ConnState) {
 			if s == http.StateNew {
-				if tc, ok := c.(*net.TCPConn); ok {
+				if tc, ok := cork.Underlying(c).(*net.TCPConn); ok {
 					tc.SetNoDelay(true)
 					// A whole 155 KiB object fits the socket in one write
 					// instead of several, each a netpoll park and wake-up.

@@ -28,6 +28,7 @@ import (
 	"cairn/errors"
 	"cairn/gateway"
 	"cairn/gateway/s3"
+	"cairn/internal/cork"
 	"cairn/meta"
 	"cairn/metrics"
 	"cairn/pki"
@@ -201,8 +202,7 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	local.Store(s.store)
 	s.chunkSrv = gateway.Server(s.store.Handler())
-	s.chunkSrv.TLSConfig = dataNode.Server(pki.HTTPProtos...)
-	go s.chunkSrv.ServeTLS(s.lis["chunk"], "", "")
+	go cork.Serve(s.chunkSrv, s.lis["chunk"], dataNode.Server(pki.HTTPProtos...))
 	go s.store.Run(ctx)
 	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
 		return nil, errors.E(op, err)
@@ -290,14 +290,7 @@ func userTLS(cfg Config, ca *pki.CA, addrs ...string) (*tls.Config, error) {
 }
 
 // serve serves srv on l, over TLS with cfg unless it is nil.
-func serve(srv *http.Server, l net.Listener, cfg *tls.Config) {
-	if cfg == nil {
-		go srv.Serve(l)
-		return
-	}
-	srv.TLSConfig = cfg
-	go srv.ServeTLS(l, "", "")
-}
+func serve(srv *http.Server, l net.Listener, cfg *tls.Config) { go cork.Serve(srv, l, cfg) }
 
 // waitForDataServer returns once meta has heard the data server's first
 // heartbeat, so the first write finds a server to place data on.

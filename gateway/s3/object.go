@@ -10,6 +10,7 @@ import (
 	"cairn/byterange"
 	"cairn/client"
 	"cairn/errors"
+	"cairn/internal/cork"
 	"cairn/pathname"
 	"cairn/proto/metapb"
 )
@@ -325,6 +326,7 @@ func (s *Server) getObject(q *request) error {
 		q.w.WriteHeader(code)
 		return nil
 	}
+	defer cork.Request(q.r)() // headers and body in one socket write over TLS
 	if s.cfg.Small != nil {
 		data, ok, err := s.cfg.Small.ReadSmall(q.ctx(), f)
 		if err != nil {

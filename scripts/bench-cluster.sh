@@ -10,7 +10,8 @@
 #
 # Each RF runs on a fresh cluster (meta --replication N). Everything it
 # starts it stops by PID. Knobs: STREAM_SIZE (1GiB), RESTORE_SIZE (2GiB),
-# DURATION (10s), CONCURRENCY (16), REPAIR_RATE (1GiB), BASE_PORT (19200).
+# DURATION (10s), CONCURRENCY (16), REPAIR_RATE (1GiB), BASE_PORT (19200),
+# CAIRN (a cairn binary to measure instead of building this tree's).
 set -euo pipefail
 STREAM_SIZE=${STREAM_SIZE:-1GiB}
 RESTORE_SIZE=${RESTORE_SIZE:-2GiB}
@@ -20,8 +21,10 @@ REPAIR_RATE=${REPAIR_RATE:-1GiB}
 BASE_PORT=${BASE_PORT:-19200}
 
 cd "$(dirname "$0")/.."
-make build >/dev/null
-CAIRN=$PWD/bin/cairn
+if [[ -z ${CAIRN:-} ]]; then # CAIRN=/path/to/an/older/cairn measures that one ("before")
+	make build >/dev/null
+	CAIRN=$PWD/bin/cairn
+fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/cairn-cbench.XXXXXX")
 PIDS=()
 export CAIRN_ROOT_USER=bench CAIRN_ROOT_PASSWORD=bench-password-123
@@ -41,12 +44,26 @@ start_cluster() { # $1 = replication
 	"$CAIRN" meta --data "$TMP/c/meta" --listen "$META" --admin off --replication "$1" \
 		--dead-after 5s --repair-rate "$REPAIR_RATE" >"$TMP/c/meta.log" 2>&1 &
 	PIDS+=($!)
+	# A cluster with trust (issue 14) admits its data servers and gateway
+	# by join token over mutual TLS; an older binary (a "before" run) has
+	# no such command and takes them as they come.
+	local join_data=() join_gw=()
+	if "$CAIRN" admin join-token --help >/dev/null 2>&1; then
+		export CAIRN_CA=$TMP/c/meta/ca.pem
+		local tok=""
+		for _ in $(seq 100); do # until meta answers
+			tok=$("$CAIRN" admin join-token --meta "$META" --role data --uses 4 2>/dev/null) && break
+			sleep 0.1
+		done
+		join_data=(--join "$tok")
+		join_gw=(--join "$("$CAIRN" admin join-token --meta "$META" --role gateway)" --data "$TMP/c/gw" --console off)
+	fi
 	for i in 1 2 3 4; do
 		"$CAIRN" chunk --data "$TMP/c/chunk$i" --listen 127.0.0.1:$((BASE_PORT + 10 + i)) --meta "$META" \
-			--admin off --label rack=r$((i % 2)) >"$TMP/c/chunk$i.log" 2>&1 &
+			--admin off --label rack=r$((i % 2)) "${join_data[@]}" >"$TMP/c/chunk$i.log" 2>&1 &
 		PIDS+=($!)
 	done
-	"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --admin off --hot-cache-size 0 >"$TMP/c/gw.log" 2>&1 &
+	"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --admin off --hot-cache-size 0 "${join_gw[@]}" >"$TMP/c/gw.log" 2>&1 &
 	PIDS+=($!)
 	for _ in $(seq 100); do
 		[ "$("$CAIRN" admin status --meta "$META" 2>/dev/null | grep -c ' alive ')" = 4 ] && break

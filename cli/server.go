@@ -211,7 +211,7 @@ certificate from it, and data servers and gateways join with tokens from
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
-				CA: ca,
+				CA: ca, StoreReserve: meta.DefaultStoreReserve,
 			})
 			if err != nil {
 				return err

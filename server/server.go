@@ -173,7 +173,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.metaSvc, err = meta.Open(meta.Config{
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
-		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
+		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

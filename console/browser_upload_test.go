@@ -118,16 +118,8 @@ func newGate(t *testing.T, backend string) *gate {
 	}
 	g := &gate{backend: backend, l: l, released: make(chan struct{})}
 	g.holding.Store(true)
-	t.Cleanup(func() { g.release(); l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go g.serve(c)
-		}
-	}()
+	t.Cleanup(g.release)
+	serveConns(t, l, g.serve)
 	return g
 }
 

@@ -10,7 +10,8 @@
 # creates and reads through a FUSE mount (skipped without FUSE), S3
 # multipart uploads. A kill window runs from the kill to GRACE seconds
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
-# stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory).
+# stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
+# (keep the store's files).
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
@@ -39,8 +40,9 @@ stop_all() {
 	for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
 	for name in "${!PID[@]}"; do wait "${PID[$name]}" 2>/dev/null || true; done
 }
-# The logs stay in OUT; the store's files go.
-trap 'stop_all; rm -rf "$OUT"/chunk?/ "$OUT/meta/" "$OUT/gateway/"' EXIT
+# The logs stay in OUT; the store's files go (KEEP=1 keeps them, to look
+# into a lost write).
+trap 'stop_all; [ -n "${KEEP:-}" ] || rm -rf "$OUT"/chunk?/ "$OUT/meta/" "$OUT/gateway/"' EXIT
 
 ms() { date +%s%3N; }
 

@@ -211,7 +211,7 @@ certificate from it, and data servers and gateways join with tokens from
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
-				CA: ca,
+				CA: ca, StoreReserve: meta.DefaultStoreReserve,
 			})
 			if err != nil {
 				return err
@@ -417,7 +417,7 @@ func gatewayCmd() *cobra.Command {
 					return err
 				}
 				con, err := console.New(console.Config{Gateway: g, S3: s3srv.Handler(), Meta: mc, TLS: userTLS,
-					Ops: []*metrics.Ops{g.Ops(), s3srv.Ops()}, Logger: logger()})
+					Ops: []*metrics.Ops{g.Ops(), s3srv.Ops()}, Logger: logger(), KeyFile: filepath.Join(dir, "console.key")})
 				if err != nil {
 					return err
 				}
@@ -441,7 +441,7 @@ func gatewayCmd() *cobra.Command {
 	fs.StringVar(&gcfg.MetaAddr, "meta-advertise", "", "meta address told to mounts that find the store through this gateway (default: --meta)")
 	fs.StringVar(&listen, "http", ":8080", "HTTP listen address")
 	fs.StringVar(&admin, "admin", "127.0.0.1:8095", `admin listen address; "off" disables`)
-	fs.StringVar(&dir, "data", "data/gateway", "directory that keeps the gateway's cluster certificate")
+	fs.StringVar(&dir, "data", "data/gateway", "directory that keeps the gateway's cluster certificate and the console's session key")
 	fs.StringVar(&name, "name", "", "the gateway's name in its certificate (default: the host name)")
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	id.add(fs)

@@ -59,7 +59,7 @@ func nsTime(ns int64) string {
 // cluster: GET /api/cluster, meta's ClusterStatus for the cluster page.
 func (c *Console) cluster(w http.ResponseWriter, r *http.Request, s *session) {
 	// Meta decides, as the signed-in user (the console holds no rights).
-	st, err := c.cfg.Meta.ClusterStatus(meta.OnBehalfOf(r.Context(), s.key), &metapb.Empty{})
+	st, err := c.cfg.Meta.ClusterStatus(meta.OnBehalfOf(r.Context(), s.Key), &metapb.Empty{})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -133,7 +133,7 @@ func parseAccess(s string) (metapb.S3Access, error) {
 //	POST   /api/access/grants/{key}  {"ns", "access": read|write|none}
 func (c *Console) access(w http.ResponseWriter, r *http.Request, s *session) {
 	what, name := r.PathValue("what"), r.PathValue("name")
-	ctx := meta.OnBehalfOf(r.Context(), s.key) // meta checks root itself
+	ctx := meta.OnBehalfOf(r.Context(), s.Key) // meta checks root itself
 
 	var in struct {
 		Name   string            `json:"name"`

@@ -130,16 +130,7 @@ func newDropper(t *testing.T, backend string) *dropper {
 		t.Fatal(err)
 	}
 	d := &dropper{backend: backend, l: l}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go d.serve(c)
-		}
-	}()
+	serveConns(t, l, d.serve)
 	return d
 }
 

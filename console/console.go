@@ -37,6 +37,15 @@ type Config struct {
 	Ops []*metrics.Ops
 	// SessionTTL is how long a sign-in lasts. Default 12h.
 	SessionTTL time.Duration
+	// KeyFile keeps the key session cookies are sealed with (made, 0600,
+	// if missing): a console restarted with it keeps everyone signed in.
+	// Empty: a key of this process, so a restart signs everyone out.
+	KeyFile string
+	// SignInPerIP bounds sign-in attempts per client address, and
+	// SignInPerKey failed ones per access key, per SignInWindow; past
+	// either, sign-in answers 429 with Retry-After. Defaults 20, 5, 1m.
+	SignInPerIP, SignInPerKey int
+	SignInWindow              time.Duration
 	// Sample is the activity charts' resolution. Default 2s; 15 minutes
 	// of samples are kept.
 	Sample time.Duration
@@ -62,6 +71,15 @@ func (c *Config) setDefaults() error {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = 12 * time.Hour
 	}
+	if c.SignInPerIP <= 0 {
+		c.SignInPerIP = 20
+	}
+	if c.SignInPerKey <= 0 {
+		c.SignInPerKey = 5
+	}
+	if c.SignInWindow <= 0 {
+		c.SignInWindow = time.Minute
+	}
 	if c.Sample <= 0 {
 		c.Sample = 2 * time.Second
 	}
@@ -78,7 +96,8 @@ func (c *Config) setDefaults() error {
 type Console struct {
 	cfg      Config
 	mux      *http.ServeMux
-	sessions sessions
+	sessions *sessions
+	limits   *limits
 	activity *activity
 	stop     context.CancelFunc
 	done     sync.WaitGroup
@@ -89,7 +108,16 @@ func New(cfg Config) (*Console, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux(), activity: newActivity(cfg.Ops, cfg.Sample)}
+	key, err := loadKey(cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := newSessions(key)
+	if err != nil {
+		return nil, errors.E(errors.Op("console.New"), err)
+	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), activity: newActivity(cfg.Ops, cfg.Sample), sessions: ss,
+		limits: newLimits(cfg.SignInPerIP, cfg.SignInPerKey, cfg.SignInWindow)}
 	static, _ := fs.Sub(staticFS, "static")
 	assets := http.FileServerFS(static)
 	c.mux.Handle("GET /static/", http.StripPrefix("/static/", assets))
@@ -137,6 +165,7 @@ func (c *Console) run(ctx context.Context) {
 		case now := <-t.C:
 			c.activity.sample(now)
 			c.sessions.sweep(c.now())
+			c.limits.sweep(c.now())
 		}
 	}
 }
@@ -172,7 +201,7 @@ func (c *Console) api(f func(http.ResponseWriter, *http.Request, *session)) http
 // root wraps a handler for root sessions only.
 func (c *Console) root(f func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return c.api(func(w http.ResponseWriter, r *http.Request, s *session) {
-		if !s.root {
+		if !s.Root {
 			writeError(w, errors.E(errors.Permission, "root only"))
 			return
 		}

@@ -10,8 +10,10 @@ import (
 	"net/http/cookiejar"
 	"strings"
 	"testing"
+	"time"
 
 	"cairn/client"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/server"
 	"cairn/server/servertest"
@@ -246,4 +248,24 @@ func TestPartedUploadAndShare(t *testing.T) {
 		}
 	}
 	b.json("POST", "/api/share/uploads/dir/big%20file.bin", map[string]any{"expires_in": 8 * 86400}, 400)
+
+	// The activity page counts the S3 API's bytes: the parts in, the
+	// share link's download out (rate × interval, summed over samples).
+	var in, out float64
+	await.Until(t, 20*time.Second, "the S3 bytes in the activity samples", func() bool {
+		a := b.json("GET", "/api/activity", nil, 200)
+		every := a["every_s"].(float64)
+		in, out = 0, 0
+		for _, s := range a["samples"].([]any) {
+			if r, ok := s.(map[string]any)["roles"].(map[string]any)["s3"].(map[string]any); ok {
+				in += r["in_bps"].(float64) * every
+				out += r["out_bps"].(float64) * every
+			}
+		}
+		return in >= float64(len(data))*0.9 && out >= float64(len(data))*0.9
+	})
+	if in > float64(len(data))*1.5 {
+		t.Fatalf("S3 bytes in: %.0f for an upload of %d", in, len(data))
+	}
+	t.Logf("activity: S3 %.1f MiB in, %.1f MiB out", in/(1<<20), out/(1<<20))
 }

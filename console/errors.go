@@ -32,14 +32,19 @@ func writeError(w http.ResponseWriter, err error) {
 	if errors.As(err, &e) {
 		msg = e.Message()
 	}
+	writeBody(w, s.code, s.name, msg)
+}
+
+// writeBody writes an error answer: the native API's error shape.
+func writeBody(w http.ResponseWriter, code int, name, msg string) {
 	var body struct {
 		Error struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	body.Error.Code, body.Error.Message = s.name, msg
-	writeJSON(w, s.code, body)
+	body.Error.Code, body.Error.Message = name, msg
+	writeJSON(w, code, body)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -19,7 +19,7 @@ func asUser(r *http.Request, s *session, target string, q url.Values) *http.Requ
 	req.Header.Del("Cookie")
 	req.Header.Del(csrfHeader)
 	req.Header.Del("Origin")
-	req.SetBasicAuth(s.key, s.secret)
+	req.SetBasicAuth(s.Key, s.Secret)
 	return req
 }
 

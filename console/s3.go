@@ -55,7 +55,7 @@ func s3Request(ctx context.Context, s *session, method, ns, p string, q url.Valu
 	}
 	req.ContentLength = size
 	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
-	creds := aws.Credentials{AccessKeyID: s.key, SecretAccessKey: s.secret}
+	creds := aws.Credentials{AccessKeyID: s.Key, SecretAccessKey: s.Secret}
 	if err := signer.SignHTTP(ctx, creds, req, "UNSIGNED-PAYLOAD", "s3", s3Region, time.Now(), signOpts); err != nil {
 		return nil, errors.E(errors.Other, err)
 	}

@@ -1,11 +1,15 @@
 package console
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -18,19 +22,41 @@ const (
 	csrfHeader = "X-CSRF-Token"
 )
 
-// session is one signed-in browser. The secret stays on the server: the
-// browser holds only the id, which it cannot read from script (HttpOnly).
+// session is one signed-in browser. It travels sealed (AES-256-GCM under
+// the console's key) in an HttpOnly cookie: the browser holds it but can
+// neither read nor forge it, and a gateway restarted with the same key
+// (Config.KeyFile) takes it back, so a restart signs no one out.
 type session struct {
-	id, csrf    string
-	key, secret string
-	root        bool
-	expires     time.Time
+	ID      string `json:"i"`
+	CSRF    string `json:"c"`
+	Key     string `json:"k"`
+	Secret  string `json:"s"`
+	Root    bool   `json:"r,omitempty"`
+	Expires int64  `json:"e"` // unix seconds
 }
 
-// sessions is the in-memory session table.
+func (s *session) expires() time.Time { return time.Unix(s.Expires, 0) }
+
+// sessions seals and opens session cookies, and remembers the sessions
+// signed out before they expire (in memory: a cookie copied before its
+// sign-out works again after a restart, until it expires).
 type sessions struct {
-	mu sync.Mutex
-	m  map[string]*session
+	aead cipher.AEAD
+
+	mu      sync.Mutex
+	revoked map[string]time.Time // id -> expiry
+}
+
+func newSessions(key []byte) (*sessions, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &sessions{aead: aead, revoked: map[string]time.Time{}}, nil
 }
 
 func randomToken() string {
@@ -39,41 +65,100 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (ss *sessions) add(s *session) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.m == nil {
-		ss.m = map[string]*session{}
-	}
-	ss.m[s.id] = s
+// cookieAD binds a sealed value to its use: another cookie or token sealed
+// under the same key cannot stand in for a session.
+var cookieAD = []byte("cairn console session v1")
+
+// seal returns the cookie value of s.
+func (ss *sessions) seal(s *session) string {
+	plain, _ := json.Marshal(s)
+	nonce := make([]byte, ss.aead.NonceSize())
+	rand.Read(nonce)
+	return base64.RawURLEncoding.EncodeToString(ss.aead.Seal(nonce, nonce, plain, cookieAD))
 }
 
-func (ss *sessions) get(id string, now time.Time) *session {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s := ss.m[id]
-	if s != nil && !now.Before(s.expires) {
-		delete(ss.m, id)
+// open returns the session a cookie value seals, if it is one, unexpired
+// and not signed out.
+func (ss *sessions) open(value string, now time.Time) *session {
+	b, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil || len(b) < ss.aead.NonceSize() {
 		return nil
 	}
-	return s
+	n := ss.aead.NonceSize()
+	plain, err := ss.aead.Open(nil, b[:n], b[n:], cookieAD)
+	if err != nil {
+		return nil
+	}
+	var s session
+	if json.Unmarshal(plain, &s) != nil || s.ID == "" || !now.Before(s.expires()) {
+		return nil
+	}
+	ss.mu.Lock()
+	_, gone := ss.revoked[s.ID]
+	ss.mu.Unlock()
+	if gone {
+		return nil
+	}
+	return &s
 }
 
-func (ss *sessions) remove(id string) {
+// revoke signs s out.
+func (ss *sessions) revoke(s *session) {
 	ss.mu.Lock()
-	delete(ss.m, id)
+	ss.revoked[s.ID] = s.expires()
 	ss.mu.Unlock()
 }
 
-// sweep forgets expired sessions, so abandoned ones do not pile up.
+// sweep forgets sign-outs of sessions that have expired anyway.
 func (ss *sessions) sweep(now time.Time) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for id, s := range ss.m {
-		if !now.Before(s.expires) {
-			delete(ss.m, id)
+	for id, exp := range ss.revoked {
+		if !now.Before(exp) {
+			delete(ss.revoked, id)
 		}
 	}
+}
+
+// loadKey returns the session key kept in path, making one (0600) if there
+// is none; empty path: a key of this process only.
+func loadKey(path string) ([]byte, error) {
+	const op = errors.Op("console.loadKey")
+	key := make([]byte, 32)
+	if path == "" {
+		rand.Read(key)
+		return key, nil
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != len(key) {
+			return nil, errors.E(op, errors.Corrupt, errors.Path(path), "the console's session key is not 32 bytes")
+		}
+		return b, nil
+	}
+	if !os.IsNotExist(err) {
+		return nil, errors.E(op, errors.IO, errors.Path(path), err)
+	}
+	rand.Read(key)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, errors.E(op, errors.IO, errors.Path(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if os.IsExist(err) { // another process made it first: use theirs
+			return loadKey(path)
+		}
+		return nil, errors.E(op, errors.IO, errors.Path(path), err)
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		return nil, errors.E(op, errors.IO, errors.Path(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, errors.E(op, errors.IO, errors.Path(path), err)
+	}
+	return key, f.Close()
 }
 
 // session returns the request's session, checking the CSRF token on every
@@ -85,7 +170,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, errors.E(errors.Unauthenticated, "not signed in")
 	}
-	s := c.sessions.get(ck.Value, c.now())
+	s := c.sessions.open(ck.Value, c.now())
 	if s == nil {
 		return nil, errors.E(errors.Unauthenticated, "session expired or signed out")
 	}
@@ -93,7 +178,7 @@ func (c *Console) session(r *http.Request) (*session, error) {
 	case http.MethodGet, http.MethodHead:
 		return s, nil
 	}
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(s.csrf)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(s.CSRF)) != 1 {
 		return nil, errors.E(errors.Permission, "missing or wrong CSRF token")
 	}
 	return s, nil
@@ -108,8 +193,8 @@ type sessionJSON struct {
 }
 
 func (c *Console) sessionJSON(s *session) sessionJSON {
-	return sessionJSON{AccessKey: s.key, Root: s.root, CSRF: s.csrf,
-		Expires: s.expires.UTC().Format(time.RFC3339), S3: c.cfg.S3 != nil}
+	return sessionJSON{AccessKey: s.Key, Root: s.Root, CSRF: s.CSRF,
+		Expires: s.expires().UTC().Format(time.RFC3339), S3: c.cfg.S3 != nil}
 }
 
 // handleSession: GET says who is signed in (and hands the page its CSRF
@@ -131,7 +216,7 @@ func (c *Console) handleSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		c.sessions.remove(s.id)
+		c.sessions.revoke(s)
 		http.SetCookie(w, c.cookie(r, "", -1))
 		w.WriteHeader(http.StatusNoContent)
 	default:
@@ -154,19 +239,26 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errors.E(errors.Invalid, "want {access_key, secret}"))
 		return
 	}
+	// Guessing secrets costs time: attempts per address and failures per
+	// key are limited (ratelimit.go).
+	now := c.now()
+	if wait := c.limits.allow(clientIP(r), in.AccessKey, now); wait > 0 {
+		tooMany(w, wait)
+		return
+	}
 	resp, err := c.cfg.Meta.Authenticate(r.Context(), &metapb.AuthRequest{AccessKey: in.AccessKey, Secret: in.Secret})
 	if err != nil {
 		if errors.Is(errors.Unavailable, err) || errors.Is(errors.Other, err) {
 			writeError(w, err)
 			return
 		}
+		c.limits.failed(in.AccessKey, now)
 		writeError(w, errors.E(errors.Unauthenticated, "invalid access key or secret"))
 		return
 	}
-	s := &session{id: randomToken(), csrf: randomToken(), key: resp.AccessKey, secret: in.Secret,
-		root: resp.Root, expires: c.now().Add(c.cfg.SessionTTL)}
-	c.sessions.add(s)
-	http.SetCookie(w, c.cookie(r, s.id, int(c.cfg.SessionTTL/time.Second)))
+	s := &session{ID: randomToken(), CSRF: randomToken(), Key: resp.AccessKey, Secret: in.Secret,
+		Root: resp.Root, Expires: now.Add(c.cfg.SessionTTL).Unix()}
+	http.SetCookie(w, c.cookie(r, c.sessions.seal(s), int(c.cfg.SessionTTL/time.Second)))
 	writeJSON(w, http.StatusOK, c.sessionJSON(s))
 }
 

@@ -55,7 +55,7 @@ func (c *Console) share(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	now := time.Now() // the S3 layer checks expiry against its own clock
-	signed, _, err := signer.PresignHTTP(r.Context(), aws.Credentials{AccessKeyID: s.key, SecretAccessKey: s.secret},
+	signed, _, err := signer.PresignHTTP(r.Context(), aws.Credentials{AccessKeyID: s.Key, SecretAccessKey: s.Secret},
 		req, "UNSIGNED-PAYLOAD", "s3", s3Region, now, signOpts)
 	if err != nil {
 		writeError(w, errors.E(errors.Other, err))

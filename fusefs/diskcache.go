@@ -3,23 +3,28 @@ package fusefs
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"log/slog"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"cairn/errors"
 	"cairn/proto/metapb"
+	"cairn/vfs"
 )
 
 // diskCache is the block cache's second tier (Config.DiskCache): blocks
@@ -35,11 +40,24 @@ import (
 // with a CRC-32C of its bytes, so a file torn by a crash or damaged on
 // disk is dropped and fetched again, never served. A lock file keeps a
 // second mount process out of a directory in use.
+//
+// The block files are read and written through a vfs.FS (Config.DiskCacheFS)
+// so that tests can put a failing disk under the tier. The tier only ever
+// holds copies of needles the data servers have acknowledged, so a failing
+// cache disk can cost speed, never data: a block that cannot be written is
+// not kept, one that cannot be read is dropped and fetched, and after
+// diskFailLimit I/O errors in a row the tier turns itself off for the rest
+// of the mount (reads go to the network, as without a disk cache).
 type diskCache struct {
+	fs   vfs.FS
 	dir  string   // DIR/cairn-blocks/<cluster>
 	lock *os.File // flock'ed DIR/cairn-blocks/lock, held while mounted
 	max  int64
 	sem  chan struct{} // bounds writes in flight
+
+	errs   atomic.Int64 // I/O errors of the block files, counted
+	failed atomic.Int32 // I/O errors in a row; reset by a success
+	off    atomic.Bool  // turned off by diskFailLimit errors in a row
 
 	mu     sync.Mutex
 	closed bool
@@ -55,6 +73,10 @@ type diskEnt struct {
 	elem   *list.Element
 }
 
+// diskFailLimit is how many I/O errors in a row turn the tier off: one
+// error may be one bad sector, a run of them is a disk that is going.
+const diskFailLimit = 8
+
 // crcSize is the trailer of a block file: the CRC-32C of the bytes before.
 const crcSize = 4
 
@@ -66,7 +88,7 @@ func (m *Mount) openDiskCache(ctx context.Context) (*diskCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := openDiskCacheAt(m.cfg.DiskCache, info.ClusterId, m.cfg.DiskCacheSize)
+	d, err := openDiskCacheAt(m.cfg.DiskCacheFS, m.cfg.DiskCache, info.ClusterId, m.cfg.DiskCacheSize)
 	if err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
@@ -75,8 +97,12 @@ func (m *Mount) openDiskCache(ctx context.Context) (*diskCache, error) {
 
 // openDiskCacheAt opens the tier of cluster under dir, taking over the
 // blocks an earlier mount left there and removing those of other
-// clusters (and of earlier formats).
-func openDiskCacheAt(dir, cluster string, max int64) (*diskCache, error) {
+// clusters (and of earlier formats). Block files go through fsys (nil:
+// the operating system); the directories and the lock do not.
+func openDiskCacheAt(fsys vfs.FS, dir, cluster string, max int64) (*diskCache, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
 	if cluster == "" || strings.ContainsAny(cluster, "/.") {
 		return nil, fmt.Errorf("meta names no usable cluster id (%q): is it older than this mount?", cluster)
 	}
@@ -95,7 +121,7 @@ func openDiskCacheAt(dir, cluster string, max int64) (*diskCache, error) {
 		}
 		return nil, err
 	}
-	d := &diskCache{dir: filepath.Join(root, cluster), lock: lock, max: max, sem: make(chan struct{}, 4),
+	d := &diskCache{fs: fsys, dir: filepath.Join(root, cluster), lock: lock, max: max, sem: make(chan struct{}, 4),
 		ents: map[blockKey]*diskEnt{}, lru: list.New()}
 	if err := d.adopt(root, cluster); err != nil {
 		lock.Close()
@@ -203,7 +229,7 @@ func parseBlockName(name string) (*diskEnt, bool) {
 // the background; it waits while too many writes are in flight.
 func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 	size := int64(len(data))
-	if size == 0 || size > d.max {
+	if size == 0 || size > d.max || d.off.Load() {
 		return
 	}
 	d.sem <- struct{}{}
@@ -223,21 +249,22 @@ func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 	go func() {
 		defer func() { <-d.sem }()
 		p := d.path(e)
-		tmp, err := writeTemp(d.dir, data)
+		tmp, err := d.writeTemp(data)
 		if err == nil {
-			err = os.Rename(tmp, p)
+			err = d.fs.Rename(tmp, p)
 		}
+		d.result(err)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		switch {
 		case d.ents[k] != e:
 			// Evicted or replaced while being written.
 			if err == nil {
-				os.Remove(p)
+				d.fs.Remove(p)
 			}
 		case err != nil:
 			if tmp != "" {
-				os.Remove(tmp)
+				d.fs.Remove(tmp)
 			}
 			d.removeLocked(e)
 		default:
@@ -246,23 +273,53 @@ func (d *diskCache) store(k blockKey, lo int64, data []byte) {
 	}()
 }
 
-// writeTemp writes data to a new file of its own in dir.
-func writeTemp(dir string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, "tmp-")
+// writeTemp writes data and its checksum to a new file of its own in the
+// tier's directory. It does not sync: a file torn by a crash fails its
+// checksum and is fetched again.
+func (d *diskCache) writeTemp(data []byte) (string, error) {
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	name := filepath.Join(d.dir, "tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := d.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", err
 	}
 	sum := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, castagnoli))
-	if _, err := (&net.Buffers{data, sum}).WriteTo(f); err != nil {
+	if _, err := f.WriteAt(data, 0); err != nil {
 		f.Close()
-		return f.Name(), err
+		return name, err
 	}
-	return f.Name(), f.Close()
+	if _, err := f.WriteAt(sum, int64(len(data))); err != nil {
+		f.Close()
+		return name, err
+	}
+	return name, f.Close()
+}
+
+// result counts the outcome of one block file's write or read: a run of
+// diskFailLimit errors turns the tier off.
+func (d *diskCache) result(err error) {
+	if err == nil {
+		d.failed.Store(0)
+		return
+	}
+	d.errs.Add(1)
+	if d.failed.Add(1) == diskFailLimit && !d.off.Swap(true) {
+		slog.Warn("disk cache turned off: its disk keeps failing; reads go to the data servers", "dir", d.dir, "err", err)
+		d.mu.Lock()
+		for d.lru.Len() > 0 { // forget the blocks, and try to free their space
+			d.removeLocked(d.lru.Back().Value.(*diskEnt))
+		}
+		d.mu.Unlock()
+	}
 }
 
 // load returns the bytes of block k holding [lo, hi) and the needle
 // offset they start at, if the tier has them.
 func (d *diskCache) load(k blockKey, lo, hi int64) ([]byte, int64, bool) {
+	if d.off.Load() {
+		return nil, 0, false
+	}
 	d.mu.Lock()
 	e := d.ents[k]
 	if e == nil || !e.ready || e.lo > lo || e.hi < hi {
@@ -271,19 +328,39 @@ func (d *diskCache) load(k blockKey, lo, hi int64) ([]byte, int64, bool) {
 	}
 	d.lru.MoveToFront(e.elem)
 	d.mu.Unlock()
-	data, err := os.ReadFile(d.path(e))
+	data, err := d.read(e)
+	if os.IsNotExist(err) {
+		return nil, 0, false // evicted meanwhile
+	}
 	n := len(data) - crcSize
-	if err != nil || int64(n) != e.hi-e.lo || crc32.Checksum(data[:n], castagnoli) != binary.BigEndian.Uint32(data[n:]) {
-		// Evicted meanwhile, or damaged: fetch it, and drop a damaged
-		// file (if the entry is still this one).
-		if err == nil {
-			d.mu.Lock()
-			d.removeLocked(e)
-			d.mu.Unlock()
+	if err != nil || n < 0 || int64(n) != e.hi-e.lo || crc32.Checksum(data[:n], castagnoli) != binary.BigEndian.Uint32(data[n:]) {
+		// Unreadable or damaged: fetch it, and drop the file (if the
+		// entry is still this one).
+		if err != nil {
+			d.result(err)
 		}
+		d.mu.Lock()
+		d.removeLocked(e)
+		d.mu.Unlock()
 		return nil, 0, false
 	}
+	d.result(nil)
 	return data[:n], e.lo, true
+}
+
+// read returns the bytes of e's file: its range and the checksum.
+func (d *diskCache) read(e *diskEnt) ([]byte, error) {
+	f, err := d.fs.OpenFile(d.path(e), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, e.hi-e.lo+crcSize)
+	n, err := f.ReadAt(data, 0)
+	if err == io.EOF {
+		err = nil // short: the checksum test fails it
+	}
+	return data[:n], err
 }
 
 // removeLocked forgets e and deletes its file (if written).
@@ -295,7 +372,7 @@ func (d *diskCache) removeLocked(e *diskEnt) {
 	d.lru.Remove(e.elem)
 	d.used -= e.hi - e.lo
 	if e.ready {
-		os.Remove(d.path(e))
+		d.fs.Remove(d.path(e))
 	}
 }
 
@@ -304,6 +381,10 @@ func (d *diskCache) evictLocked() {
 		d.removeLocked(d.lru.Back().Value.(*diskEnt))
 	}
 }
+
+// failures returns the I/O errors counted and whether they turned the
+// tier off.
+func (d *diskCache) failures() (errs int64, off bool) { return d.errs.Load(), d.off.Load() }
 
 // stats returns the number of complete blocks and their bytes.
 func (d *diskCache) stats() (blocks int, bytes int64) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/server/servertest"
+	"cairn/vfs"
+	"cairn/vfs/errorfs"
 )
 
 // TestDiskCache: with a memory tier far smaller than a file, reading the
@@ -126,4 +129,44 @@ func TestDiskCache(t *testing.T) {
 	if now, err := os.ReadFile(damaged); err == nil && bytes.Equal(now, b) {
 		t.Fatal("the damaged block file was kept")
 	}
+}
+
+// TestDiskCacheDiskFails: a mount whose cache disk fails every read and
+// then fills up reads every byte right: the tier's failures cost fetches
+// from the data servers, and the tier turns itself off.
+func TestDiskCacheDiskFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a FUSE mount: not in the -short tier")
+	}
+	srv := remoteStore(t)
+	efs := errorfs.New(vfs.Default)
+	efs.SetRule(errorfs.Any(errorfs.From(errorfs.Read, "", 1, syscall.EIO), errorfs.NewFull(1<<20).Rule))
+	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
+		c.BlockSize, c.CacheSize = 64<<10, 512<<10
+		c.DiskCache, c.DiskCacheSize, c.DiskCacheFS = t.TempDir(), 64<<20, efs
+	})
+	const size = 4 << 20
+	want := make([]byte, size)
+	rand.NewChaCha8([32]byte{9}).Read(want)
+	_, err := srv.Client().Put(context.Background(), "data", "big", bytes.NewReader(want), client.PutOptions{SizeHint: size})
+	must(t, err)
+	for pass := range 3 {
+		f, err := os.Open(filepath.Join(dir, "big"))
+		must(t, err)
+		must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		got, err := io.ReadAll(f)
+		f.Close()
+		must(t, err)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %d over a failing cache disk differs", pass)
+		}
+	}
+	errs, off := fusefs.DiskCacheFailures(m)
+	if !off {
+		t.Fatalf("the tier is still on after %d I/O errors", errs)
+	}
+	if hits := m.Stats().Op("disk-cache-hit").Calls.Load(); hits != 0 {
+		t.Fatalf("%d blocks served by a disk that fails every read", hits)
+	}
+	t.Logf("%d cache disk errors; the tier turned off and reads went to the data servers", errs)
 }

@@ -29,3 +29,12 @@ func DiskCached(m *Mount) int {
 	n, _ := m.blocks.disk.stats()
 	return n
 }
+
+// DiskCacheFailures is the disk tier's count of I/O errors and whether
+// they turned it off.
+func DiskCacheFailures(m *Mount) (errs int64, off bool) {
+	if m.blocks.disk == nil {
+		return 0, false
+	}
+	return m.blocks.disk.failures()
+}

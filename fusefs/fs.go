@@ -22,6 +22,7 @@ import (
 	"cairn/errors"
 	"cairn/meta"
 	"cairn/proto/metapb"
+	"cairn/vfs"
 )
 
 // Config configures a mount. Meta, Client and Mountpoint are required.
@@ -49,6 +50,10 @@ type Config struct {
 	// across mounts (one mount process at a time; see diskcache.go).
 	DiskCache     string
 	DiskCacheSize int64
+	// DiskCacheFS is the file system the disk tier's block files are
+	// read and written through (nil: the operating system's); tests put
+	// a failing disk here.
+	DiskCacheFS vfs.FS
 	// Readahead is how many blocks sequential reading fetches ahead
 	// (default 8); Parallel bounds concurrent block fetches (default 8).
 	Readahead int

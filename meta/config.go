@@ -98,6 +98,15 @@ type Config struct {
 	// credentials either way. Only meta's own tests of the API over
 	// plaintext set it: no command does, and meta's listener speaks TLS.
 	TrustPlaintext bool
+
+	// StoreReserve is the bytes meta keeps in reserve on its store's disk
+	// (DIR/store.reserve, storespace.go): a full disk then turns changes
+	// away with NoSpace and recovers by itself when space returns, instead
+	// of stopping meta at its next log write. 0: no reserve (cairn meta and
+	// cairn server keep DefaultStoreReserve; meta's own tests leave it off).
+	StoreReserve int64
+
+	space *storeSpace // made by setDefaults; Pebble's hook and serve share it
 }
 
 const (
@@ -107,6 +116,13 @@ const (
 )
 
 func (c *Config) setDefaults() {
+	if c.space == nil {
+		log := c.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		c.space = newStoreSpace(c.Dir, c.StoreReserve, log.With("role", "meta"))
+	}
 	if c.DefaultReplication == 0 {
 		c.DefaultReplication = 1
 	}

@@ -145,6 +145,9 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 	if err == nil {
 		err = s.authorize(c, method, req)
 	}
+	if err == nil && commandMethods[method] {
+		err = s.cfg.space.check() // NoSpace while the store's disk is full
+	}
 	if err != nil {
 		done(err)
 		return nil, err

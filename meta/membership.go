@@ -100,7 +100,15 @@ func (s *Service) dead(id string, now time.Time) bool {
 
 // placeable reports whether new replicas may go to d. Called with pmu.
 func (s *Service) placeable(d *dataServer, now time.Time) bool {
-	return s.alive(d, now) && !s.cl.draining[d.id] && !now.Before(s.cl.suspect[d.addr])
+	return s.alive(d, now) && !s.cl.draining[d.id] && !now.Before(s.cl.suspect[d.addr]) && !diskFull(d)
+}
+
+// diskFull reports a server whose disk is full, as of its last heartbeat:
+// a volume of it refused a write with ENOSPC, or it has no space left. A
+// new volume there would refuse its first write; placement spread (a zone
+// with one server) must not send it there.
+func diskFull(d *dataServer) bool {
+	return d.disk != nil && d.disk.NoSpaceVolumes > 0 || d.capacity > 0 && d.free == 0
 }
 
 // markSuspect keeps the servers at addrs out of placement for DeadAfter: a

@@ -21,6 +21,7 @@ func storeOptions(cfg Config) *pebble.Options {
 		Logger:       quietLogger{cfg.Logger},
 		CacheSize:    cfg.BlockCacheSize,
 		MemTableSize: 64 << 20,
+		FS:           cfg.space.fs(), // a reserve against a full disk (storespace.go)
 	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)

@@ -10,7 +10,8 @@
 # creates and reads through a FUSE mount (skipped without FUSE), S3
 # multipart uploads. A kill window runs from the kill to GRACE seconds
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
-# stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory).
+# stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
+# (keep the store's files).
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
@@ -39,8 +40,9 @@ stop_all() {
 	for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
 	for name in "${!PID[@]}"; do wait "${PID[$name]}" 2>/dev/null || true; done
 }
-# The logs stay in OUT; the store's files go.
-trap 'stop_all; rm -rf "$OUT"/chunk?/ "$OUT/meta/"' EXIT
+# The logs stay in OUT; the store's files go (KEEP=1 keeps them, to look
+# into a lost write).
+trap 'stop_all; [ -n "${KEEP:-}" ] || rm -rf "$OUT"/chunk?/ "$OUT/meta/" "$OUT/gateway/"' EXIT
 
 ms() { date +%s%3N; }
 
@@ -49,7 +51,7 @@ save_pids() { for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$O
 
 start_chunk() { # $1 = 1..4
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
-		--admin off >>"$OUT/chunk$1.log" 2>&1 &
+		--admin off --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
 	PID[chunk$1]=$!
 	save_pids
 }
@@ -67,8 +69,17 @@ wait_alive() { # $1 = how many
 
 "$CAIRN" meta --data "$OUT/meta" --listen "$META" --admin off --dead-after 5s >"$OUT/meta.log" 2>&1 &
 PID[meta]=$!
+# Servers join with a token (the cluster CA is meta's; see README).
+export CAIRN_CA=$OUT/meta/ca.pem
+JOIN=
+for _ in $(seq 100); do
+	JOIN=$("$CAIRN" admin join-token --meta "$META" --role data --uses 100 --ttl 24h 2>/dev/null) && break
+	sleep 0.2
+done
+[ -n "$JOIN" ] || { echo "soak: meta gave no join token; see $OUT/meta.log" >&2; exit 1; }
 for i in 1 2 3 4; do start_chunk "$i"; done
-"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" --admin off >"$OUT/gateway.log" 2>&1 &
+"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" --admin off --console off --data "$OUT/gateway" \
+	--join "$("$CAIRN" admin join-token --meta "$META" --role gateway)" >"$OUT/gateway.log" 2>&1 &
 PID[gateway]=$!
 wait_alive 4
 for _ in $(seq 100); do "$CAIRN" ns ls >/dev/null 2>&1 && break; sleep 0.1; done

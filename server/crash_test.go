@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/internal/await"
 	"cairn/server"
 )
 
@@ -61,16 +62,14 @@ func startChild(t *testing.T, dir string) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(dir, "url")); err == nil {
-			return &child{cmd: cmd, url: string(b)}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Kill()
-	t.Fatal("child server did not start")
-	return nil
+	t.Cleanup(func() { cmd.Process.Kill() }) // if it never starts
+	var url []byte
+	await.Until(t, 30*time.Second, "the child server to start", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "url"))
+		url = b
+		return err == nil
+	})
+	return &child{cmd: cmd, url: string(url)}
 }
 
 func (c *child) kill() {
@@ -174,7 +173,17 @@ func TestKill9DuringWrites(t *testing.T) {
 				}
 			}
 		}()
-		time.Sleep(time.Duration(800+300*round) * time.Millisecond)
+		// The kill falls at a different point of the load each round:
+		// after more writes were acknowledged in this round than in the
+		// last (not after a while: a slow machine would ack none).
+		mu.Lock()
+		ackedBefore := len(acked)
+		mu.Unlock()
+		await.Until(t, time.Minute, "writes acknowledged before the kill", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= ackedBefore+20+15*round
+		})
 		c.kill()
 		cancel()
 		wg.Wait()

@@ -174,7 +174,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.metaSvc, err = meta.Open(meta.Config{
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
-		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate,
+		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -252,7 +252,8 @@ func Start(cfg Config) (s *Server, err error) {
 	}
 	if l := s.lis["console"]; l != nil {
 		s.console, err = console.New(console.Config{Gateway: s.gateway, S3: s.s3.Handler(), Meta: gw,
-			Ops: []*metrics.Ops{s.gateway.Ops(), s.s3.Ops()}, TLS: s.consoleTLS(), Logger: cfg.Logger})
+			Ops: []*metrics.Ops{s.gateway.Ops(), s.s3.Ops()}, TLS: s.consoleTLS(), Logger: cfg.Logger,
+			KeyFile: filepath.Join(cfg.Data, "console.key")})
 		if err != nil {
 			return nil, errors.E(op, err)
 		}

@@ -13,10 +13,39 @@ async function boot() {
   document.getElementById("signin").addEventListener("submit", signIn);
   document.getElementById("signout").addEventListener("click", signOut);
   window.addEventListener("hashchange", route);
+  prefetchListing();
   try {
     state.session = await api("GET", "/api/session");
   } catch { state.session = null; }
   route();
+}
+
+// listURL is the listing request of one page of a directory.
+function listURL(ns, base, prefix, cursor) {
+  const q = new URLSearchParams({ limit: PAGE });
+  if (prefix) q.set("prefix", prefix);
+  if (cursor) q.set("cursor", cursor);
+  return "/api/fs/" + encodeURIComponent(ns) + "/" + encPath(base) + "?" + q;
+}
+
+// A page opened on a directory asks for its first listing beside the
+// session, not after it: one round trip less before files show. A failed
+// prefetch is forgotten and the listing asked for again.
+const prefetched = new Map(); // url -> Promise of the listing
+function prefetchListing() {
+  const [page, ns, ...dir] = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent).filter((x) => x !== "");
+  if (page !== "files" || !ns) return;
+  const url = listURL(ns, dir.length ? dir.join("/") + "/" : "", "", "");
+  const p = fetch(url, { credentials: "same-origin" }).then((r) => (r.ok ? r.json() : Promise.reject(new Error(r.statusText))));
+  p.catch(() => {});
+  prefetched.set(url, p);
+}
+
+async function listing(url) {
+  const p = prefetched.get(url);
+  prefetched.delete(url);
+  if (p) { try { return await p; } catch {} }
+  return api("GET", url);
 }
 
 async function signIn(ev) {
@@ -195,10 +224,7 @@ function renderDir(ns, dir) {
     loading = true;
     const my = gen;
     try {
-      const q = new URLSearchParams({ limit: PAGE });
-      if (prefix) q.set("prefix", prefix);
-      if (cursor) q.set("cursor", cursor);
-      const r = await api("GET", "/api/fs/" + encodeURIComponent(ns) + "/" + encPath(base) + "?" + q);
+      const r = await listing(listURL(ns, base, prefix, cursor));
       if (my !== gen) return;
       const first = !entries.length;
       entries = entries.concat(r.entries);

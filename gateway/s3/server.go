@@ -171,6 +171,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = errors.New(strconv.Itoa(code))
 	}
 	s.ops.Observe(op, time.Since(start), err)
+	// Byte rates (the console's activity charts) as the native API counts
+	// them: the lengths the request and the response declared.
+	in := r.ContentLength
+	if d, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64); err == nil {
+		in = d // aws-chunked: the payload, not its signed framing
+	}
+	var out int64
+	if r.Method != http.MethodHead && code < 300 {
+		out, _ = strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	}
+	s.ops.AddBytes(in, out)
 }
 
 // target splits the request into bucket and key, path-style or

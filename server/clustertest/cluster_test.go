@@ -96,6 +96,26 @@ func startLoad(c *Cluster, ns string, writers int) *load {
 	return l
 }
 
+// count is the number of files acknowledged so far.
+func (l *load) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// waitDead waits until meta reports the data server id not alive.
+func waitDead(t *testing.T, c *Cluster, id string) {
+	t.Helper()
+	WaitFor(t, 60*time.Second, "meta to declare "+id+" dead", func() bool {
+		for _, s := range c.Status(t).Servers {
+			if s.Id == id {
+				return !s.Alive
+			}
+		}
+		return false
+	})
+}
+
 func (l *load) mark() {
 	l.mu.Lock()
 	l.markAt = time.Now()
@@ -145,13 +165,17 @@ func TestKillDuringWrites(t *testing.T) {
 	c := Start(t, Options{Bin: bin, Servers: 4})
 	c.CreateNS(t, "kill", 3)
 	l := startLoad(c, "kill", 4)
-	time.Sleep(1500 * time.Millisecond)
+	await.Until(t, 30*time.Second, "writes going through before the kill", func() bool { return l.count() >= 10 })
 	victim := primaryOfWritable(t, c)
 	victimID := victim.ID(t)
 	l.mark()
 	victim.Kill(t)
 	killed := time.Now()
-	time.Sleep(4 * time.Second)
+	// The load runs until meta has declared the victim dead and writers
+	// have gone on past that: the whole failover is under load.
+	waitDead(t, c, victimID)
+	after := l.count()
+	await.Until(t, 30*time.Second, "writes going on after the victim was declared dead", func() bool { return l.count() >= after+20 })
 	l.finish()
 	t.Logf("%d files acknowledged, longest put across the kill %v, %d errors", len(l.acked), l.longest, len(l.errs))
 	for i, err := range l.errs {
@@ -197,7 +221,16 @@ func TestDeleteWhileReplicaDown(t *testing.T) {
 			delete(files, p)
 		}
 	}
-	time.Sleep(time.Second) // the collector tries, and fails on the down server
+	// The collector has run while the server was down once the live
+	// replicas dropped the needle (it skips the down one and retries).
+	for _, p := range c.Chunks[:2] {
+		r := c.Remote(p.Addr)
+		await.Until(t, 60*time.Second, p.Name+" to drop the deleted needle while "+down.Name+" is down", func() bool {
+			var b bytes.Buffer
+			_, err := r.ReadTo(bg, ext.Volume, ext.Key, 0, 1, &b)
+			return errors.Is(errors.NotExist, err)
+		})
+	}
 	down.Start(t)
 	c.WaitAlive(t, down)
 	if _, err := c.Client.StatFresh(bg, "del", "f00"); !errors.Is(errors.NotExist, err) {
@@ -525,7 +558,11 @@ func TestCutPrimary(t *testing.T) {
 	before := acked()
 	l.mark()
 	n.Cut(t)
-	time.Sleep(5 * time.Second)
+	// Under load until meta has declared the cut server dead and writers
+	// have gone on past that.
+	waitDead(t, c, cut.ID(t))
+	after := acked()
+	await.Until(t, 30*time.Second, "writes going on after the cut server was declared dead", func() bool { return acked() >= after+20 })
 	l.finish()
 	t.Logf("volume %d on %v: %d files acknowledged (%d before the cut), longest put across the cut %v, %d errors",
 		vol.Id, vol.Servers, len(l.acked), before, l.longest, len(l.errs))

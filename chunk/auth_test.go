@@ -114,13 +114,17 @@ func TestCapabilities(t *testing.T) {
 			}
 		}
 	}
-	// Walking keys with the capability of one needle yields nothing else.
-	for k := uint64(1); k < key+10; k++ {
-		if k == key {
-			continue
-		}
-		if status, _ := call("GET", fmt.Sprintf("/v/1/%d", k), readKey, nil); status != 403 {
-			t.Errorf("GET of key %d with key %d's capability: %d", k, key, status)
+	// Walking keys with the capability of one needle yields nothing else:
+	// not the sequence numbers (the keys of cookie-less needles), not the
+	// needle's own sequence number under another cookie.
+	seq := uint64(uint32(key))
+	for k := uint64(1); k < seq+10; k++ {
+		for _, c := range []uint64{0, key >> 32, key>>32 ^ 1} {
+			if k := c<<32 | k; k != key {
+				if status, _ := call("GET", fmt.Sprintf("/v/1/%d", k), readKey, nil); status != 403 {
+					t.Errorf("GET of key %#x with key %#x's capability: %d", k, key, status)
+				}
+			}
 		}
 	}
 	if after := snapshot(t, s); after != before {
@@ -213,5 +217,68 @@ func TestNoKeysRefusesAll(t *testing.T) {
 	_, err := r.Put(context.Background(), 1, 1, []byte("x"))
 	if !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("write to a server without keys: %v", err)
+	}
+}
+
+// TestCookieRefusedWithCapability: a needle's key carries a random cookie
+// (volume/doc.go). A read with the right volume and sequence number and a
+// wrong cookie is refused even with a valid capability for exactly that
+// key, and the answer is the one a missing needle gets: 404 NotExist, the
+// same body but for the key, so the refusal says nothing about the needle.
+func TestCookieRefusedWithCapability(t *testing.T) {
+	s := openStore(t, testConfig(t.TempDir()))
+	r := serve(t, s)
+	base := "http://" + r.Addr()
+	ctx := context.Background()
+	if err := s.CreateVolume(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	key, err := s.Put(ctx, 1, 1, []byte("private bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key>>32 == 0 {
+		t.Fatalf("needle key %#x has no cookie", key)
+	}
+	c := &http.Client{Transport: transport}
+	get := func(k uint64, rng string) (int, string) {
+		tok, err := testKeys.Mint(capability.Read, 1, k, k, "ns", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{"GET", "HEAD"} {
+			req, _ := http.NewRequest(method, fmt.Sprintf("%s/v/1/%d", base, k), nil)
+			req.Header.Set(capability.Header, tok)
+			if rng != "" {
+				req.Header.Set("Range", rng)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if method == "GET" {
+				return resp.StatusCode, strings.ReplaceAll(string(b), fmt.Sprintf("/%d\"", k), "/KEY\"")
+			}
+		}
+		panic("unreachable")
+	}
+	if status, body := get(key, ""); status != 200 || body != "private bytes" {
+		t.Fatalf("the right key: %d %q", status, body)
+	}
+	missStatus, missBody := get(uint64(77)<<32|uint64(uint32(key))+1000, "")
+	if missStatus != 404 || !strings.Contains(missBody, "NotExist") {
+		t.Fatalf("a missing needle: %d %q", missStatus, missBody)
+	}
+	for _, wrong := range []uint64{key ^ 1<<40, uint64(uint32(key)), key ^ 0xffffffff00000000} {
+		// A range past the end would be 416 for the right key: a wrong
+		// cookie must not get that far.
+		for _, rng := range []string{"", "bytes=1000000-"} {
+			status, body := get(wrong, rng)
+			if status != missStatus || body != missBody {
+				t.Errorf("wrong cookie %#x (range %q): %d %q; a missing needle: %d %q", wrong, rng, status, body, missStatus, missBody)
+			}
+		}
 	}
 }

@@ -20,13 +20,8 @@ import (
 // every route without, with an expired, a wrong-scope and a forged
 // capability is refused (401 without, 403 otherwise) and changes nothing.
 func TestCapabilities(t *testing.T) {
-	s := openStore(t, testConfig(t.TempDir()))
-	r := serve(t, s)
-	base := "http://" + r.Addr()
+	s, base := servedVolume(t)
 	ctx := context.Background()
-	if err := s.CreateVolume(ctx, 1, 1); err != nil {
-		t.Fatal(err)
-	}
 	secret := []byte("private bytes")
 	key, err := s.Put(ctx, 1, 1, secret)
 	if err != nil {
@@ -226,14 +221,8 @@ func TestNoKeysRefusesAll(t *testing.T) {
 // key, and the answer is the one a missing needle gets: 404 NotExist, the
 // same body but for the key, so the refusal says nothing about the needle.
 func TestCookieRefusedWithCapability(t *testing.T) {
-	s := openStore(t, testConfig(t.TempDir()))
-	r := serve(t, s)
-	base := "http://" + r.Addr()
-	ctx := context.Background()
-	if err := s.CreateVolume(ctx, 1, 1); err != nil {
-		t.Fatal(err)
-	}
-	key, err := s.Put(ctx, 1, 1, []byte("private bytes"))
+	s, base := servedVolume(t)
+	key, err := s.Put(context.Background(), 1, 1, []byte("private bytes"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,23 +235,8 @@ func TestCookieRefusedWithCapability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, method := range []string{"GET", "HEAD"} {
-			req, _ := http.NewRequest(method, fmt.Sprintf("%s/v/1/%d", base, k), nil)
-			req.Header.Set(capability.Header, tok)
-			if rng != "" {
-				req.Header.Set("Range", rng)
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if method == "GET" {
-				return resp.StatusCode, strings.ReplaceAll(string(b), fmt.Sprintf("/%d\"", k), "/KEY\"")
-			}
-		}
-		panic("unreachable")
+		resp, body := send(t, c, "GET", fmt.Sprintf("%s/v/1/%d", base, k), tok, rng, nil)
+		return resp.StatusCode, strings.ReplaceAll(body, fmt.Sprintf("/%d\"", k), "/KEY\"")
 	}
 	if status, body := get(key, ""); status != 200 || body != "private bytes" {
 		t.Fatalf("the right key: %d %q", status, body)
@@ -281,4 +255,33 @@ func TestCookieRefusedWithCapability(t *testing.T) {
 			}
 		}
 	}
+}
+
+// send makes one request with capability tok (and a Range header, if
+// rng is not empty) and returns the response and its body.
+func send(t *testing.T, c *http.Client, method, url, tok, rng string, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set(capability.Header, tok)
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// servedVolume is a data server over HTTP holding volume 1 (generation 1),
+// and its base URL.
+func servedVolume(t *testing.T) (*Store, string) {
+	s := openStore(t, testConfig(t.TempDir()))
+	r := serve(t, s)
+	if err := s.CreateVolume(context.Background(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	return s, "http://" + r.Addr()
 }

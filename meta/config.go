@@ -54,10 +54,6 @@ type Config struct {
 	// servers accept the previous key too, so it must exceed CapTTL.
 	// Default 24h.
 	CapRotate time.Duration
-	// CapKeysFor decides whether a heartbeat's caller gets the capability
-	// keys; nil gives them to every heartbeat (the interim until mutual
-	// TLS: then it checks for a verified data-server identity).
-	CapKeysFor func(ctx context.Context) bool
 	// CapRenewFor decides whether the caller may have a capability of
 	// namespace ns for ops renewed; nil: anyone holding one.
 	CapRenewFor func(ctx context.Context, ns string, ops capability.Op) bool

@@ -111,7 +111,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		}
 		s.kickRepair()
 	}
-	keys := s.capKeys(ctx)
+	keys := s.capKeys()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	resp := s.heartbeatAnswer(req.ServerId, req.Volumes)

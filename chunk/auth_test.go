@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,9 @@ import (
 
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
+	"cairn/pki/pkitest"
+	"cairn/proto/metapb"
 )
 
 // TestCapabilities replays the attacks on a data server's HTTP port:
@@ -284,4 +288,50 @@ func servedVolume(t *testing.T) (*Store, string) {
 		t.Fatal(err)
 	}
 	return s, "http://" + r.Addr()
+}
+
+// TestRevokedPeer: a data server accepts a data identity (mutual TLS) in
+// place of a capability until meta's list revokes it: then the peer is
+// refused on the connection it has (checked per request) and cannot make
+// a new one (the guarded listener fails the handshake); another peer goes
+// on.
+func TestRevokedPeer(t *testing.T) {
+	s := openStore(t, testConfig(t.TempDir()))
+	ca := pkitest.NewCA(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.Revocations().Guard(ca.ServerConfig(t)), ReadHeaderTimeout: 10 * time.Second}
+	go srv.ServeTLS(lis, "", "")
+	t.Cleanup(func() { srv.Close() })
+	url := "https://" + lis.Addr().String() + "/admin/volumes"
+	client := func(id string) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(ca.Cert(t, pki.RoleData, id))}}
+	}
+	get := func(c *http.Client) (int, error) {
+		resp, err := c.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	p1, p2 := client("p1"), client("p2")
+	for _, c := range []*http.Client{p1, p2} {
+		if status, err := get(c); status != 200 {
+			t.Fatalf("a data peer before any revocation: %d %v", status, err)
+		}
+	}
+	s.setRevoked([]*metapb.RevokedCert{{Id: "p1", RevokedNs: time.Now().UnixNano()}})
+	if status, err := get(p1); status != 401 {
+		t.Fatalf("the revoked peer over its open connection: %d %v, want 401", status, err)
+	}
+	if _, err := get(client("p1")); err == nil {
+		t.Fatal("the revoked peer made a new connection")
+	}
+	if status, err := get(p2); status != 200 {
+		t.Fatalf("another peer: %d %v", status, err)
+	}
 }

@@ -116,6 +116,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 	defer s.pmu.Unlock()
 	resp := s.heartbeatAnswer(req.ServerId, req.Volumes)
 	resp.CapKeys = keys
+	resp.Revoked = s.revokedList()
 	return resp, nil
 }
 

@@ -190,7 +190,8 @@ bench small-hot get --endpoint "$HOT" --ns small --size 4KiB --objects "$SMALL_O
 bench small-nginx get --target "$NGX/small" --size 4KiB --objects "$SMALL_OBJECTS" --concurrency 16 "${LOAD[@]}"
 # meta before the PUTs: their Pebble compactions would otherwise run
 # under the Resolve benchmark.
-bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[@]}"
+# Meta speaks TLS only: trust the store's cluster CA.
+CAIRN_CA="$TMP/hot/meta/ca.pem" bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[@]}"
 bench put put --endpoint "$HOT" --size 4KiB --concurrency 16 "${LOAD[@]}"
 
 # The disk of a shared virtual machine swings by 2x from one minute to the

@@ -70,12 +70,13 @@ wait_http() {
 }
 
 # start_cairn NAME PORT [server flags...]: a one-process store on PORT
-# (API), PORT+1 (meta), PORT+2 (data), PORT+3 (admin). Sets CAIRN_PID.
+# (API), PORT+1 (meta), PORT+2 (data), PORT+3 (admin; --pprof, for the
+# profile of the hot run). Sets CAIRN_PID.
 start_cairn() {
 	local name=$1 port=$2
 	shift 2
 	"$CAIRN" server --data "$TMP/$name" --http "127.0.0.1:$port" --meta-listen "127.0.0.1:$((port + 1))" \
-		--chunk-listen "127.0.0.1:$((port + 2))" --admin "127.0.0.1:$((port + 3))" --s3 off "$@" >"$TMP/$name.log" 2>&1 &
+		--chunk-listen "127.0.0.1:$((port + 2))" --admin "127.0.0.1:$((port + 3))" --s3 off --pprof "$@" >"$TMP/$name.log" 2>&1 &
 	CAIRN_PID=$!
 	PIDS+=("$CAIRN_PID")
 	wait_http "127.0.0.1:$port"

@@ -63,7 +63,8 @@ func startSecure(t *testing.T) *secureMeta {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(ca.ServerConfig(t))))
+	// Revoked certificates fail the handshake, as in `cairn meta`.
+	gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(svc.cfg.Revoked.Guard(ca.ServerConfig(t)))))
 	go gs.Serve(lis)
 	t.Cleanup(func() { gs.Stop(); svc.Close() })
 	return &secureMeta{svc: svc, addr: lis.Addr().String(), ca: ca, root: Credentials{cfg.RootUser, cfg.RootPassword}}

@@ -2,15 +2,10 @@ package meta
 
 import (
 	"context"
-	"net"
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"cairn/errors"
 	"cairn/pki"
-	"cairn/pki/pkitest"
 	"cairn/proto/metapb"
 )
 
@@ -21,27 +16,12 @@ import (
 // heartbeat answers (to refuse the revoked one as a peer), and the list
 // survives a restart of meta. Only root revokes.
 func TestRevokedDataServer(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir, newCluster())
-	cfg.TrustPlaintext = false
-	cfg.RootUser, cfg.RootPassword = "ROOTKEY", "rootsecret-0123456789"
-	svc, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := pkitest.NewCA(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(svc.cfg.Revoked.Guard(ca.ServerConfig(t)))))
-	go gs.Serve(lis)
-	m := &secureMeta{svc: svc, addr: lis.Addr().String(), ca: ca, root: Credentials{cfg.RootUser, cfg.RootPassword}}
+	m := startSecure(t)
 	ctx := context.Background()
 	hb := func(cl metapb.MetaClient, id string) (*metapb.HeartbeatResponse, error) {
 		return cl.Heartbeat(ctx, &metapb.HeartbeatRequest{ServerId: id, Addr: id, Capacity: 1 << 40, Free: 1 << 40})
 	}
-	d1Cert := ca.Cert(t, pki.RoleData, "d1")
+	d1Cert := m.ca.Cert(t, pki.RoleData, "d1")
 	d1 := m.dial(t, &d1Cert, nil)
 	d2 := m.role(t, pki.RoleData, "d2")
 	if _, err := hb(d1, "d1"); err != nil {
@@ -85,10 +65,10 @@ func TestRevokedDataServer(t *testing.T) {
 	}
 
 	// The list is meta's state: it comes back after a restart.
-	gs.Stop()
-	svc.Close()
+	cfg := m.svc.cfg
+	m.svc.Close()
 	cfg.Revoked = nil
-	svc, err = Open(cfg)
+	svc, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

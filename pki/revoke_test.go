@@ -58,27 +58,9 @@ func TestGuardRefusesHandshake(t *testing.T) {
 	victim, _ := ca.Node(RoleData, "d1", nil)
 	other, _ := ca.Node(RoleData, "d2", nil)
 	var r Revocations
-	l, err := tls.Listen("tcp", "127.0.0.1:0", r.Guard(srvNode.Server()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if err := c.(*tls.Conn).Handshake(); err == nil {
-					c.Write([]byte("ok"))
-				}
-			}()
-		}
-	}()
+	addr, _ := serve(t, r.Guard(srvNode.Server()))
 	dial := func(cfg *tls.Config) (resumed bool, err error) {
-		c, err := tls.Dial("tcp", l.Addr().String(), cfg)
+		c, err := tls.Dial("tcp", addr, cfg)
 		if err != nil {
 			return false, err
 		}

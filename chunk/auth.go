@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"net/http"
+	"time"
 
 	"cairn/capability"
 	"cairn/errors"
@@ -39,6 +40,11 @@ func (s *Store) guard(n need, h http.HandlerFunc) http.HandlerFunc {
 // and returns the capability (zero for a peer).
 func (s *Store) authorize(r *http.Request, n need) (capability.Cap, error) {
 	if r.TLS != nil {
+		// Per request too: a connection made before the revocation
+		// reached this server outlives its handshake.
+		if err := s.cfg.Revoked.CheckPeer(r.TLS); err != nil {
+			return capability.Cap{}, err
+		}
 		if role, _, ok := pki.PeerIdentity(r.TLS); ok && (role == pki.RoleMeta || role == pki.RoleData) {
 			return capability.Cap{}, nil
 		}
@@ -94,6 +100,19 @@ func (s *Store) setCapKeys(keys []*metapb.CapKey) {
 	}
 	s.caps.Set(ks[0], ks[1:]...)
 }
+
+// setRevoked applies the revocation list of a heartbeat answer (always
+// the whole list).
+func (s *Store) setRevoked(list []*metapb.RevokedCert) {
+	out := make([]pki.Revoked, len(list))
+	for i, r := range list {
+		out[i] = pki.Revoked{ID: r.GetId(), Serial: r.GetSerial(), At: time.Unix(0, r.GetRevokedNs())}
+	}
+	s.cfg.Revoked.Set(out)
+}
+
+// Revocations is the list this server refuses peers by (Config.Revoked).
+func (s *Store) Revocations() *pki.Revocations { return s.cfg.Revoked }
 
 // peer is a client of another data server, signing each call with this
 // server's keys (replication, copies, repair), over TLS with this server's

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,19 +15,17 @@ import (
 
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
+	"cairn/pki/pkitest"
+	"cairn/proto/metapb"
 )
 
 // TestCapabilities replays the attacks on a data server's HTTP port:
 // every route without, with an expired, a wrong-scope and a forged
 // capability is refused (401 without, 403 otherwise) and changes nothing.
 func TestCapabilities(t *testing.T) {
-	s := openStore(t, testConfig(t.TempDir()))
-	r := serve(t, s)
-	base := "http://" + r.Addr()
+	s, base := servedVolume(t)
 	ctx := context.Background()
-	if err := s.CreateVolume(ctx, 1, 1); err != nil {
-		t.Fatal(err)
-	}
 	secret := []byte("private bytes")
 	key, err := s.Put(ctx, 1, 1, secret)
 	if err != nil {
@@ -114,13 +113,17 @@ func TestCapabilities(t *testing.T) {
 			}
 		}
 	}
-	// Walking keys with the capability of one needle yields nothing else.
-	for k := uint64(1); k < key+10; k++ {
-		if k == key {
-			continue
-		}
-		if status, _ := call("GET", fmt.Sprintf("/v/1/%d", k), readKey, nil); status != 403 {
-			t.Errorf("GET of key %d with key %d's capability: %d", k, key, status)
+	// Walking keys with the capability of one needle yields nothing else:
+	// not the sequence numbers (the keys of cookie-less needles), not the
+	// needle's own sequence number under another cookie.
+	seq := uint64(uint32(key))
+	for k := uint64(1); k < seq+10; k++ {
+		for _, c := range []uint64{0, key >> 32, key>>32 ^ 1} {
+			if k := c<<32 | k; k != key {
+				if status, _ := call("GET", fmt.Sprintf("/v/1/%d", k), readKey, nil); status != 403 {
+					t.Errorf("GET of key %#x with key %#x's capability: %d", k, key, status)
+				}
+			}
 		}
 	}
 	if after := snapshot(t, s); after != before {
@@ -213,5 +216,122 @@ func TestNoKeysRefusesAll(t *testing.T) {
 	_, err := r.Put(context.Background(), 1, 1, []byte("x"))
 	if !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("write to a server without keys: %v", err)
+	}
+}
+
+// TestCookieRefusedWithCapability: a needle's key carries a random cookie
+// (volume/doc.go). A read with the right volume and sequence number and a
+// wrong cookie is refused even with a valid capability for exactly that
+// key, and the answer is the one a missing needle gets: 404 NotExist, the
+// same body but for the key, so the refusal says nothing about the needle.
+func TestCookieRefusedWithCapability(t *testing.T) {
+	s, base := servedVolume(t)
+	key, err := s.Put(context.Background(), 1, 1, []byte("private bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key>>32 == 0 {
+		t.Fatalf("needle key %#x has no cookie", key)
+	}
+	c := &http.Client{Transport: transport}
+	get := func(k uint64, rng string) (int, string) {
+		tok, err := testKeys.Mint(capability.Read, 1, k, k, "ns", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, body := send(t, c, "GET", fmt.Sprintf("%s/v/1/%d", base, k), tok, rng, nil)
+		return resp.StatusCode, strings.ReplaceAll(body, fmt.Sprintf("/%d\"", k), "/KEY\"")
+	}
+	if status, body := get(key, ""); status != 200 || body != "private bytes" {
+		t.Fatalf("the right key: %d %q", status, body)
+	}
+	missStatus, missBody := get(uint64(77)<<32|uint64(uint32(key))+1000, "")
+	if missStatus != 404 || !strings.Contains(missBody, "NotExist") {
+		t.Fatalf("a missing needle: %d %q", missStatus, missBody)
+	}
+	for _, wrong := range []uint64{key ^ 1<<40, uint64(uint32(key)), key ^ 0xffffffff00000000} {
+		// A range past the end would be 416 for the right key: a wrong
+		// cookie must not get that far.
+		for _, rng := range []string{"", "bytes=1000000-"} {
+			status, body := get(wrong, rng)
+			if status != missStatus || body != missBody {
+				t.Errorf("wrong cookie %#x (range %q): %d %q; a missing needle: %d %q", wrong, rng, status, body, missStatus, missBody)
+			}
+		}
+	}
+}
+
+// send makes one request with capability tok (and a Range header, if
+// rng is not empty) and returns the response and its body.
+func send(t *testing.T, c *http.Client, method, url, tok, rng string, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set(capability.Header, tok)
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// servedVolume is a data server over HTTP holding volume 1 (generation 1),
+// and its base URL.
+func servedVolume(t *testing.T) (*Store, string) {
+	s := openStore(t, testConfig(t.TempDir()))
+	r := serve(t, s)
+	if err := s.CreateVolume(context.Background(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	return s, "http://" + r.Addr()
+}
+
+// TestRevokedPeer: a data server accepts a data identity (mutual TLS) in
+// place of a capability until meta's list revokes it: then the peer is
+// refused on the connection it has (checked per request) and cannot make
+// a new one (the guarded listener fails the handshake); another peer goes
+// on.
+func TestRevokedPeer(t *testing.T) {
+	s := openStore(t, testConfig(t.TempDir()))
+	ca := pkitest.NewCA(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.Revocations().Guard(ca.ServerConfig(t)), ReadHeaderTimeout: 10 * time.Second}
+	go srv.ServeTLS(lis, "", "")
+	t.Cleanup(func() { srv.Close() })
+	url := "https://" + lis.Addr().String() + "/admin/volumes"
+	client := func(id string) *http.Client {
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(ca.Cert(t, pki.RoleData, id))}}
+	}
+	get := func(c *http.Client) (int, error) {
+		resp, err := c.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	p1, p2 := client("p1"), client("p2")
+	for _, c := range []*http.Client{p1, p2} {
+		if status, err := get(c); status != 200 {
+			t.Fatalf("a data peer before any revocation: %d %v", status, err)
+		}
+	}
+	s.setRevoked([]*metapb.RevokedCert{{Id: "p1", RevokedNs: time.Now().UnixNano()}})
+	if status, err := get(p1); status != 401 {
+		t.Fatalf("the revoked peer over its open connection: %d %v, want 401", status, err)
+	}
+	if _, err := get(client("p1")); err == nil {
+		t.Fatal("the revoked peer made a new connection")
+	}
+	if status, err := get(p2); status != 200 {
+		t.Fatalf("another peer: %d %v", status, err)
 	}
 }

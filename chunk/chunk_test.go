@@ -299,18 +299,7 @@ func TestHTTP(t *testing.T) {
 	c := &http.Client{Transport: transport}
 	all, _ := testKeys.Mint(capability.Read|capability.Write|capability.Admin, capability.AnyVolume, 0, capability.AllKeys, "", time.Hour)
 	do := func(method, url, rng string, body io.Reader) (*http.Response, string) {
-		req, _ := http.NewRequest(method, base+url, body)
-		req.Header.Set(capability.Header, all)
-		if rng != "" {
-			req.Header.Set("Range", rng)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, string(b)
+		return send(t, c, method, base+url, all, rng, body)
 	}
 	key := "/v/1/" + itoa(k)
 	tests := []struct {

@@ -10,6 +10,7 @@ import (
 
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
 	"cairn/proto/metapb"
 	"cairn/vfs"
 	"cairn/volume"
@@ -66,6 +67,12 @@ type Config struct {
 	// every HTTP request is refused. A server without meta (tests) sets
 	// its own.
 	Caps *capability.Keyring
+	// Revoked is the certificate revocation list, filled from meta's
+	// heartbeat answers: peers presenting a revoked certificate are
+	// refused per request, and the embedder guards the listener's TLS
+	// config with it (Revoked.Guard) so their handshakes fail. Nil: the
+	// server makes its own.
+	Revoked *pki.Revocations
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil is prometheus.DefaultRegisterer.
@@ -74,6 +81,12 @@ type Config struct {
 
 // EnsureDefaults fills zero fields with their defaults.
 func (c *Config) EnsureDefaults() {
+	if c.Revoked == nil {
+		c.Revoked = &pki.Revocations{}
+	}
+	if c.TLS != nil {
+		c.TLS = c.Revoked.Guard(c.TLS) // no replication to a revoked peer
+	}
 	if c.MaxVolumeSize == 0 {
 		c.MaxVolumeSize = volume.DefaultMaxSize
 	}

@@ -42,6 +42,13 @@
 // volume. Until meta's first heartbeat answer brings the keys, every
 // route but /local is 503 Unavailable.
 //
+// A needle key carries a random cookie in its high 32 bits
+// (volume/doc.go): a key whose sequence number exists with another cookie
+// is answered exactly as a missing needle (404 NotExist, before any Range
+// check), whatever capability it comes with. A peer whose certificate meta
+// revoked (the list comes with heartbeat answers) fails the handshake, or
+// gets 401 on a connection it already had.
+//
 // In a cluster (replicate.go) a POST to the volume's primary is forwarded
 // to the other replicas and answered once every copy is durable; every
 // data-plane call is Unavailable while the server holds no lease from meta.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	stderrors "errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	store "cairn"
+	"cairn/capability"
 	"cairn/chunk"
 	"cairn/cli"
 	"cairn/client"
@@ -45,6 +47,7 @@ type secureStore struct {
 	svc      *meta.Service
 	metaAddr string
 	gwURL    string
+	dataURL  string
 	root     meta.Credentials
 }
 
@@ -57,7 +60,8 @@ func startSecureStore(t *testing.T) *secureStore {
 	ca := pkitest.NewCA(t)
 	s := &secureStore{ca: ca, caFile: filepath.Join(dir, "ca.pem"), root: meta.Credentials{AccessKey: secRoot, Secret: secRootSecret}}
 	ca.WritePEM(t, s.caFile)
-	svc, err := meta.Open(meta.Config{Dir: filepath.Join(dir, "meta"), RootUser: secRoot, RootPassword: secRootSecret,
+	revoked := &pki.Revocations{} // meta's list, guarding its listener
+	svc, err := meta.Open(meta.Config{Dir: filepath.Join(dir, "meta"), RootUser: secRoot, RootPassword: secRootSecret, Revoked: revoked,
 		Chunks: func(a string) store.Chunks {
 			return chunk.NewRemoteTLS(a, ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta")))
 		},
@@ -71,7 +75,7 @@ func startSecureStore(t *testing.T) *secureStore {
 		t.Fatal(err)
 	}
 	s.metaAddr = ml.Addr().String()
-	gs := meta.NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(ca.ServerConfig(t))))
+	gs := meta.NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(revoked.Guard(ca.ServerConfig(t)))))
 	go gs.Serve(ml)
 
 	dl, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,8 +91,9 @@ func startSecureStore(t *testing.T) *secureStore {
 		t.Fatal(err)
 	}
 	ds := gateway.Server(st.Handler())
-	ds.TLSConfig = &tls.Config{Certificates: []tls.Certificate{dataCert}, ClientCAs: ca.Pool,
-		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	ds.TLSConfig = st.Revocations().Guard(&tls.Config{Certificates: []tls.Certificate{dataCert}, ClientCAs: ca.Pool,
+		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12})
+	s.dataURL = "https://" + dl.Addr().String()
 	go ds.ServeTLS(dl, "", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	go st.Run(ctx)
@@ -325,6 +330,61 @@ func TestSecuritySuite(t *testing.T) {
 		}
 		if len(st.Servers) != 1 || st.Servers[0].Id == "fake" {
 			t.Fatalf("servers after the fake heartbeats: %v", st.Servers)
+		}
+	})
+
+	t.Run("revoked data-server certificate", func(t *testing.T) {
+		// A data identity whose key was stolen: it heartbeats until root
+		// revokes it, then neither its open connection nor a new one works.
+		stolen := s.ca.Cert(t, pki.RoleData, "stolen")
+		mc, _ := s.dial(t, []tls.Certificate{stolen}, nil)
+		hb := &metapb.HeartbeatRequest{ServerId: "stolen", Addr: "127.0.0.1:2", Capacity: 1, Free: 1}
+		if _, err := mc.Heartbeat(ctx, hb); err != nil {
+			t.Fatalf("heartbeat before the revocation: %v", err)
+		}
+		malloryEnv := map[string]string{"CAIRN_CA": s.caFile, "CAIRN_ACCESS_KEY": mallory.AccessKey, "CAIRN_SECRET_KEY": mallory.Secret}
+		if out, err := cairnCmd(t, ctx, malloryEnv, "admin", "cert", "revoke", "d1", "--meta", s.metaAddr); err == nil {
+			t.Fatalf("mallory revoked the data server: %s", out)
+		}
+		if out, err := cairnCmd(t, ctx, rootEnv, "admin", "cert", "revoke", "stolen", "--meta", s.metaAddr); err != nil || !strings.Contains(out, "revoked id stolen") {
+			t.Fatalf("cairn admin cert revoke stolen as root: %v %s", err, out)
+		}
+		if _, err := mc.Heartbeat(ctx, hb); !errors.Is(errors.Unauthenticated, err) {
+			t.Fatalf("heartbeat over the open connection after the revocation: %v", err)
+		}
+		again, _ := s.dial(t, []tls.Certificate{stolen}, nil)
+		if _, err := again.Heartbeat(ctx, hb); err == nil {
+			t.Fatal("heartbeat over a new connection after the revocation")
+		}
+	})
+
+	t.Run("right needle key, wrong cookie, valid capability", func(t *testing.T) {
+		r, err := s.svc.Resolve(ctx, &metapb.ResolveRequest{Ns: "victim", Path: "file.txt", WantExtents: true})
+		if err != nil || len(r.Extents) != 1 {
+			t.Fatalf("resolve: %v %v", r, err)
+		}
+		e := r.Extents[0]
+		get := func(key uint64) int {
+			tok, err := s.svc.CapKeyring().Mint(capability.Read, e.Volume, key, key, "victim", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest("GET", fmt.Sprintf("%s/v/%d/%d", s.dataURL, e.Volume, key), nil)
+			req.Header.Set(capability.Header, tok)
+			resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: s.ca.ClientConfig()}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if c := get(e.Key); c != http.StatusOK {
+			t.Fatalf("the right key: %d", c)
+		}
+		for _, wrong := range []uint64{e.Key ^ 1<<32, uint64(uint32(e.Key))} {
+			if c := get(wrong); c != http.StatusNotFound {
+				t.Errorf("key %#x (the needle's sequence number, another cookie): %d, want 404", wrong, c)
+			}
 		}
 	})
 

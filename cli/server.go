@@ -205,13 +205,14 @@ certificate from it, and data servers and gateways join with tokens from
 			if err != nil {
 				return err
 			}
-			dataTLS := node.Client()
+			revoked := &pki.Revocations{} // meta fills it; handshakes both ways check it
+			dataTLS := revoked.Guard(node.Client())
 			svc, err := meta.Open(meta.Config{
 				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
-				CA: ca, StoreReserve: meta.DefaultStoreReserve,
+				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve,
 			})
 			if err != nil {
 				return err
@@ -229,7 +230,7 @@ certificate from it, and data servers and gateways join with tokens from
 				svc.Close()
 				return err
 			}
-			g := meta.NewGRPCServer(svc, meta.ServerTLS(node.Server()))
+			g := meta.NewGRPCServer(svc, meta.ServerTLS(revoked.Guard(node.Server())))
 			go g.Serve(l)
 			fmt.Printf("cairn meta: gRPC (TLS) on %s, data dir %s, cluster CA %s\n", l.Addr(), dir, filepath.Join(dir, pki.CAFile))
 			return untilSignal(func(ctx context.Context) error {
@@ -298,8 +299,10 @@ func chunkCmd() *cobra.Command {
 			if scrubRate == 0 {
 				scrubRate = -1 // the flag's 0 means off
 			}
+			revoked := &pki.Revocations{} // filled from meta's heartbeat answers
 			st, err := chunk.Open(chunk.Config{Dir: dir, Addr: advertise, Meta: mc, Labels: lb, MaxNeedle: maxNeedle, Logger: logger(),
-				ScrubRate: scrubRate, ScrubPeriod: scrubPeriod, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal, TLS: node.Client()})
+				ScrubRate: scrubRate, ScrubPeriod: scrubPeriod, ReplicaTimeout: replicaTimeout, NoLocalReads: noLocal, TLS: node.Client(),
+				Revoked: revoked})
 			if err != nil {
 				return err
 			}
@@ -310,7 +313,7 @@ func chunkCmd() *cobra.Command {
 			ctx, cancel := context.WithCancel(context.Background())
 			go st.Run(ctx)
 			srv := gateway.Server(st.Handler())
-			serveHTTP(srv, l, node.Server(pki.HTTPProtos...))
+			serveHTTP(srv, l, revoked.Guard(node.Server(pki.HTTPProtos...)))
 			fmt.Printf("cairn chunk: data plane (TLS) on %s (advertised %s), meta %s, data dir %s\n", l.Addr(), advertise, metaAddr, dir)
 			return untilSignal(func(c context.Context) error {
 				err := srv.Shutdown(c)

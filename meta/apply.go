@@ -114,6 +114,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_UseJoinToken:
 		op = "meta.Join"
 		err = t.useJoinToken(c.UseJoinToken)
+	case *metapb.Command_RevokeCert:
+		op = "meta.RevokeCert"
+		err = t.revokeCert(c.RevokeCert)
 	case *metapb.Command_SetClusterId:
 		op = "meta.SetClusterId"
 		err = t.setClusterID(c.SetClusterId.Id)

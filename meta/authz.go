@@ -86,6 +86,7 @@ var explicitRules = map[string]rule{
 	"ClusterStatus":    {roles: roleMeta, user: userRoot},
 	"ClusterDrain":     {roles: roleMeta, user: userRoot},
 	"ClusterRebalance": {roles: roleMeta, user: userRoot},
+	"RevokeCert":       {roles: roleMeta, user: userRoot},
 	// Joining: the token is the credential (a new server has no other);
 	// making one needs root, checked by the handler against the call's
 	// credentials or the root pair in the request.

@@ -63,7 +63,8 @@ func startSecure(t *testing.T) *secureMeta {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(ca.ServerConfig(t))))
+	// Revoked certificates fail the handshake, as in `cairn meta`.
+	gs := NewGRPCServer(svc, grpc.Creds(credentials.NewTLS(svc.cfg.Revoked.Guard(ca.ServerConfig(t)))))
 	go gs.Serve(lis)
 	t.Cleanup(func() { gs.Stop(); svc.Close() })
 	return &secureMeta{svc: svc, addr: lis.Addr().String(), ca: ca, root: Credentials{cfg.RootUser, cfg.RootPassword}}
@@ -422,4 +423,73 @@ func BenchmarkAuthorize(b *testing.B) {
 			}
 		}
 	})
+}
+
+// forUser is a connection whose every call is made on behalf of a user,
+// as the S3 gateway makes its calls for the request's signer.
+type forUser struct {
+	grpc.ClientConnInterface
+	key string
+}
+
+func (f forUser) Invoke(ctx context.Context, method string, req, resp any, opts ...grpc.CallOption) error {
+	return f.ClientConnInterface.Invoke(OnBehalfOf(ctx, f.key), method, req, resp, opts...)
+}
+
+// TestGatewayForReadOnlyUser: the S3 gateway names the signer of every
+// request (OnBehalfOf), so meta holds a key with a read grant to reading
+// even if the gateway's own check let a write through: every method that
+// writes the namespace (the S3 ones included: bucket configuration,
+// copies, tags, multipart uploads, commits) is refused and nothing
+// changes, while the reads the grant allows work.
+func TestGatewayForReadOnlyUser(t *testing.T) {
+	w := newWorld(t)
+	before := w.snapshot(t)
+	gw := w.role(t, pki.RoleGateway, "s3gw").(invoker)
+	asAlice := forUser{gw.cc, w.alice.AccessKey}
+	reads := map[string]bool{}
+	for m := range readMethods {
+		reads[m] = true
+	}
+	// Calls any user may make (their answers are filtered to what the
+	// user may see), and the ones whose credential is in the request.
+	for _, m := range []string{"Info", "Volumes", "ListNamespaces", "Sync", "MountReserve", "RenewCaps", "Authenticate", "Join", "CreateJoinToken", "CreateNamespace"} {
+		reads[m] = true
+	}
+	s3Writes := map[string]bool{"S3PutBucketConfig": true, "S3Copy": true, "S3SetTags": true, "S3CreateUpload": true,
+		"S3PutPart": true, "S3CompleteUpload": true, "S3AbortUpload": true, "Commit": true, "CommitBatch": true,
+		"Delete": true, "Mkdir": true, "Assign": true, "Append": true, "Rename": true, "SetAttr": true}
+	seen := 0
+	metatest.CallEvery(asAlice, "shared", func(method string, err error) {
+		if reads[method] {
+			return
+		}
+		if s3Writes[method] {
+			seen++
+		}
+		if !errors.Is(errors.Permission, err) {
+			t.Errorf("gateway for alice (read grant) %s on shared: %v, want PermissionDenied", method, err)
+		}
+	})
+	if seen != len(s3Writes) {
+		t.Errorf("%d of the %d writes were called", seen, len(s3Writes))
+	}
+	// The same gateway acting as itself may write (it is trusted to check
+	// its users): the refusals above come from alice's rights alone.
+	if _, err := gw.Mkdir(context.Background(), &metapb.MkdirRequest{Ns: "shared", Path: "by-gateway"}); err != nil {
+		t.Fatalf("gateway as itself: %v", err)
+	}
+	if _, err := gw.Mkdir(context.Background(), &metapb.MkdirRequest{Ns: "shared", Path: "by-gateway"}); !errors.Is(errors.Exist, err) {
+		t.Fatalf("gateway as itself, again: %v", err)
+	}
+	if _, err := gw.Delete(context.Background(), &metapb.DeleteRequest{Ns: "shared", Path: "by-gateway"}); err != nil {
+		t.Fatal(err)
+	}
+	// Reads the grant allows go through.
+	if _, err := gw.List(OnBehalfOf(context.Background(), w.alice.AccessKey), &metapb.ListRequest{Ns: "shared"}); err != nil {
+		t.Fatalf("gateway for alice, List on shared: %v", err)
+	}
+	if after := w.snapshot(t); after != before {
+		t.Errorf("refused calls changed the store:\nbefore %s\nafter  %s", before, after)
+	}
 }

@@ -108,6 +108,11 @@ func (s *Service) caller(ctx context.Context) (Caller, error) {
 		md, _ = metadata.FromIncomingContext(ctx)
 		if p, ok := peer.FromContext(ctx); ok {
 			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+				// Checked per call too: a connection made before a
+				// revocation outlives its handshake.
+				if err := s.cfg.Revoked.CheckPeer(&ti.State); err != nil {
+					return Caller{}, err
+				}
 				if role, id, ok := pki.PeerIdentity(&ti.State); ok {
 					c = Caller{Role: role, ID: id}
 				}

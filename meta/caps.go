@@ -152,11 +152,10 @@ func (s *Service) capLoop() {
 }
 
 // capKeys is the heartbeat answer's copy of the keys, the signing one
-// first (data servers sign with it too).
-func (s *Service) capKeys(ctx context.Context) []*metapb.CapKey {
-	if s.cfg.CapKeysFor != nil && !s.cfg.CapKeysFor(ctx) {
-		return nil
-	}
+// first (data servers sign with it too). Only a verified data-server
+// identity (or meta) gets them: Heartbeat's rule (authz.go) refuses every
+// other caller before the handler runs.
+func (s *Service) capKeys() []*metapb.CapKey {
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
 	sign := s.caps.KeyID()

@@ -1,7 +1,6 @@
 package meta
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,15 +12,11 @@ import (
 
 // TestCaps: Resolve signs a read capability per extent, scoped to its
 // needle; Assign a write capability of the volume; heartbeats carry the
-// keys (unless the identity hook says no); keys persist 0600 and rotate.
+// keys (only a data-server identity may heartbeat: TestUserRights); keys
+// persist 0600 and rotate.
 func TestCaps(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir, newCluster())
-	denied := "fake"
-	cfg.CapKeysFor = func(ctx context.Context) bool {
-		// Stands for the mutual-TLS check: only a data-server identity.
-		return ctx.Value(idKey{}) != denied
-	}
 	svc, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -53,15 +48,11 @@ func TestCaps(t *testing.T) {
 		t.Fatalf("BatchResolve: %v %v", b, err)
 	}
 
-	// Heartbeats: keys for a data server, none for what the hook refuses.
+	// Heartbeats carry the keys.
 	hb := &metapb.HeartbeatRequest{ServerId: "s1", Addr: "127.0.0.1:1"}
 	resp, err := svc.Heartbeat(bg, hb)
 	if err != nil || len(resp.CapKeys) == 0 || resp.CapKeys[0].Id != keys.KeyID() {
 		t.Fatalf("heartbeat answer keys: %v %v", resp.GetCapKeys(), err)
-	}
-	resp, err = svc.Heartbeat(context.WithValue(bg, idKey{}, denied), hb)
-	if err != nil || len(resp.CapKeys) != 0 {
-		t.Fatalf("a refused identity got keys: %v %v", resp.GetCapKeys(), err)
 	}
 
 	// Assign: a write capability of the volume it hands out.
@@ -103,8 +94,6 @@ func TestCaps(t *testing.T) {
 		t.Fatalf("after rotation: %v", err)
 	}
 }
-
-type idKey struct{}
 
 // TestRenewCaps: meta re-signs what it signed, expired or not, while the
 // namespace exists; never a forgery, an admin capability or one of a

@@ -28,7 +28,7 @@ func TestMethodClassification(t *testing.T) {
 		"S3CreateUser": false, "S3DeleteUser": false, "S3ListUsers": false, "S3CreateKey": false, "S3DeleteKey": false,
 		"S3ListKeys": false, "S3Grant": false, "S3GetSecret": false, "S3PutBucketConfig": false,
 		"Sync": false, "MountDirty": false, "MountReserve": false, "RenewCaps": false, "MountLock": false,
-		"CreateJoinToken": false, "Join": false,
+		"CreateJoinToken": false, "Join": false, "RevokeCert": false,
 		// Streams are not served through serve().
 		"Watch": false, "MountSession": false,
 	}

@@ -54,10 +54,11 @@ type Config struct {
 	// servers accept the previous key too, so it must exceed CapTTL.
 	// Default 24h.
 	CapRotate time.Duration
-	// CapKeysFor decides whether a heartbeat's caller gets the capability
-	// keys; nil gives them to every heartbeat (the interim until mutual
-	// TLS: then it checks for a verified data-server identity).
-	CapKeysFor func(ctx context.Context) bool
+	// Revoked is the certificate revocation list (pki.Revocations), kept
+	// up to date by meta from its store. The embedder guards meta's TLS
+	// listener with it (Revoked.Guard) so a revoked certificate fails the
+	// handshake. Nil: meta makes its own (calls are still checked).
+	Revoked *pki.Revocations
 	// CapRenewFor decides whether the caller may have a capability of
 	// namespace ns for ops renewed; nil: anyone holding one.
 	CapRenewFor func(ctx context.Context, ns string, ops capability.Op) bool
@@ -143,6 +144,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BlockCacheSize <= 0 {
 		c.BlockCacheSize = 256 << 20
+	}
+	if c.Revoked == nil {
+		c.Revoked = &pki.Revocations{}
 	}
 	if c.CapTTL == 0 {
 		c.CapTTL = 10 * time.Hour

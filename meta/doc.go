@@ -16,6 +16,7 @@
 //	u/{access key}                 metapb.User (salted SHA-256 of the secret)
 //	j/{token id}                   metapb.JoinTokenRecord (SHA-256 of the secret, role, expiry, uses left)
 //	s/{server id}                  metapb.ClusterServerState (draining)
+//	x/{id}, x/serial:{hex}         metapb.RevokedCert (certificate revocation, revoke.go)
 //	c/ino, c/vol, c/seq, c/root    counters: next inode, next volume id, last
 //	                               event sequence; the root access key
 //	r/{volume:4}{needle key:8}     owners of a shared needle beyond the first (s3objects.go)

@@ -111,11 +111,12 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		}
 		s.kickRepair()
 	}
-	keys := s.capKeys(ctx)
+	keys := s.capKeys()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	resp := s.heartbeatAnswer(req.ServerId, req.Volumes)
 	resp.CapKeys = keys
+	resp.Revoked = s.revokedList()
 	return resp, nil
 }
 

@@ -123,6 +123,10 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
+	if _, err := s.loadRevoked(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.wg.Add(3)
 	go s.gcLoop()
 	go s.repairLoop()

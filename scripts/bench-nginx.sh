@@ -70,12 +70,13 @@ wait_http() {
 }
 
 # start_cairn NAME PORT [server flags...]: a one-process store on PORT
-# (API), PORT+1 (meta), PORT+2 (data), PORT+3 (admin). Sets CAIRN_PID.
+# (API), PORT+1 (meta), PORT+2 (data), PORT+3 (admin; --pprof, for the
+# profile of the hot run). Sets CAIRN_PID.
 start_cairn() {
 	local name=$1 port=$2
 	shift 2
 	"$CAIRN" server --data "$TMP/$name" --http "127.0.0.1:$port" --meta-listen "127.0.0.1:$((port + 1))" \
-		--chunk-listen "127.0.0.1:$((port + 2))" --admin "127.0.0.1:$((port + 3))" --s3 off "$@" >"$TMP/$name.log" 2>&1 &
+		--chunk-listen "127.0.0.1:$((port + 2))" --admin "127.0.0.1:$((port + 3))" --s3 off --pprof "$@" >"$TMP/$name.log" 2>&1 &
 	CAIRN_PID=$!
 	PIDS+=("$CAIRN_PID")
 	wait_http "127.0.0.1:$port"
@@ -190,7 +191,8 @@ bench small-hot get --endpoint "$HOT" --ns small --size 4KiB --objects "$SMALL_O
 bench small-nginx get --target "$NGX/small" --size 4KiB --objects "$SMALL_OBJECTS" --concurrency 16 "${LOAD[@]}"
 # meta before the PUTs: their Pebble compactions would otherwise run
 # under the Resolve benchmark.
-bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[@]}"
+# Meta speaks TLS only: trust the store's cluster CA.
+CAIRN_CA="$TMP/hot/meta/ca.pem" bench meta meta --meta "127.0.0.1:$((CAIRN_PORT + 1))" --concurrency 32 "${LOAD[@]}"
 bench put put --endpoint "$HOT" --size 4KiB --concurrency 16 "${LOAD[@]}"
 
 # The disk of a shared virtual machine swings by 2x from one minute to the

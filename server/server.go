@@ -92,6 +92,7 @@ type Server struct {
 	metaConn    *grpc.ClientConn // the data server's
 	gatewayConn *grpc.ClientConn // the gateway's, for calls Local does not carry
 	store       *chunk.Store
+	revoked     *pki.Revocations // meta's list; the data server shares it (one process)
 	client      *client.Client
 	gateway     *gateway.Gateway
 	s3          *s3.Server
@@ -116,7 +117,7 @@ func Start(cfg Config) (s *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	srv := &Server{cfg: cfg, lis: map[string]net.Listener{}}
+	srv := &Server{cfg: cfg, lis: map[string]net.Listener{}, revoked: &pki.Revocations{}}
 	s = srv
 	defer func() {
 		if err != nil {
@@ -174,7 +175,7 @@ func Start(cfg Config) (s *Server, err error) {
 	s.metaSvc, err = meta.Open(meta.Config{
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
-		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve,
+		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve, Revoked: s.revoked,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
@@ -182,7 +183,7 @@ func Start(cfg Config) (s *Server, err error) {
 	if u, p, ok := s.metaSvc.GeneratedRoot(); ok {
 		s.generated = [2]string{u, p}
 	}
-	s.grpc = meta.NewGRPCServer(s.metaSvc, meta.ServerTLS(metaNode.Server()))
+	s.grpc = meta.NewGRPCServer(s.metaSvc, meta.ServerTLS(s.revoked.Guard(metaNode.Server())))
 	go s.grpc.Serve(s.lis["meta"])
 
 	mc, conn, err := meta.Dial(s.lis["meta"].Addr().String(), meta.DialTLS(dataNode.Client()))
@@ -195,14 +196,14 @@ func Start(cfg Config) (s *Server, err error) {
 	s.store, err = chunk.Open(chunk.Config{
 		Dir: filepath.Join(cfg.Data, "chunk"), Addr: chunkAddr, Meta: mc,
 		MaxVolumeSize: int64(cfg.MaxVolumeSize), NoLocalReads: cfg.NoLocalReads, Logger: cfg.Logger,
-		TLS: dataNode.Client(),
+		TLS: dataNode.Client(), Revoked: s.revoked,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	local.Store(s.store)
 	s.chunkSrv = gateway.Server(s.store.Handler())
-	go cork.Serve(s.chunkSrv, s.lis["chunk"], dataNode.Server(pki.HTTPProtos...))
+	go cork.Serve(s.chunkSrv, s.lis["chunk"], s.revoked.Guard(dataNode.Server(pki.HTTPProtos...)))
 	go s.store.Run(ctx)
 	if err := waitForDataServer(ctx, mc, chunkAddr); err != nil {
 		return nil, errors.E(op, err)

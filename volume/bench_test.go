@@ -18,7 +18,7 @@ func TestIndexBytesPerEntry(t *testing.T) {
 	runtime.ReadMemStats(&m0)
 	x := &index{}
 	for k := uint64(1); k <= n; k++ {
-		x.put(slot{key: k, off: uint32(k * 8), size: 4096})
+		x.put(newSlot(joinKey(uint32(k), uint32(k*2654435761)), int64(k*64), 4096))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
@@ -27,7 +27,8 @@ func TestIndexBytesPerEntry(t *testing.T) {
 	if per > 32 {
 		t.Fatalf("%.1f bytes per entry, over the 32-byte budget", per)
 	}
-	if s, ok := x.get(n / 2); !ok || s.off != uint32(n/2*8) {
+	half := uint64(n / 2)
+	if s, ok := x.get(joinKey(uint32(half), uint32(half*2654435761))); !ok || s.off != uint32(half*8) {
 		t.Fatal("lookup failed")
 	}
 	runtime.KeepAlive(x)

@@ -181,7 +181,7 @@ func (c *copier) copyRecord(off, rs int64) error {
 		if old, ok := c.idx.del(h.key); ok {
 			c.garbage += recordSize(int64(old.size))
 		}
-	} else if old, ok := c.idx.put(slot{key: h.key, off: uint32(c.pos / 8), size: h.size}); ok {
+	} else if old, ok := c.idx.put(newSlot(h.key, c.pos, h.size)); ok {
 		c.garbage += recordSize(int64(old.size))
 	}
 	putIdxEntry(e[:], h.key, c.pos, size)

@@ -11,7 +11,7 @@
 // 7.dat starts with a 64-byte superblock:
 //
 //	0   [8]  magic "CAIRNVOL"
-//	8   u32  format version (1)
+//	8   u32  format version (2; 1 is read, see Keys and cookies)
 //	12  u32  volume id
 //	16  u64  generation (mutations carrying another generation are errors.Stale)
 //	24  u64  key floor: keys below it may have been used (survives compaction)
@@ -26,7 +26,7 @@
 //	0   u32  magic 0x4c44454e ("NEDL")
 //	4   u8   flags: 1 data, 2 tombstone
 //	5   [3]  zero
-//	8   u64  needle key (never 0)
+//	8   u64  needle key: sequence number (low 32 bits, never 0), cookie (high 32)
 //	16  u32  data length n (0 for a tombstone)
 //	20  u32  CRC32C of bytes 0..20
 //	24  [n]  data
@@ -37,6 +37,28 @@
 // 7.idx is a 16-byte header ("CAIRNIDX", the .dat's instance) then one
 // 16-byte entry per record in file order: key u64, offset/8 u32, length
 // u32 (0xFFFFFFFF for a tombstone).
+//
+// # Keys and cookies
+//
+// A needle's key is a random 32-bit cookie (high half, never 0 for a new
+// needle) over the volume's sequence number (low half, assigned in order
+// from 1), as Haystack's cookie: the sequence number finds the record, and
+// a read, a size, a location or a delete must also name the cookie, or it
+// is answered exactly as for a needle that does not exist (NotExist, and no
+// Range error that would give the size away). The key is what meta stores
+// in its extents and what every caller already passes around, so the
+// cookie travels with it through replication, copies, repair, scrub and
+// compaction with no change to the record layout; it is folded into every
+// block checksum with the rest of the key. The in-memory index holds the
+// cookie in the slot beside the sequence number (still 16 bytes), so the
+// check costs no I/O.
+//
+// Format version 1 had no cookies: its keys are sequence numbers (cookie
+// 0), and reads by those keys, which meta holds, go on working. A version 1
+// file is opened as it is and marked version 2 (one superblock write and
+// fdatasync) just before its first needle with a cookie, so that a binary
+// that knows only version 1 refuses it rather than take cookies for
+// sequence numbers. testdata/v1 is a volume written by version 1's code.
 //
 // # Why this layout
 //

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -37,6 +38,31 @@ var (
 )
 
 func align8(n int64) int64 { return (n + 7) &^ 7 }
+
+// A needle's key, as the world sees it, is its id: a random cookie in the
+// high 32 bits and the volume's sequence number in the low 32 (Haystack's
+// cookie). The sequence number alone finds the record; the cookie must
+// match for a read, so knowing a volume's sequence (small integers) names
+// no needle. Needles of format version 1 have cookie 0: their keys were
+// the sequence numbers, so every key meta recorded for them still reads.
+
+// splitKey returns the sequence number and cookie of a needle key.
+func splitKey(key uint64) (seq, cookie uint32) { return uint32(key), uint32(key >> 32) }
+
+// joinKey is the key of sequence number seq with cookie.
+func joinKey(seq, cookie uint32) uint64 { return uint64(cookie)<<32 | uint64(seq) }
+
+// newCookie returns a random cookie, never 0 (0 marks a needle written
+// before cookies, which a key without a cookie may read).
+func newCookie() uint32 {
+	for {
+		var b [4]byte
+		rand.Read(b[:])
+		if c := binary.LittleEndian.Uint32(b[:]); c != 0 {
+			return c
+		}
+	}
+}
 
 // nblocks is the number of checksum blocks of a needle of n bytes.
 func nblocks(n int64) int64 { return (n + BlockSize - 1) / BlockSize }
@@ -97,6 +123,8 @@ func parseHeader(b []byte) (header, error) {
 		return header{}, fmt.Errorf("tombstone with %d data bytes", h.size)
 	case int64(h.size) > hardMaxNeedle:
 		return header{}, fmt.Errorf("record length %d over limit", h.size)
+	case uint32(h.key) == 0:
+		return header{}, fmt.Errorf("record of key %#x has sequence number 0", h.key)
 	}
 	return h, nil
 }
@@ -152,6 +180,7 @@ func verifyRecord(rec []byte) (header, []byte, error) {
 
 // superblock is the first 64 bytes of a .dat file.
 type superblock struct {
+	version  uint32 // superV1 or superVersion
 	id       uint32
 	gen      uint64
 	keyFloor uint64 // next key is at least this (keeps keys unique across compaction)
@@ -160,12 +189,21 @@ type superblock struct {
 	readOnly bool
 }
 
-const superVersion = 1
+// Format versions. Version 2 gives every new needle a cookie in its key's
+// high 32 bits (keys of version 1 were sequence numbers, cookie 0); the
+// record layout is the same. A version 1 volume is read as it is and
+// marked version 2 before its first needle with a cookie is written, so a
+// binary that knows only version 1 refuses the file rather than take the
+// cookies for sequence numbers.
+const (
+	superV1      = 1
+	superVersion = 2
+)
 
 func (s superblock) encode() []byte {
 	b := make([]byte, superSize)
 	copy(b, superMagic[:])
-	binary.LittleEndian.PutUint32(b[8:], superVersion)
+	binary.LittleEndian.PutUint32(b[8:], s.version)
 	binary.LittleEndian.PutUint32(b[12:], s.id)
 	binary.LittleEndian.PutUint64(b[16:], s.gen)
 	binary.LittleEndian.PutUint64(b[24:], s.keyFloor)
@@ -188,10 +226,12 @@ func parseSuperblock(b []byte) (superblock, error) {
 	if got, want := crc32.Checksum(b[:60], castagnoli), binary.LittleEndian.Uint32(b[60:]); got != want {
 		return superblock{}, fmt.Errorf("superblock checksum %#x, want %#x", got, want)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != superVersion {
+	v := binary.LittleEndian.Uint32(b[8:])
+	if v != superV1 && v != superVersion {
 		return superblock{}, fmt.Errorf("unknown volume format version %d", v)
 	}
 	return superblock{
+		version:  v,
 		id:       binary.LittleEndian.Uint32(b[12:]),
 		gen:      binary.LittleEndian.Uint64(b[16:]),
 		keyFloor: binary.LittleEndian.Uint64(b[24:]),

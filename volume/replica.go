@@ -30,7 +30,7 @@ func (v *Volume) AppendStarted(gen uint64, data []byte, started func(key uint64)
 // (up to what the index can address): a repair replacing a corrupt copy,
 // or a copy filling a new replica. The generation must still match.
 func (v *Volume) Restore(gen, key uint64, data []byte) error {
-	if key == 0 {
+	if uint32(key) == 0 {
 		return errors.E(errors.Op("volume.Restore"), errors.Invalid, v.path(), "key 0 is reserved")
 	}
 	_, err := v.write("volume.Restore", gen, key, flagData, data, writeOpts{force: true})
@@ -43,11 +43,11 @@ func (v *Volume) Needles() []NeedleInfo {
 	out := make([]NeedleInfo, 0, v.idx.live)
 	for _, s := range v.idx.sorted {
 		if s.off != 0 {
-			out = append(out, NeedleInfo{s.key, int64(s.size)})
+			out = append(out, NeedleInfo{s.key(), int64(s.size)})
 		}
 	}
 	for _, s := range v.idx.extra {
-		out = append(out, NeedleInfo{s.key, int64(s.size)})
+		out = append(out, NeedleInfo{s.key(), int64(s.size)})
 	}
 	v.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })

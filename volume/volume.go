@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -205,7 +206,7 @@ func Create(dir string, id uint32, gen uint64, opts Options) (*Volume, error) {
 	if _, err := fs.Stat(dat); err == nil {
 		return nil, errors.E(op, errors.Exist, errors.Path(strconv.FormatUint(uint64(id), 10)))
 	}
-	sb := superblock{id: id, gen: gen, keyFloor: 1, instance: randUint64(), created: time.Now().UnixNano()}
+	sb := superblock{version: superVersion, id: id, gen: gen, keyFloor: 1, instance: randUint64(), created: time.Now().UnixNano()}
 	// Write the .idx first and the .dat by rename last: a crash leaves
 	// either no volume or a complete empty one.
 	if err := vfs.WriteFileSync(fs, idx, idxHeader(sb.instance), 0o644); err != nil {
@@ -275,10 +276,11 @@ func (v *Volume) load(f vfs.File) error {
 	datSize := fi.Size()
 	v.sb = sb
 	v.df = newDataFile(f, sb.instance)
-	maxKey := uint64(0)
+	maxKey := uint64(0) // the largest sequence number seen
 	apply := func(key uint64, off int64, size uint32, flags byte) {
 		v.apply(key, off, size, flags)
-		maxKey = max(maxKey, key)
+		seq, _ := splitKey(key)
+		maxKey = max(maxKey, uint64(seq))
 	}
 
 	// The .idx is a hint that saves reading the .dat: each entry must lie
@@ -303,7 +305,7 @@ func (v *Volume) load(f vfs.File) error {
 			} else {
 				rs = recordSize(int64(size))
 			}
-			if key == 0 || off < end || off+rs > datSize {
+			if uint32(key) == 0 || off < end || off+rs > datSize {
 				break
 			}
 			apply(key, off, size, flags)
@@ -434,7 +436,7 @@ func (v *Volume) apply(key uint64, off int64, size uint32, flags byte) {
 		}
 		return
 	}
-	if old, ok := v.idx.put(slot{key: key, off: uint32(off / 8), size: size}); ok {
+	if old, ok := v.idx.put(newSlot(key, off, size)); ok {
 		v.garbage += recordSize(int64(old.size))
 	}
 }
@@ -468,7 +470,7 @@ func (v *Volume) Append(gen uint64, data []byte) (uint64, error) {
 // AppendKey stores data under a key the caller chose (a replica writes the
 // primary's key); an existing needle with that key is replaced.
 func (v *Volume) AppendKey(gen, key uint64, data []byte) error {
-	if key == 0 {
+	if uint32(key) == 0 {
 		return errors.E(errors.Op("volume.AppendKey"), errors.Invalid, v.path(), "key 0 is reserved")
 	}
 	_, err := v.write("volume.AppendKey", gen, key, flagData, data, writeOpts{})
@@ -527,6 +529,11 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o
 	}
 	clear(tail[sumsLen:])
 
+	var cookie uint32
+	if key == 0 {
+		cookie = newCookie()
+	}
+
 	v.appendMu.Lock()
 	if err := v.checkWritable(op, gen, key, flags, rs, o.force); err != nil {
 		v.appendMu.Unlock()
@@ -536,7 +543,19 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o
 		return 0, err
 	}
 	if key == 0 {
-		key = v.nextKey
+		if v.nextKey > math.MaxUint32 {
+			v.appendMu.Unlock()
+			return 0, errors.E(op, errors.ReadOnly, v.path(), "volume has used every sequence number")
+		}
+		key = joinKey(uint32(v.nextKey), cookie)
+	}
+	if _, c := splitKey(key); c != 0 && v.sb.version < superVersion {
+		// The first needle with a cookie in a version 1 volume: mark the
+		// file version 2 first, so that no older binary misreads it.
+		if err := v.writeSuper(op, func(sb *superblock) error { sb.version = superVersion; return nil }); err != nil {
+			v.appendMu.Unlock()
+			return 0, err
+		}
 	}
 	for i := int64(0); i < nblocks(n); i++ {
 		binary.LittleEndian.PutUint32(tail[4*i:], blockSum(binary.LittleEndian.Uint32(tail[4*i:]), key, uint32(i)))
@@ -566,7 +585,8 @@ func (v *Volume) write(op errors.Op, gen, key uint64, flags byte, data []byte, o
 	}
 	v.end += rs
 	v.size.Store(v.end)
-	v.nextKey = max(v.nextKey, key+1)
+	keySeq, _ := splitKey(key)
+	v.nextKey = max(v.nextKey, uint64(keySeq)+1)
 	v.seq++
 	seq := v.seq
 	v.pendMu.Lock()
@@ -769,6 +789,11 @@ func (v *Volume) rewriteSuper(op errors.Op, change func(*superblock) error) erro
 	if v.closed {
 		return errors.E(op, errors.IO, v.path(), "volume is closed")
 	}
+	return v.writeSuper(op, change)
+}
+
+// writeSuper changes the superblock and syncs it. Called with appendMu held.
+func (v *Volume) writeSuper(op errors.Op, change func(*superblock) error) error {
 	sb := v.sb
 	if err := change(&sb); err != nil {
 		return errors.E(op, v.path(), err)

@@ -18,6 +18,7 @@ import (
 
 	"cairn/client"
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/metrics"
 	"cairn/proto/metapb"
 )
@@ -217,6 +218,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	if err != nil {
 		return "auth", writeError(w, r, err)
 	}
+	// Meta checks the signer's rights too, where the data is (as for the
+	// native API): a check this layer got wrong still cannot reach past
+	// them. "" (an unsigned request) is checked as anonymous.
+	r = r.WithContext(meta.OnBehalfOf(r.Context(), p.access))
 	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key}
 	op, err := s.dispatch(q)
 	if err != nil {

@@ -2523,7 +2523,10 @@ type HeartbeatResponse struct {
 	LeaseNs int64 `protobuf:"varint,82,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
 	// The keys data-plane capabilities are signed with: the first signs,
 	// all are accepted (the previous one stays for one rotation).
-	CapKeys       []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
+	CapKeys []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
+	// Revoked certificates (branch trust): the data server refuses their
+	// holders on its listener and as peers.
+	Revoked       []*RevokedCert `protobuf:"bytes,400,rep,name=revoked,proto3" json:"revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2589,6 +2592,13 @@ func (x *HeartbeatResponse) GetLeaseNs() int64 {
 func (x *HeartbeatResponse) GetCapKeys() []*CapKey {
 	if x != nil {
 		return x.CapKeys
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetRevoked() []*RevokedCert {
+	if x != nil {
+		return x.Revoked
 	}
 	return nil
 }
@@ -3270,6 +3280,7 @@ type Command struct {
 	//	*Command_MountMknod
 	//	*Command_PutJoinToken
 	//	*Command_UseJoinToken
+	//	*Command_RevokeCert
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3616,6 +3627,15 @@ func (x *Command) GetUseJoinToken() *UseJoinTokenCommand {
 	return nil
 }
 
+func (x *Command) GetRevokeCert() *RevokedCert {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RevokeCert); ok {
+			return x.RevokeCert
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3755,6 +3775,10 @@ type Command_UseJoinToken struct {
 	UseJoinToken *UseJoinTokenCommand `protobuf:"bytes,151,opt,name=use_join_token,json=useJoinToken,proto3,oneof"`
 }
 
+type Command_RevokeCert struct {
+	RevokeCert *RevokedCert `protobuf:"bytes,400,opt,name=revoke_cert,json=revokeCert,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3820,6 +3844,8 @@ func (*Command_MountMknod) isCommand_Op() {}
 func (*Command_PutJoinToken) isCommand_Op() {}
 
 func (*Command_UseJoinToken) isCommand_Op() {}
+
+func (*Command_RevokeCert) isCommand_Op() {}
 
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
@@ -7441,6 +7467,114 @@ func (x *MountLockResponse) GetPid() uint32 {
 	return 0
 }
 
+// RevokedCert revokes every certificate naming id (its CommonName) issued
+// at or before revoked_ns, or, with serial set (hex, lower case), that one
+// certificate (key x/{id or serial}).
+type RevokedCert struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Serial        string                 `protobuf:"bytes,2,opt,name=serial,proto3" json:"serial,omitempty"`
+	RevokedNs     int64                  `protobuf:"varint,3,opt,name=revoked_ns,json=revokedNs,proto3" json:"revoked_ns,omitempty"` // set by meta
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokedCert) Reset() {
+	*x = RevokedCert{}
+	mi := &file_proto_meta_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokedCert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokedCert) ProtoMessage() {}
+
+func (x *RevokedCert) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
+func (*RevokedCert) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *RevokedCert) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokedCert) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *RevokedCert) GetRevokedNs() int64 {
+	if x != nil {
+		return x.RevokedNs
+	}
+	return 0
+}
+
+// RevokedCerts is the whole revocation list.
+type RevokedCerts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       []*RevokedCert         `protobuf:"bytes,1,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokedCerts) Reset() {
+	*x = RevokedCerts{}
+	mi := &file_proto_meta_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokedCerts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokedCerts) ProtoMessage() {}
+
+func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
+func (*RevokedCerts) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *RevokedCerts) GetRevoked() []*RevokedCert {
+	if x != nil {
+		return x.Revoked
+	}
+	return nil
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -7678,13 +7812,14 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
 	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
 	"\x04drop\x18Q \x03(\rR\x04drop\x12\x19\n" +
 	"\blease_ns\x18R \x01(\x03R\aleaseNs\x12-\n" +
-	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\"D\n" +
+	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\x122\n" +
+	"\arevoked\x18\x90\x03 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -7732,7 +7867,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x10\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xa2\x11\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -7773,7 +7908,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
 	"mountMknod\x12D\n" +
 	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
-	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinTokenB\x04\n" +
+	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinToken\x12;\n" +
+	"\vrevoke_cert\x18\x90\x03 \x01(\v2\x17.cairn.meta.RevokedCertH\x00R\n" +
+	"revokeCertB\x04\n" +
 	"\x02op\"r\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -8098,7 +8235,14 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\rR\x03pid**\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid\"T\n" +
+	"\vRevokedCert\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06serial\x18\x02 \x01(\tR\x06serial\x12\x1d\n" +
+	"\n" +
+	"revoked_ns\x18\x03 \x01(\x03R\trevokedNs\"A\n" +
+	"\fRevokedCerts\x121\n" +
+	"\arevoked\x18\x01 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -8115,7 +8259,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xfe\x1c\n" +
+	"\bS3_WRITE\x10\x022\xbf\x1d\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -8175,7 +8319,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
-	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponse\x12?\n" +
+	"\n" +
+	"RevokeCert\x12\x17.cairn.meta.RevokedCert\x1a\x18.cairn.meta.RevokedCertsB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -8190,7 +8336,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 120)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -8292,27 +8438,29 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
 	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
 	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
-	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 101: cairn.meta.Inode.HeadersEntry
-	nil,                             // 102: cairn.meta.Inode.TagsEntry
-	nil,                             // 103: cairn.meta.Inode.XattrsEntry
-	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 108: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 109: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 110: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 111: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 112: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 113: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 114: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 115: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 116: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 117: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 118: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 119: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 120: cairn.meta.S3Upload.TagsEntry
+	(*RevokedCert)(nil),             // 100: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 101: cairn.meta.RevokedCerts
+	nil,                             // 102: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 103: cairn.meta.Inode.HeadersEntry
+	nil,                             // 104: cairn.meta.Inode.TagsEntry
+	nil,                             // 105: cairn.meta.Inode.XattrsEntry
+	nil,                             // 106: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 107: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 108: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 109: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 110: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 111: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 112: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 113: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 114: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 115: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 116: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 117: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 118: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 119: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 120: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 121: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 122: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8320,10 +8468,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	102, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	103, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	104, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	105, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -8333,207 +8481,212 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	106, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	107, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	108, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	109, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	108, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 35: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 36: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 37: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 38: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 39: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 40: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 41: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 42: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 43: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 44: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 45: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 46: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 47: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 48: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 49: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 50: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 51: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 52: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 53: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 54: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 55: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 56: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 57: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 58: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 59: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	97,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	87,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	109, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	96,  // 67: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 68: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 69: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 70: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 71: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 72: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	110, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	111, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 75: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	112, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 77: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 78: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 79: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	113, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	114, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	115, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	116, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	117, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	118, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	119, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	120, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 88: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 89: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 90: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 91: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 92: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 93: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 94: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 95: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 96: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 97: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 98: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 99: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 100: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 101: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 102: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 103: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 104: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 105: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 106: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 107: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 108: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 109: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 110: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 111: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 112: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 113: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 114: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 115: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 116: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 117: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 118: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 119: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 120: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 121: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 122: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 123: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 124: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 125: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 126: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 127: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 128: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 129: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 130: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 131: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 132: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 133: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 134: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 135: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 136: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 137: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 138: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 139: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 140: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 141: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 142: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 143: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 144: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 145: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 146: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 147: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 148: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 149: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 150: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 151: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 152: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 153: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 154: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 155: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 156: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 157: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 158: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 159: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 160: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 161: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 162: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 163: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 164: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 165: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 166: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 167: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 168: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 169: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 170: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 171: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 172: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 173: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 174: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 175: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 176: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 177: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 178: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 179: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 180: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 181: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 182: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 183: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 184: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 185: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 186: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 187: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 188: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 189: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 190: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 191: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 192: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 193: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 195: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 196: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 197: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 198: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 199: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 200: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 201: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 202: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 203: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 204: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 205: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 206: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 207: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 208: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 209: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 210: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 211: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 212: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 213: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	158, // [158:214] is the sub-list for method output_type
-	102, // [102:158] is the sub-list for method input_type
-	102, // [102:102] is the sub-list for extension type_name
-	102, // [102:102] is the sub-list for extension extendee
-	0,   // [0:102] is the sub-list for field type_name
+	100, // 31: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 32: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	44,  // 33: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 34: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 35: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 36: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 37: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 38: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 39: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 40: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 41: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 42: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 43: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	43,  // 44: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	45,  // 45: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 46: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	56,  // 47: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	57,  // 48: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	66,  // 49: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	67,  // 50: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	63,  // 51: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	64,  // 52: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	74,  // 53: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	75,  // 54: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	77,  // 55: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	80,  // 56: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	82,  // 57: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	78,  // 58: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	76,  // 59: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	49,  // 60: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	50,  // 61: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	51,  // 62: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	53,  // 63: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	97,  // 64: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	87,  // 65: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	88,  // 66: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	100, // 67: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	111, // 68: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	96,  // 69: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 70: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	59,  // 71: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	60,  // 72: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	61,  // 73: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	63,  // 74: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	112, // 75: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	113, // 76: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 77: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	114, // 78: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	70,  // 79: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	70,  // 80: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	73,  // 81: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	115, // 82: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	116, // 83: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	117, // 84: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	118, // 85: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	119, // 86: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	120, // 87: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	121, // 88: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	122, // 89: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 90: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	78,  // 91: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 92: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	78,  // 93: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 94: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	78,  // 95: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 96: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	77,  // 97: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	77,  // 98: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 99: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	100, // 100: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	2,   // 101: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 102: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 103: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 104: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 105: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 106: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 107: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 108: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 109: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 110: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 111: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 112: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 113: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 114: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 115: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 116: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 117: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 118: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 119: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 120: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 121: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 122: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 123: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 124: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 125: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 126: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 127: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 128: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 129: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 130: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 131: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 132: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 133: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 134: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 135: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 136: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 137: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 138: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 139: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 140: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 141: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 142: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 143: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 144: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 145: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 146: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 147: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 148: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 149: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 150: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 151: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 152: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 153: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 154: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 155: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 156: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 157: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	94,  // 158: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	97,  // 159: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	98,  // 160: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	100, // 161: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	3,   // 162: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 163: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 164: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 165: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 166: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 167: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 168: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 169: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 170: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 171: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 172: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 173: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 174: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 175: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 176: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 177: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 178: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 179: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 180: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 181: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 182: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 183: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 184: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 185: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 186: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 187: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 188: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 189: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 190: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 191: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 192: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 193: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 194: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 195: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 196: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 197: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 198: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 199: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 200: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 201: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 202: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 203: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 204: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 205: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 206: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 207: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 208: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 209: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 210: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 211: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 212: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 213: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 214: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	95,  // 215: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 216: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	99,  // 217: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	101, // 218: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	162, // [162:219] is the sub-list for method output_type
+	105, // [105:162] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8576,6 +8729,7 @@ func file_proto_meta_proto_init() {
 		(*Command_MountMknod)(nil),
 		(*Command_PutJoinToken)(nil),
 		(*Command_UseJoinToken)(nil),
+		(*Command_RevokeCert)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -8583,7 +8737,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   118,
+			NumMessages:   120,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,7 @@ const (
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
+	Meta_RevokeCert_FullMethodName        = "/cairn.meta.Meta/RevokeCert"
 )
 
 // MetaClient is the client API for Meta service.
@@ -166,6 +167,11 @@ type MetaClient interface {
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
 	MountLock(ctx context.Context, in *MountLockRequest, opts ...grpc.CallOption) (*MountLockResponse, error)
+	// Certificate revocation (branch trust)
+	// RevokeCert revokes the certificates of a role's id issued until now
+	// (or one certificate by serial): meta and data servers refuse them on
+	// every handshake and call. Root only.
+	RevokeCert(ctx context.Context, in *RevokedCert, opts ...grpc.CallOption) (*RevokedCerts, error)
 }
 
 type metaClient struct {
@@ -748,6 +754,16 @@ func (c *metaClient) MountLock(ctx context.Context, in *MountLockRequest, opts .
 	return out, nil
 }
 
+func (c *metaClient) RevokeCert(ctx context.Context, in *RevokedCert, opts ...grpc.CallOption) (*RevokedCerts, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokedCerts)
+	err := c.cc.Invoke(ctx, Meta_RevokeCert_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -834,6 +850,11 @@ type MetaServer interface {
 	// MountLock takes, tests or releases a mount's file lock (flock or
 	// POSIX record lock), arbitrated across mounts; see meta/locks.go.
 	MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error)
+	// Certificate revocation (branch trust)
+	// RevokeCert revokes the certificates of a role's id issued until now
+	// (or one certificate by serial): meta and data servers refuse them on
+	// every handshake and call. Root only.
+	RevokeCert(context.Context, *RevokedCert) (*RevokedCerts, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -1011,6 +1032,9 @@ func (UnimplementedMetaServer) Mknod(context.Context, *MountMknodRequest) (*Inod
 }
 func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*MountLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MountLock not implemented")
+}
+func (UnimplementedMetaServer) RevokeCert(context.Context, *RevokedCert) (*RevokedCerts, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeCert not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -2023,6 +2047,24 @@ func _Meta_MountLock_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_RevokeCert_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokedCert)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).RevokeCert(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_RevokeCert_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).RevokeCert(ctx, req.(*RevokedCert))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2245,6 +2287,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MountLock",
 			Handler:    _Meta_MountLock_Handler,
+		},
+		{
+			MethodName: "RevokeCert",
+			Handler:    _Meta_RevokeCert_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

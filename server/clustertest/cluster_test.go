@@ -286,10 +286,11 @@ func TestCorruptReplica(t *testing.T) {
 		t.Fatalf("c has %d extents, want one needle", len(fc.Extents))
 	}
 	servers := volumeServers(t, c, ea.Volume)
-	badA := c.Find(servers[int(ea.Key)%len(servers)])
-	badB := c.Find(servers[(int(ea.Key)+1)%len(servers)])
+	firstA := int(ea.Key % uint64(len(servers))) // keys carry a random cookie in their high bits
+	badA := c.Find(servers[firstA])
+	badB := c.Find(servers[(firstA+1)%len(servers)])
 	cServers := volumeServers(t, c, ec.Volume)
-	badC := c.Find(cServers[int(ec.Key)%len(cServers)])
+	badC := c.Find(cServers[int(ec.Key%uint64(len(cServers)))])
 	flip(t, badA, ea.Volume, a[1000:1064])
 	flip(t, badB, eb.Volume, b[5000:5064])
 	flip(t, badC, ec.Volume, cc[5<<19:5<<19+64]) // at 2.5 MiB

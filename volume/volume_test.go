@@ -179,6 +179,7 @@ func second[T any](_ T, err error) error { return err }
 func TestReopen(t *testing.T) {
 	v, dir := newVol(t, Options{})
 	want := map[uint64][]byte{}
+	var keys []uint64
 	for i := range 50 {
 		d := payload(uint64(i), i*997)
 		k, err := v.Append(1, d)
@@ -186,6 +187,7 @@ func TestReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 		want[k] = d
+		keys = append(keys, k)
 	}
 	for k := range want {
 		if k%3 == 0 {
@@ -195,11 +197,11 @@ func TestReopen(t *testing.T) {
 			delete(want, k)
 		}
 	}
-	// A replaced needle: the later record wins.
-	if err := v.AppendKey(1, 5, []byte("replaced")); err != nil {
+	// A replaced needle (sequence 5, its cookie kept): the later record wins.
+	if err := v.AppendKey(1, keys[4], []byte("replaced")); err != nil {
 		t.Fatal(err)
 	}
-	want[5] = []byte("replaced")
+	want[keys[4]] = []byte("replaced")
 	before := v.Stats()
 	if err := v.Close(); err != nil {
 		t.Fatal(err)

@@ -98,6 +98,11 @@ type Config struct {
 	// credentials either way. Only meta's own tests of the API over
 	// plaintext set it: no command does, and meta's listener speaks TLS.
 	TrustPlaintext bool
+
+	// Group, when set, makes this meta one member of a Raft group
+	// (raft.go). Nil: meta alone, every command applied and synced
+	// directly, as `cairn server` runs it.
+	Group *GroupConfig
 }
 
 const (

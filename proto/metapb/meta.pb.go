@@ -7441,6 +7441,241 @@ func (x *MountLockResponse) GetPid() uint32 {
 	return 0
 }
 
+// A member of the meta group: id is its gRPC address (the Raft server id),
+// raft_addr its Raft transport's.
+type MetaMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Voter         bool                   `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMember) Reset() {
+	*x = MetaMember{}
+	mi := &file_proto_meta_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMember) ProtoMessage() {}
+
+func (x *MetaMember) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
+func (*MetaMember) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *MetaMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MetaMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *MetaMember) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *MetaMember) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+type MetaMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*MetaMember          `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`    // the leader's id; "" when none is known
+	Applied       uint64                 `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"` // the answering member's last applied entry
+	Group         bool                   `protobuf:"varint,4,opt,name=group,proto3" json:"group,omitempty"`     // false: a meta alone (no Raft)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMembersResponse) Reset() {
+	*x = MetaMembersResponse{}
+	mi := &file_proto_meta_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMembersResponse) ProtoMessage() {}
+
+func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
+func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *MetaMembersResponse) GetMembers() []*MetaMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MetaMembersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *MetaMembersResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *MetaMembersResponse) GetGroup() bool {
+	if x != nil {
+		return x.Group
+	}
+	return false
+}
+
+type MetaMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // MetaAddMember only
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMemberRequest) Reset() {
+	*x = MetaMemberRequest{}
+	mi := &file_proto_meta_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMemberRequest) ProtoMessage() {}
+
+func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
+func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *MetaMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MetaMemberRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+// MetaSnapshot streams the snapshot format of meta/fsm.go in chunks.
+type MetaSnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaSnapshotChunk) Reset() {
+	*x = MetaSnapshotChunk{}
+	mi := &file_proto_meta_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaSnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaSnapshotChunk) ProtoMessage() {}
+
+func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
+func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *MetaSnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -8098,7 +8333,23 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\rR\x04type\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x04R\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\x04R\x03end\x12\x10\n" +
-	"\x03pid\x18\x05 \x01(\rR\x03pid**\n" +
+	"\x03pid\x18\x05 \x01(\rR\x03pid\"g\n" +
+	"\n" +
+	"MetaMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"\x8f\x01\n" +
+	"\x13MetaMembersResponse\x120\n" +
+	"\amembers\x18\x01 \x03(\v2\x16.cairn.meta.MetaMemberR\amembers\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\x04R\aapplied\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\bR\x05group\"@\n" +
+	"\x11MetaMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"'\n" +
+	"\x11MetaSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -8115,7 +8366,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xfe\x1c\n" +
+	"\bS3_WRITE\x10\x022\x8e\x1f\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -8172,7 +8423,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
-	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
+	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12A\n" +
+	"\vMetaMembers\x12\x11.cairn.meta.Empty\x1a\x1f.cairn.meta.MetaMembersResponse\x12A\n" +
+	"\rMetaAddMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12D\n" +
+	"\x10MetaRemoveMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12B\n" +
+	"\fMetaSnapshot\x12\x11.cairn.meta.Empty\x1a\x1d.cairn.meta.MetaSnapshotChunk0\x01\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
 	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
@@ -8190,7 +8445,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 122)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -8292,27 +8547,31 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
 	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
 	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
-	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 101: cairn.meta.Inode.HeadersEntry
-	nil,                             // 102: cairn.meta.Inode.TagsEntry
-	nil,                             // 103: cairn.meta.Inode.XattrsEntry
-	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 108: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 109: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 110: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 111: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 112: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 113: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 114: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 115: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 116: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 117: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 118: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 119: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 120: cairn.meta.S3Upload.TagsEntry
+	(*MetaMember)(nil),              // 100: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 101: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 102: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 103: cairn.meta.MetaSnapshotChunk
+	nil,                             // 104: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 105: cairn.meta.Inode.HeadersEntry
+	nil,                             // 106: cairn.meta.Inode.TagsEntry
+	nil,                             // 107: cairn.meta.Inode.XattrsEntry
+	nil,                             // 108: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 109: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 110: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 111: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 112: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 113: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 114: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 115: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 116: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 117: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 118: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 119: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 120: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 121: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 122: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 123: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 124: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8320,10 +8579,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	104, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	105, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	106, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	107, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -8333,20 +8592,20 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	108, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	109, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	110, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	111, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	108, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	112, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -8381,28 +8640,28 @@ var file_proto_meta_proto_depIdxs = []int32{
 	97,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
 	87,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
 	88,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	109, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	113, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
 	96,  // 67: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 68: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	59,  // 69: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	60,  // 70: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	61,  // 71: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	63,  // 72: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	110, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	111, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	114, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	115, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 75: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	112, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	116, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	70,  // 77: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	70,  // 78: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	73,  // 79: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	113, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	114, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	115, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	116, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	117, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	118, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	119, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	120, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	117, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	118, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	119, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	120, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	121, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	122, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	123, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	124, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	8,   // 88: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
 	78,  // 89: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
 	79,  // 90: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
@@ -8413,127 +8672,136 @@ var file_proto_meta_proto_depIdxs = []int32{
 	77,  // 95: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
 	77,  // 96: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
 	1,   // 97: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 98: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 99: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 100: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 101: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 102: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 103: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 104: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 105: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 106: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 107: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 108: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 109: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 110: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 111: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 112: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 113: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 114: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 115: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 116: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 117: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 118: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 119: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 120: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 121: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 122: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 123: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 124: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 125: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 126: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 127: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 128: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 129: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 130: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 131: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 132: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 133: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 134: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 135: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 136: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 137: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 138: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 139: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 140: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 141: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 142: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 143: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 144: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 145: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 146: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 147: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 148: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 149: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 150: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 151: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 152: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 153: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 154: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 155: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 156: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 157: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 158: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 159: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 160: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 161: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 162: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 163: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 164: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 165: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 166: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 167: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 168: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 169: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 170: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 171: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 172: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 173: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 174: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 175: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 176: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 177: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 178: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 179: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 180: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 181: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 182: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 183: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 184: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 185: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 186: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 187: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 188: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 189: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 190: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 191: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 192: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 193: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 195: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 196: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 197: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 198: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 199: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 200: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 201: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 202: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 203: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 204: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 205: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 206: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 207: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 208: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 209: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 210: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 211: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 212: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 213: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	158, // [158:214] is the sub-list for method output_type
-	102, // [102:158] is the sub-list for method input_type
-	102, // [102:102] is the sub-list for extension type_name
-	102, // [102:102] is the sub-list for extension extendee
-	0,   // [0:102] is the sub-list for field type_name
+	100, // 98: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	2,   // 99: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 100: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 101: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 102: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 103: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 104: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 105: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 106: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 107: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 108: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 109: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 110: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 111: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 112: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 113: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 114: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 115: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 116: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 117: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 118: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 119: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 120: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 121: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 122: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 123: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 124: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 125: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 126: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 127: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 128: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 129: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 130: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 131: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 132: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 133: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 134: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 135: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 136: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 137: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 138: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 139: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 140: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 141: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 142: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 143: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 144: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 145: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 146: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 147: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 148: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 149: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 150: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 151: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 152: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 153: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 154: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 155: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	40,  // 156: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	102, // 157: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	102, // 158: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	40,  // 159: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	94,  // 160: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	97,  // 161: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	98,  // 162: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 163: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 164: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 165: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 166: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 167: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 168: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 169: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 170: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 171: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 172: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 173: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 174: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 175: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 176: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 177: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 178: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 179: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 180: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 181: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 182: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 183: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 184: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 185: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 186: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 187: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 188: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 189: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 190: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 191: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 192: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 193: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 194: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 195: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 196: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 197: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 198: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 199: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 200: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 201: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 202: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 203: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 204: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 205: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 206: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 207: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 208: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 209: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 210: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 211: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 212: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 213: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 214: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 215: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	101, // 216: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	40,  // 217: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	40,  // 218: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	103, // 219: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	95,  // 220: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 221: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	99,  // 222: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	163, // [163:223] is the sub-list for method output_type
+	103, // [103:163] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8583,7 +8851,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   118,
+			NumMessages:   122,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,7 @@ since the server started.`,
 	cmd.AddCommand(profile)
 	cmd.AddCommand(clusterAdminCommands()...)
 	cmd.AddCommand(joinTokenCmd())
+	cmd.AddCommand(metaGroupCommand())
 	cmd.AddCommand(s3AdminCommands()...)
 	return cmd
 }

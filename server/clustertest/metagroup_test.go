@@ -22,12 +22,13 @@ type groupLoad struct {
 	ends  []time.Time // of acknowledged puts, with their starts
 	start []time.Time
 	errs  int
+	first map[string]int // error messages, counted
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
 
 func startGroupLoad(c *Cluster, ns string, writers int) *groupLoad {
-	l := &groupLoad{acked: map[string][]byte{}, stop: make(chan struct{})}
+	l := &groupLoad{acked: map[string][]byte{}, stop: make(chan struct{}), first: map[string]int{}}
 	for w := range writers {
 		l.wg.Go(func() {
 			for i := 0; ; i++ {
@@ -43,6 +44,7 @@ func startGroupLoad(c *Cluster, ns string, writers int) *groupLoad {
 				l.mu.Lock()
 				if err != nil {
 					l.errs++
+					l.first[err.Error()]++
 				} else {
 					l.acked[p] = data
 					l.start, l.ends = append(l.start, start), append(l.ends, time.Now())
@@ -77,6 +79,7 @@ func (l *groupLoad) firstAfter(t time.Time) (time.Time, bool) {
 // 4 KiB write load; kill -9 the leader three times (restarting it each
 // time). Writes resume on the new leader within seconds, every
 // acknowledged file reads back, and a killed member rejoins and catches up.
+// Then SIGTERM the leader: it hands the lead over and exits within 2 s.
 func TestMetaGroupKillLeader(t *testing.T) {
 	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
 	c.CreateNS(t, "metaha", 2)
@@ -96,12 +99,28 @@ func TestMetaGroupKillLeader(t *testing.T) {
 		before := l.count()
 		await.Until(t, 30*time.Second, "more writes", func() bool { return l.count() >= before+20 })
 	}
+	// SIGTERM: the leader hands over and is gone within 2 s.
+	leader := c.MetaLeader(t)
+	termed := time.Now()
+	leader.Stop(t)
+	if exit := time.Since(termed); exit > 2*time.Second {
+		t.Errorf("the leader took %v to exit on SIGTERM (want at most 2s)", exit)
+	} else {
+		t.Logf("SIGTERM: the leader exited after %v", exit.Round(time.Millisecond))
+	}
+	await.Until(t, 30*time.Second, "a write after the hand-over", func() bool { _, ok := l.firstAfter(termed); return ok })
+	first, _ := l.firstAfter(termed)
+	t.Logf("SIGTERM: first write started after the signal acknowledged %v later", first.Sub(termed).Round(time.Millisecond))
+	leader.Start(t)
 	close(l.stop)
 	l.wg.Wait()
 	t.Logf("%d files acknowledged, %d puts failed (in flight at a kill, or before data servers found the new leader); worst failover %v",
 		len(l.acked), l.errs, worst.Round(time.Millisecond))
 	if worst > 5*time.Second {
 		t.Errorf("failover took %v", worst)
+	}
+	for msg, n := range l.first {
+		t.Logf("%5d x %s", n, msg)
 	}
 	checkAll(t, c, "metaha", l.acked)
 	r, err := c.MC.MetaMembers(bg, &metapb.Empty{})

@@ -5,7 +5,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,19 +245,79 @@ func BenchmarkGroupCommitGRPC(b *testing.B) {
 	g.awaitLeader()
 	cl := g.client()
 	mkns(b, cl, "bench")
-	parallelism(b, 16)
-	var n atomic.Int64
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := n.Add(1)
-			req := &metapb.CommitRequest{Ns: "bench", Path: fmt.Sprintf("d%d/f%d", i%64, i), Parents: true, Size: 1,
-				Extents: []*metapb.Extent{{Length: 1, Volume: 1, Key: uint64(i)}}}
-			if _, err := cl.Commit(bg, req); err != nil {
-				b.Error(err)
-				return
-			}
+	benchCommits(b, cl)
+}
+
+// TestGroupMembershipAndBackup adds a fourth member (started with no
+// bootstrap: it waits to be added), sees it catch up, removes it, and
+// takes a backup over the API that a new meta starts from.
+func TestGroupMembershipAndBackup(t *testing.T) {
+	g := newTestGroup(t, 3, nil)
+	g.awaitLeader()
+	cl := g.client()
+	mkns(t, cl, "grp")
+	for i := range 20 {
+		if _, err := cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "grp", Path: fmt.Sprintf("d%d", i)}); err != nil {
+			t.Fatal(err)
 		}
+	}
+	gl, rl := listenLoopback(t, "127.0.0.1:0"), listenLoopback(t, "127.0.0.1:0")
+	m := &member{dir: t.TempDir(), addr: gl.Addr().String(), raftAddr: rl.Addr().String()}
+	var err error
+	if m.node, err = g.ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs()); err != nil {
+		t.Fatal(err)
+	}
+	g.start(m, gl, rl, nil)
+	g.members = append(g.members, m)
+	if _, err := cl.MetaAddMember(bg, &metapb.MetaMemberRequest{Id: m.addr, RaftAddr: m.raftAddr}); err != nil {
+		t.Fatal(err)
+	}
+	await.Until(t, 20*time.Second, "the new member caught up", func() bool {
+		_, err := m.svc.Resolve(bg, &metapb.ResolveRequest{Ns: "grp", Path: "d19"})
+		return err == nil
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
+	r, err := cl.MetaMembers(bg, &metapb.Empty{})
+	if err != nil || len(r.Members) != 4 {
+		t.Fatalf("members: %v %v", r, err)
+	}
+	if _, err := cl.MetaRemoveMember(bg, &metapb.MetaMemberRequest{Id: m.addr}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = cl.MetaMembers(bg, &metapb.Empty{}); err != nil || len(r.Members) != 3 {
+		t.Fatalf("members after the removal: %v %v", r, err)
+	}
+
+	// Backup: stream it, restore it into a new directory, open a meta alone there.
+	st, err := cl.MetaSnapshot(bg, &metapb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	for {
+		c, err := st.Recv()
+		if err != nil {
+			break
+		}
+		buf = append(buf, c.Data...)
+	}
+	dir := t.TempDir()
+	if err := RestoreBackup(dir, strings.NewReader(string(buf))); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreBackup(dir, strings.NewReader(string(buf))); !errors.Is(errors.Exist, err) {
+		t.Fatalf("a second restore over a store: %v, want Exist", err)
+	}
+	svc, err := Open(testConfig(dir, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	for i := range 20 {
+		if _, err := svc.Resolve(bg, &metapb.ResolveRequest{Ns: "grp", Path: fmt.Sprintf("d%d", i)}); err != nil {
+			t.Fatalf("restored meta: d%d: %v", i, err)
+		}
+	}
+	if _, err := svc.Mkdir(bg, &metapb.MkdirRequest{Ns: "grp", Path: "after"}); err != nil {
+		t.Fatalf("restored meta takes no writes: %v", err)
+	}
 }

@@ -105,7 +105,7 @@ func decodeLog(index uint64, b []byte, l *raft.Log) error {
 		}
 	}
 	rest := b[len(b)-r.Len():]
-	if uint64(len(rest)) != f[3]+f[4] {
+	if f[3] > uint64(len(rest)) || f[4] != uint64(len(rest))-f[3] {
 		return errors.E(errors.Op("meta.raftLog"), errors.Corrupt, "bad log entry length")
 	}
 	*l = raft.Log{Index: index, Term: f[0], Type: raft.LogType(f[1])}

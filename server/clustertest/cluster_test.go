@@ -61,6 +61,8 @@ type load struct {
 	errs    []error
 	markAt  time.Time
 	longest time.Duration
+	// starts and ends of the acknowledged puts (metagroup_test.go)
+	starts, ends []time.Time
 	wg      sync.WaitGroup
 	stop    chan struct{}
 }
@@ -88,6 +90,7 @@ func startLoad(c *Cluster, ns string, writers int) *load {
 					l.errs = append(l.errs, fmt.Errorf("%s: %w", p, err))
 				} else {
 					l.acked[p] = data
+					l.starts, l.ends = append(l.starts, start), append(l.ends, end)
 				}
 				l.mu.Unlock()
 			}

@@ -63,8 +63,8 @@ type load struct {
 	longest time.Duration
 	// starts and ends of the acknowledged puts (metagroup_test.go)
 	starts, ends []time.Time
-	wg      sync.WaitGroup
-	stop    chan struct{}
+	wg           sync.WaitGroup
+	stop         chan struct{}
 }
 
 func startLoad(c *Cluster, ns string, writers int) *load {

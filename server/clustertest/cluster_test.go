@@ -61,10 +61,11 @@ type load struct {
 	errs    []error
 	markAt  time.Time
 	longest time.Duration
+	wg      sync.WaitGroup
+	stop    chan struct{}
+
 	// starts and ends of the acknowledged puts (metagroup_test.go)
 	starts, ends []time.Time
-	wg           sync.WaitGroup
-	stop         chan struct{}
 }
 
 func startLoad(c *Cluster, ns string, writers int) *load {

@@ -109,11 +109,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.setupStateOrGroup(); err != nil {
+	if err := s.setupCaps(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := s.setupCaps(); err != nil {
+	if err := s.setupStateOrGroup(); err != nil { // last: a group starts applying at once
 		db.Close()
 		return nil, err
 	}

@@ -78,8 +78,7 @@ func (g *testGroup) start(m *member, gl, rl net.Listener, boot []Peer) {
 	cfg := testConfig(m.dir, newCluster())
 	cfg.TrustPlaintext = false
 	cfg.RootUser, cfg.RootPassword = "ROOTKEY", "rootsecret-0123456789"
-	gc := &GroupConfig{ID: m.addr, RaftListener: rl, Bootstrap: boot, TLS: m.node,
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond}
+	gc := &GroupConfig{ID: m.addr, RaftListener: rl, Bootstrap: boot, TLS: m.node}
 	if g.tweak != nil {
 		g.tweak(gc)
 	}

@@ -52,6 +52,7 @@ since the server started.`,
 	cmd.AddCommand(clusterAdminCommands()...)
 	cmd.AddCommand(joinTokenCmd())
 	cmd.AddCommand(certCmd())
+	cmd.AddCommand(metaGroupCommand())
 	cmd.AddCommand(s3AdminCommands()...)
 	return cmd
 }

@@ -185,6 +185,7 @@ func metaCmd() *cobra.Command {
 	var repairRate int64 = 64 << 20
 	var rebalanceOnJoin, pprof bool
 	var sans []string
+	var grp metaGroupFlags
 	cmd := &cobra.Command{
 		Use:   "meta",
 		Short: "Run the metadata service",
@@ -201,18 +202,27 @@ certificate from it, and data servers and gateways join with tokens from
 			if err != nil {
 				return err
 			}
-			node, err := ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(append([]string{listen}, sans...)...))
+			node, err := ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(append(grp.sans(listen), sans...)...))
 			if err != nil {
 				return err
 			}
 			revoked := &pki.Revocations{} // meta fills it; handshakes both ways check it
+			group, err := grp.config(listen, node)
+			if err != nil {
+				return err
+			}
+			if grp.restore != "" {
+				if err := restoreBackup(dir, grp.restore); err != nil {
+					return err
+				}
+			}
 			dataTLS := revoked.Guard(node.Client())
 			svc, err := meta.Open(meta.Config{
 				Dir: dir, RootUser: os.Getenv("CAIRN_ROOT_USER"), RootPassword: os.Getenv("CAIRN_ROOT_PASSWORD"),
 				MaxVolumeSize: uint64(maxVol), DefaultReplication: repl, DeadAfter: dead,
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
-				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve,
+				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve, Group: group,
 			})
 			if err != nil {
 				return err
@@ -234,6 +244,17 @@ certificate from it, and data servers and gateways join with tokens from
 			go g.Serve(l)
 			fmt.Printf("cairn meta: gRPC (TLS) on %s, data dir %s, cluster CA %s\n", l.Addr(), dir, filepath.Join(dir, pki.CAFile))
 			return untilSignal(func(ctx context.Context) error {
+				if group != nil {
+					// A member hands the lead over and is gone within 2 s:
+					// clients follow the new leader, calls in flight here
+					// get a second to finish.
+					if err := svc.HandOver(time.Second); err != nil {
+						slog.Warn("meta: leadership hand-over failed; the group elects a leader", "err", err)
+					}
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, 700*time.Millisecond)
+					defer cancel()
+				}
 				done := make(chan struct{})
 				go func() { g.GracefulStop(); close(done) }()
 				select {
@@ -255,6 +276,7 @@ certificate from it, and data servers and gateways join with tokens from
 	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
 	fs.StringArrayVar(&sans, "san", nil, "extra host name or address in meta's certificate, for clients that reach it by another name (repeatable)")
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
+	grp.flags(fs)
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }

@@ -27,7 +27,7 @@ type needle struct {
 	key uint64
 }
 
-// apply executes one command against batch b, an indexed batch over the
+// applyCommand executes one command against batch b, an indexed batch over the
 // current state. It is deterministic: it reads only b and cmd (the time is
 // cmd.now_ns), so replicas applying the same commands reach the same state.
 // On error the batch must be discarded; nothing was changed.
@@ -36,11 +36,11 @@ type needle struct {
 // (and an iterator over the store the rest): apply runs under the apply
 // mutex, so both hold the committed state and reading through them changes
 // no answer.
-func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*result, error) {
+func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*result, error) {
 	v := &view{b: b}
 	if rc != nil {
 		if gen, ok := rc.snapshot(); ok {
-			v.db, v.rc, v.gen = s.db, rc, gen
+			v.db, v.rc, v.gen = db, rc, gen
 		}
 	}
 	defer v.close()

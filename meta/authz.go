@@ -87,6 +87,11 @@ var explicitRules = map[string]rule{
 	"ClusterDrain":     {roles: roleMeta, user: userRoot},
 	"ClusterRebalance": {roles: roleMeta, user: userRoot},
 	"RevokeCert":       {roles: roleMeta, user: userRoot},
+	// The meta group (raftadmin.go).
+	"MetaMembers":      {roles: roleMeta, user: userRoot},
+	"MetaAddMember":    {roles: roleMeta, user: userRoot},
+	"MetaRemoveMember": {roles: roleMeta, user: userRoot},
+	"MetaSnapshot":     {roles: roleMeta, user: userRoot},
 	// Joining: the token is the credential (a new server has no other);
 	// making one needs root, checked by the handler against the call's
 	// credentials or the root pair in the request.
@@ -386,6 +391,9 @@ func (f *filteredStream) may(ns string) bool {
 // serveStream authorises a stream call and wraps the stream so that a
 // user sees only the events of namespaces they may read.
 func (s *Service) serveStream(ss grpc.ServerStream, method string) (grpc.ServerStream, error) {
+	if err := s.leaderGate(method); err != nil {
+		return nil, err
+	}
 	c, err := s.caller(ss.Context())
 	if err != nil {
 		return nil, err

@@ -63,6 +63,11 @@ func BenchmarkResolveInProcess(b *testing.B) {
 // is durable (fsynced) before it returns, so this measures group commit.
 func BenchmarkCommitGRPC(b *testing.B) {
 	ts := benchSetup(b)
+	benchCommits(b, ts.cl)
+}
+
+// benchCommits commits small new files through cl from 16 callers.
+func benchCommits(b *testing.B, cl metapb.MetaClient) {
 	parallelism(b, 16)
 	var n atomic.Int64
 	b.ResetTimer()
@@ -71,7 +76,7 @@ func BenchmarkCommitGRPC(b *testing.B) {
 			i := n.Add(1)
 			req := &metapb.CommitRequest{Ns: "bench", Path: fmt.Sprintf("d%d/f%d", i%64, i), Parents: true, Size: 1,
 				Extents: []*metapb.Extent{{Length: 1, Volume: 1, Key: uint64(i)}}}
-			if _, err := ts.cl.Commit(bg, req); err != nil {
+			if _, err := cl.Commit(bg, req); err != nil {
 				b.Error(err)
 				return
 			}

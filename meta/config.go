@@ -108,6 +108,11 @@ type Config struct {
 	StoreReserve int64
 
 	space *storeSpace // made by setDefaults; Pebble's hook and serve share it
+
+	// Group, when set, makes this meta one member of a Raft group
+	// (raft.go). Nil: meta alone, every command applied and synced
+	// directly, as `cairn server` runs it.
+	Group *GroupConfig
 }
 
 const (

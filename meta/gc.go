@@ -35,6 +35,9 @@ func (s *Service) gcLoop() {
 			case <-tick.C:
 			}
 		}
+		if !s.leading() {
+			continue // a group's followers leave collection to the leader
+		}
 		s.gcp.mu.Lock()
 		s.gcp.started++
 		s.gcp.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path"
 	"runtime"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -141,7 +142,11 @@ func opName(fullMethod string) string { return path.Base(fullMethod) }
 // authz.go): this is the one place both transports pass.
 func (s *Service) serve(ctx context.Context, method string, req any, h func(context.Context) (any, error)) (any, error) {
 	done := s.ops.Start(method)
-	c, err := s.caller(ctx)
+	err := s.leaderGate(method) // raft.go: only the group's leader answers
+	var c Caller
+	if err == nil {
+		c, err = s.caller(ctx)
+	}
 	if err == nil {
 		err = s.authorize(c, method, req)
 	}
@@ -211,7 +216,8 @@ func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 	return s
 }
 
-// Dial connects to a meta server, in plain text unless extra holds
+// Dial connects to a meta server (or a group's members, "a,b,c": the
+// calls follow the leader, see failover.go), in plain text unless extra holds
 // DialTLS (every listener cairn meta and cairn server open speaks TLS;
 // plain text is for tests of meta alone). Errors from the returned client are
 // *errors.Error with the server's Kind, Op and Path, so callers test them
@@ -243,7 +249,15 @@ func Dial(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.Clien
 			MinConnectTimeout: 2 * time.Second,
 		}),
 	}
-	conn, err := grpc.NewClient(addr, append(opts, extra...)...)
+	target := addr
+	if strings.Contains(addr, ",") { // a group's members (failover.go)
+		t, gopts, err := groupDialOptions(addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		target, opts = t, append(opts, gopts...)
+	}
+	conn, err := grpc.NewClient(target, append(opts, extra...)...)
 	if err != nil {
 		return nil, nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, errors.Path(addr), err)
 	}

@@ -46,7 +46,8 @@ func (s *Service) repairLoop() {
 		case <-tick.C:
 		case <-s.cl.kick:
 		}
-		for ctx.Err() == nil {
+		for ctx.Err() == nil && s.leading() { // followers leave repair to the leader
+
 			j := s.nextRepair(time.Now())
 			if j == nil {
 				break

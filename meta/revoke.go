@@ -91,5 +91,6 @@ func (t *txn) revokeCert(rec *metapb.RevokedCert) error {
 	if name == "" || rec.RevokedNs == 0 {
 		return errors.E(errors.Invalid, "incomplete revocation")
 	}
+	t.res.revoked = true
 	return t.put(revokedKey(name), rec)
 }

@@ -64,6 +64,8 @@ type Service struct {
 	locks         lockTable    // see locks.go
 	callers       callerCache  // verified credentials (caller.go)
 
+	group *group // the Raft group (raft.go); nil: meta alone
+
 	gcKick  chan struct{}
 	gcp     gcPasses // see WaitCollected
 	closing chan struct{}
@@ -107,23 +109,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.setupClusterID(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.setupRoot(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if err := s.setupS3(); err != nil {
-		db.Close()
-		return nil, err
-	}
 	if err := s.setupCaps(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if _, err := s.loadRevoked(); err != nil {
+	if err := s.setupStateOrGroup(); err != nil { // last: a group starts applying at once
 		db.Close()
 		return nil, err
 	}
@@ -136,33 +126,9 @@ func Open(cfg Config) (*Service, error) {
 
 // load reads the state kept in memory: the event sequence and the volumes.
 func (s *Service) load() error {
-	v, err := s.readView()
-	if err != nil {
-		return err
-	}
-	defer v.close()
-	seq, _, err := v.get(keySeq)
-	if err != nil {
-		return err
-	}
-	s.hub = newHub(u64(seq), 4096)
+	s.hub = newHub(0, 4096)
 	s.rc = newReadCache(s.cfg.ReadCacheEntries)
-	it, err := v.newIter([]byte{pVolume, '/'}, []byte{pVolume, '/' + 1})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		vol := &metapb.Volume{}
-		if err := proto.Unmarshal(it.Value(), vol); err != nil {
-			return errors.E(errors.Op("meta.Open"), errors.Corrupt, err)
-		}
-		s.volumes[vol.Id] = vol
-	}
-	if err := it.Error(); err != nil {
-		return err
-	}
-	return s.loadCluster(v)
+	return s.rebuild() // fsm.go
 }
 
 // setupClusterID reads the cluster's id, choosing one at the first start.
@@ -198,6 +164,9 @@ func (s *Service) Close() error {
 		close(s.closing)
 		s.hub.closeAll()
 		s.wg.Wait()
+		if s.group != nil {
+			s.group.shutdown() // before the store: Raft applies to it
+		}
 		s.mu.Lock()
 		s.syncs.Wait() // added under mu, so never concurrently with this Wait
 		err = s.db.Close()
@@ -223,6 +192,7 @@ type result struct {
 	seqs    []*metapb.Event // CommitBatch: each commit's event
 
 	joinRole string // UseJoinToken: the role the spent token allows
+	revoked  bool   // RevokeCert: every replica reloads its revocation list
 }
 
 // propose applies cmd and returns once it is durable. It is the one path
@@ -235,6 +205,9 @@ func (s *Service) propose(cmd *metapb.Command) (*result, error) {
 // proposeWait is propose; without wait it answers once cmd is applied and
 // the log sync is requested, not done (see MkdirRequest.no_sync_wait).
 func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
+	if s.group != nil {
+		return s.group.propose(cmd)
+	}
 	cmd.NowNs = time.Now().UnixNano()
 	s.mu.Lock()
 	select {
@@ -244,7 +217,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 	default:
 	}
 	b := s.db.NewIndexedBatch()
-	res, err := s.apply(b, cmd, s.rc)
+	res, err := applyCommand(s.db, b, cmd, s.rc)
 	if err != nil {
 		s.mu.Unlock()
 		b.Close()
@@ -261,16 +234,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 		b.Close()
 		return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 	}
-	s.hub.publish(res.events)
-	if res.inode != nil && len(res.events) > 0 {
-		res.inode.Seq = res.events[len(res.events)-1].Seq // stored already; only the answer carries it
-	}
-	if res.volume != nil {
-		s.pmu.Lock()
-		s.volumes[res.volume.Id] = res.volume
-		s.pmu.Unlock()
-	}
-	s.clusterApplied(res)
+	s.published(res)
 	if !wait {
 		s.syncs.Add(1)
 		go func() {
@@ -289,12 +253,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 			return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 		}
 	}
-	if res.garbage {
-		select {
-		case s.gcKick <- struct{}{}:
-		default:
-		}
-	}
+	s.kickGC(res) // only once durable: the collector deletes what it names
 	return res, nil
 }
 

@@ -7575,6 +7575,241 @@ func (x *RevokedCerts) GetRevoked() []*RevokedCert {
 	return nil
 }
 
+// A member of the meta group: id is its gRPC address (the Raft server id),
+// raft_addr its Raft transport's.
+type MetaMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Voter         bool                   `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMember) Reset() {
+	*x = MetaMember{}
+	mi := &file_proto_meta_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMember) ProtoMessage() {}
+
+func (x *MetaMember) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
+func (*MetaMember) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *MetaMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MetaMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *MetaMember) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *MetaMember) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+type MetaMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*MetaMember          `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`    // the leader's id; "" when none is known
+	Applied       uint64                 `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"` // the answering member's last applied entry
+	Group         bool                   `protobuf:"varint,4,opt,name=group,proto3" json:"group,omitempty"`     // false: a meta alone (no Raft)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMembersResponse) Reset() {
+	*x = MetaMembersResponse{}
+	mi := &file_proto_meta_proto_msgTypes[100]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMembersResponse) ProtoMessage() {}
+
+func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[100]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
+func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+}
+
+func (x *MetaMembersResponse) GetMembers() []*MetaMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MetaMembersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *MetaMembersResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *MetaMembersResponse) GetGroup() bool {
+	if x != nil {
+		return x.Group
+	}
+	return false
+}
+
+type MetaMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"` // MetaAddMember only
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaMemberRequest) Reset() {
+	*x = MetaMemberRequest{}
+	mi := &file_proto_meta_proto_msgTypes[101]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaMemberRequest) ProtoMessage() {}
+
+func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[101]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
+func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+}
+
+func (x *MetaMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MetaMemberRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+// MetaSnapshot streams the snapshot format of meta/fsm.go in chunks.
+type MetaSnapshotChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaSnapshotChunk) Reset() {
+	*x = MetaSnapshotChunk{}
+	mi := &file_proto_meta_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaSnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaSnapshotChunk) ProtoMessage() {}
+
+func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
+func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *MetaSnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -8242,7 +8477,23 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"revoked_ns\x18\x03 \x01(\x03R\trevokedNs\"A\n" +
 	"\fRevokedCerts\x121\n" +
-	"\arevoked\x18\x01 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked**\n" +
+	"\arevoked\x18\x01 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked\"g\n" +
+	"\n" +
+	"MetaMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\"\x8f\x01\n" +
+	"\x13MetaMembersResponse\x120\n" +
+	"\amembers\x18\x01 \x03(\v2\x16.cairn.meta.MetaMemberR\amembers\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\x04R\aapplied\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\bR\x05group\"@\n" +
+	"\x11MetaMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"'\n" +
+	"\x11MetaSnapshotChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -8259,7 +8510,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xbf\x1d\n" +
+	"\bS3_WRITE\x10\x022\xcf\x1f\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -8316,7 +8567,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
-	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12H\n" +
+	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12A\n" +
+	"\vMetaMembers\x12\x11.cairn.meta.Empty\x1a\x1f.cairn.meta.MetaMembersResponse\x12A\n" +
+	"\rMetaAddMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12D\n" +
+	"\x10MetaRemoveMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12B\n" +
+	"\fMetaSnapshot\x12\x11.cairn.meta.Empty\x1a\x1d.cairn.meta.MetaSnapshotChunk0\x01\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
 	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponse\x12?\n" +
@@ -8336,7 +8591,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 120)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 124)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -8440,27 +8695,31 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
 	(*RevokedCert)(nil),             // 100: cairn.meta.RevokedCert
 	(*RevokedCerts)(nil),            // 101: cairn.meta.RevokedCerts
-	nil,                             // 102: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 103: cairn.meta.Inode.HeadersEntry
-	nil,                             // 104: cairn.meta.Inode.TagsEntry
-	nil,                             // 105: cairn.meta.Inode.XattrsEntry
-	nil,                             // 106: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 107: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 108: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 109: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 110: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 111: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 112: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 113: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 114: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 115: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 116: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 117: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 118: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 119: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 120: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 121: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 122: cairn.meta.S3Upload.TagsEntry
+	(*MetaMember)(nil),              // 102: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 103: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 104: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 105: cairn.meta.MetaSnapshotChunk
+	nil,                             // 106: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 107: cairn.meta.Inode.HeadersEntry
+	nil,                             // 108: cairn.meta.Inode.TagsEntry
+	nil,                             // 109: cairn.meta.Inode.XattrsEntry
+	nil,                             // 110: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 111: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 112: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 113: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 114: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 115: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 116: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 117: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 118: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 119: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 120: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 121: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 122: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 123: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 124: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 125: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 126: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8468,10 +8727,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	102, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	103, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	104, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	105, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	106, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	107, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	108, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	109, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -8481,21 +8740,21 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	106, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	107, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	108, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	110, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	111, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	112, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	109, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	113, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
 	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
 	100, // 31: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 32: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	114, // 32: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	44,  // 33: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	4,   // 34: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	5,   // 35: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -8531,28 +8790,28 @@ var file_proto_meta_proto_depIdxs = []int32{
 	87,  // 65: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
 	88,  // 66: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
 	100, // 67: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	111, // 68: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	115, // 68: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
 	96,  // 69: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 70: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	59,  // 71: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	60,  // 72: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	61,  // 73: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	63,  // 74: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	112, // 75: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	113, // 76: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	116, // 75: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	117, // 76: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 77: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	114, // 78: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	118, // 78: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	70,  // 79: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	70,  // 80: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	73,  // 81: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	115, // 82: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	116, // 83: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	117, // 84: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	118, // 85: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	119, // 86: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	120, // 87: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	121, // 88: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	122, // 89: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	119, // 82: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	120, // 83: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	121, // 84: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	122, // 85: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	123, // 86: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	124, // 87: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	125, // 88: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	126, // 89: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	8,   // 90: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
 	78,  // 91: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
 	79,  // 92: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
@@ -8564,129 +8823,138 @@ var file_proto_meta_proto_depIdxs = []int32{
 	77,  // 98: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
 	1,   // 99: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
 	100, // 100: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	2,   // 101: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 102: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 103: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 104: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 105: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 106: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 107: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 108: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 109: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 110: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 111: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 112: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 113: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 114: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 115: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 116: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 117: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 118: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 119: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 120: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 121: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 122: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 123: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 124: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 125: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 126: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 127: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 128: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 129: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 130: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 131: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 132: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 133: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 134: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 135: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 136: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 137: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 138: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 139: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 140: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 141: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 142: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 143: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 144: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 145: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 146: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 147: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 148: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 149: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 150: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 151: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 152: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 153: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 154: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 155: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 156: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 157: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 158: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 159: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 160: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	100, // 161: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	3,   // 162: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 163: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 164: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 165: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 166: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 167: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 168: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 169: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 170: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 171: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 172: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 173: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 174: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 175: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 176: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 177: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 178: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 179: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 180: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 181: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 182: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 183: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 184: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 185: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 186: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 187: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 188: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 189: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 190: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 191: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 192: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 193: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 194: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 195: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 196: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 197: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 198: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 199: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 200: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 201: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 202: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 203: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 204: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 205: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 206: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 207: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 208: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 209: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 210: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 211: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 212: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 213: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 214: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 215: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 216: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 217: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	101, // 218: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	162, // [162:219] is the sub-list for method output_type
-	105, // [105:162] is the sub-list for method input_type
-	105, // [105:105] is the sub-list for extension type_name
-	105, // [105:105] is the sub-list for extension extendee
-	0,   // [0:105] is the sub-list for field type_name
+	102, // 101: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	2,   // 102: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 103: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 104: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 105: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 106: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 107: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 108: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 109: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 110: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 111: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 112: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 113: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 114: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 115: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 116: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 117: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 118: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 119: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 120: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 121: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 122: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 123: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 124: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 125: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 126: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 127: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 128: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	58,  // 129: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 130: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	63,  // 131: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	64,  // 132: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 133: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	68,  // 134: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	67,  // 135: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	64,  // 136: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	69,  // 137: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	67,  // 138: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 139: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	74,  // 140: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	75,  // 141: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	76,  // 142: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	77,  // 143: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	78,  // 144: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	80,  // 145: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	82,  // 146: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	78,  // 147: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 148: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	85,  // 149: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	47,  // 150: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	49,  // 151: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	50,  // 152: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	51,  // 153: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	48,  // 154: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	53,  // 155: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 156: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	89,  // 157: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	91,  // 158: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	40,  // 159: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	104, // 160: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	104, // 161: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	40,  // 162: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	94,  // 163: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	97,  // 164: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	98,  // 165: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	100, // 166: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	3,   // 167: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 168: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 169: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 170: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 171: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 172: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 173: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 174: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 175: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 176: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 177: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 178: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 179: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 180: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 181: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 182: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 183: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 184: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 185: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 186: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 187: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	55,  // 188: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	62,  // 189: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 190: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 191: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	63,  // 192: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 193: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	65,  // 194: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	71,  // 195: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 196: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	72,  // 197: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	70,  // 198: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	71,  // 199: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	74,  // 200: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	74,  // 201: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 202: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 203: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	77,  // 204: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	77,  // 205: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	79,  // 206: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 207: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 208: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	84,  // 209: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	86,  // 210: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 211: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 212: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 213: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 214: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	52,  // 215: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	54,  // 216: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 217: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	90,  // 218: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	92,  // 219: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	103, // 220: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	40,  // 221: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	40,  // 222: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	105, // 223: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	95,  // 224: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 225: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	99,  // 226: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	101, // 227: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	167, // [167:228] is the sub-list for method output_type
+	106, // [106:167] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8737,7 +9005,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   120,
+			NumMessages:   124,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

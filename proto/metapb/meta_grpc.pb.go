@@ -75,6 +75,10 @@ const (
 	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
 	Meta_CreateJoinToken_FullMethodName   = "/cairn.meta.Meta/CreateJoinToken"
 	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
+	Meta_MetaMembers_FullMethodName       = "/cairn.meta.Meta/MetaMembers"
+	Meta_MetaAddMember_FullMethodName     = "/cairn.meta.Meta/MetaAddMember"
+	Meta_MetaRemoveMember_FullMethodName  = "/cairn.meta.Meta/MetaRemoveMember"
+	Meta_MetaSnapshot_FullMethodName      = "/cairn.meta.Meta/MetaSnapshot"
 	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
 	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
@@ -155,6 +159,13 @@ type MetaClient interface {
 	// Join signs the caller's public key with the cluster CA for the role
 	// its token allows. It needs no other credentials: the token is one.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// The meta group (Raft, band raft): its members and who leads (any
+	// member answers), membership changes and a backup of the state (the
+	// leader's). Root or a meta peer.
+	MetaMembers(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetaMembersResponse, error)
+	MetaAddMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error)
+	MetaRemoveMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error)
+	MetaSnapshot(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetaSnapshotChunk], error)
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -724,6 +735,55 @@ func (c *metaClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *metaClient) MetaMembers(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetaMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaMembersResponse)
+	err := c.cc.Invoke(ctx, Meta_MetaMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MetaAddMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_MetaAddMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MetaRemoveMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_MetaRemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) MetaSnapshot(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetaSnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Meta_ServiceDesc.Streams[2], Meta_MetaSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[Empty, MetaSnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Meta_MetaSnapshotClient = grpc.ServerStreamingClient[MetaSnapshotChunk]
+
 func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewCapsResponse)
@@ -838,6 +898,13 @@ type MetaServer interface {
 	// Join signs the caller's public key with the cluster CA for the role
 	// its token allows. It needs no other credentials: the token is one.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// The meta group (Raft, band raft): its members and who leads (any
+	// member answers), membership changes and a backup of the state (the
+	// leader's). Root or a meta peer.
+	MetaMembers(context.Context, *Empty) (*MetaMembersResponse, error)
+	MetaAddMember(context.Context, *MetaMemberRequest) (*Empty, error)
+	MetaRemoveMember(context.Context, *MetaMemberRequest) (*Empty, error)
+	MetaSnapshot(*Empty, grpc.ServerStreamingServer[MetaSnapshotChunk]) error
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -1023,6 +1090,18 @@ func (UnimplementedMetaServer) CreateJoinToken(context.Context, *CreateJoinToken
 }
 func (UnimplementedMetaServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedMetaServer) MetaMembers(context.Context, *Empty) (*MetaMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetaMembers not implemented")
+}
+func (UnimplementedMetaServer) MetaAddMember(context.Context, *MetaMemberRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetaAddMember not implemented")
+}
+func (UnimplementedMetaServer) MetaRemoveMember(context.Context, *MetaMemberRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetaRemoveMember not implemented")
+}
+func (UnimplementedMetaServer) MetaSnapshot(*Empty, grpc.ServerStreamingServer[MetaSnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method MetaSnapshot not implemented")
 }
 func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
@@ -1993,6 +2072,71 @@ func _Meta_Join_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_MetaMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MetaMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MetaMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MetaMembers(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MetaAddMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MetaAddMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MetaAddMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MetaAddMember(ctx, req.(*MetaMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MetaRemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetaMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MetaRemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MetaRemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MetaRemoveMember(ctx, req.(*MetaMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_MetaSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(Empty)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MetaServer).MetaSnapshot(m, &grpc.GenericServerStream[Empty, MetaSnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Meta_MetaSnapshotServer = grpc.ServerStreamingServer[MetaSnapshotChunk]
+
 func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewCapsRequest)
 	if err := dec(in); err != nil {
@@ -2277,6 +2421,18 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Meta_Join_Handler,
 		},
 		{
+			MethodName: "MetaMembers",
+			Handler:    _Meta_MetaMembers_Handler,
+		},
+		{
+			MethodName: "MetaAddMember",
+			Handler:    _Meta_MetaAddMember_Handler,
+		},
+		{
+			MethodName: "MetaRemoveMember",
+			Handler:    _Meta_MetaRemoveMember_Handler,
+		},
+		{
 			MethodName: "RenewCaps",
 			Handler:    _Meta_RenewCaps_Handler,
 		},
@@ -2304,6 +2460,11 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Meta_MountSession_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "MetaSnapshot",
+			Handler:       _Meta_MetaSnapshot_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "proto/meta.proto",

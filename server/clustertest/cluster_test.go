@@ -63,6 +63,9 @@ type load struct {
 	longest time.Duration
 	wg      sync.WaitGroup
 	stop    chan struct{}
+
+	// starts and ends of the acknowledged puts (metagroup_test.go)
+	starts, ends []time.Time
 }
 
 func startLoad(c *Cluster, ns string, writers int) *load {
@@ -88,6 +91,7 @@ func startLoad(c *Cluster, ns string, writers int) *load {
 					l.errs = append(l.errs, fmt.Errorf("%s: %w", p, err))
 				} else {
 					l.acked[p] = data
+					l.starts, l.ends = append(l.starts, start), append(l.ends, end)
 				}
 				l.mu.Unlock()
 			}

@@ -69,6 +69,9 @@ type Options struct {
 	GatewayArgs []string
 	// ExtentSize is the test client's (Cluster.Client); default 1 MiB.
 	ExtentSize int64
+	// MetaGroup, over 1, runs that many metas as one Raft group (all
+	// founding members); every other role is given all their addresses.
+	MetaGroup int
 }
 
 // Cluster is a running cluster.
@@ -79,6 +82,10 @@ type Cluster struct {
 	Meta    *Proc
 	Chunks  []*Proc
 	Gateway *Proc
+	// Metas are the members of a meta group (Options.MetaGroup); Meta is
+	// the first of them. MetaAddr is what the other roles are given.
+	Metas    []*Proc
+	MetaAddr string
 	// MC is a gRPC client of meta; Client a client library instance
 	// (reads, writes, failover) talking to the processes.
 	MC     metapb.MetaClient
@@ -122,12 +129,19 @@ func Start(t testing.TB, opt Options) *Cluster {
 	c := &Cluster{t: t, opt: opt, Dir: t.TempDir()}
 	t.Cleanup(c.cleanup)
 	metaAddr := freeAddr(t, opt.Host)
-	c.Meta = c.proc("meta", metaAddr, nil, append([]string{"meta", "--data", filepath.Join(c.Dir, "meta"),
-		"--listen", metaAddr, "--admin", "off", "--dead-after", opt.DeadAfter.String()}, opt.MetaArgs...))
-	c.Meta.Start(t)
+	if opt.MetaGroup > 1 {
+		metaAddr = c.startMetaGroup(t)
+	} else {
+		c.Meta = c.proc("meta", metaAddr, nil, append([]string{"meta", "--data", filepath.Join(c.Dir, "meta"),
+			"--listen", metaAddr, "--admin", "off", "--dead-after", opt.DeadAfter.String()}, opt.MetaArgs...))
+		c.Meta.Dir = filepath.Join(c.Dir, "meta")
+		c.Meta.Start(t)
+		c.Metas = []*Proc{c.Meta}
+	}
+	c.MetaAddr = metaAddr
 	// meta made the cluster CA at its start; the test holds its key (as
 	// an operator would) and issues itself a gateway's certificate.
-	ca, err := pki.LoadCA(filepath.Join(c.Dir, "meta"))
+	ca, err := pki.LoadCA(c.Meta.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +150,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.TLS, c.CAFile = self.Client(), filepath.Join(c.Dir, "meta", pki.CAFile)
+	c.TLS, c.CAFile = self.Client(), filepath.Join(c.Meta.Dir, pki.CAFile)
 	mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(c.TLS))
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +202,7 @@ func (c *Cluster) newChunk(t testing.TB, i int) *Proc {
 	}
 	addr := freeAddr(t, host)
 	dir := filepath.Join(c.Dir, "chunk"+strconv.Itoa(i))
-	args := []string{"chunk", "--data", dir, "--listen", addr, "--meta", c.Meta.Addr, "--admin", "off", "--join", c.JoinToken}
+	args := []string{"chunk", "--data", dir, "--listen", addr, "--meta", c.MetaAddr, "--admin", "off", "--join", c.JoinToken}
 	if c.opt.Labels != nil {
 		for _, l := range c.opt.Labels(i) {
 			args = append(args, "--label", l)
@@ -214,7 +228,7 @@ func (c *Cluster) AddChunk(t testing.TB) *Proc {
 // Admin runs `cairn admin ARGS... --meta ADDR` and returns its output.
 func (c *Cluster) Admin(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(c.opt.Bin, append(append([]string{"admin"}, args...), "--meta", c.Meta.Addr)...)
+	cmd := exec.Command(c.opt.Bin, append(append([]string{"admin"}, args...), "--meta", c.MetaAddr)...)
 	cmd.Env = append(os.Environ(), "CAIRN_CA="+c.CAFile, "CAIRN_ROOT_USER="+Root, "CAIRN_ROOT_PASSWORD="+RootSecret)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -268,7 +282,7 @@ func (p *Proc) Start(t testing.TB) {
 		log.Close()
 		close(p.exited)
 	}()
-	if p.Name == "meta" || p.Name == "gateway" {
+	if strings.HasPrefix(p.Name, "meta") || p.Name == "gateway" {
 		waitDial(t, p)
 	}
 }
@@ -341,13 +355,13 @@ func (p *Proc) ID(t testing.TB) string {
 }
 
 func (c *Cluster) cleanup() {
-	for _, p := range append(append([]*Proc{c.Gateway}, c.Chunks...), c.Meta) {
+	for _, p := range append(append([]*Proc{c.Gateway}, c.Chunks...), c.Metas...) {
 		if p != nil {
 			p.Kill(c.t)
 		}
 	}
 	if c.t.Failed() {
-		for _, p := range append(append([]*Proc{c.Meta}, c.Chunks...), c.Gateway) {
+		for _, p := range append(append(append([]*Proc(nil), c.Metas...), c.Chunks...), c.Gateway) {
 			if p != nil {
 				c.t.Logf("---- %s (%s) log tail:\n%s", p.Name, p.Addr, tail(p.logPath))
 			}
@@ -426,7 +440,7 @@ func (c *Cluster) WaitAlive(t testing.TB, ps ...*Proc) {
 // TLS with the test's certificate.
 func (c *Cluster) Remote(addr string) *chunk.Remote {
 	c.t.Helper()
-	keys, err := meta.LoadCapKeys(filepath.Join(c.Dir, "meta"))
+	keys, err := meta.LoadCapKeys(c.Meta.Dir)
 	if err != nil {
 		c.t.Fatal(err)
 	}

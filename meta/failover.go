@@ -1,0 +1,166 @@
+package meta
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/base"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+
+	"cairn/errors"
+)
+
+// A client of a meta group dials every member on one gRPC connection
+// (Dial with "a,b,c"): the leader balancer sends each call to the member
+// last known to lead, and the failover interceptor retries a call a
+// member refused as not the leader, on the leader it named. Reads are
+// retried on any unavailable member too; a command whose member went away
+// mid-call is not, since it may have been applied (the caller decides).
+
+const leaderBalancer = "cairn_meta_leader"
+
+func init() {
+	balancer.Register(base.NewBalancerBuilder(leaderBalancer, leaderPickerBuilder{}, base.Config{HealthCheck: false}))
+}
+
+// failoverWait bounds how long a call keeps looking for a leader: longer
+// than an election (1-2 s), shorter than a caller's patience.
+const failoverWait = 15 * time.Second
+
+// leaderHint is the member a client's calls go to, shared by its
+// interceptor (which learns from refusals) and its pickers.
+type leaderHint struct {
+	mu     sync.Mutex
+	leader string // "" unknown: round robin
+	rr     int
+}
+
+func (h *leaderHint) get() (string, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leader, h.rr
+}
+
+// follow records the leader a refusal named, or ("") moves on to the next
+// member.
+func (h *leaderHint) follow(leader string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if leader == "" || leader == h.leader {
+		h.leader = ""
+		h.rr++
+		return
+	}
+	h.leader = leader
+}
+
+type hintKey struct{}
+
+type leaderPickerBuilder struct{}
+
+func (leaderPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
+	p := &leaderPicker{}
+	for sc, sci := range info.ReadySCs {
+		p.scs = append(p.scs, sc)
+		p.addrs = append(p.addrs, sci.Address.Addr)
+		if h, ok := sci.Address.BalancerAttributes.Value(hintKey{}).(*leaderHint); ok {
+			p.hint = h
+		}
+	}
+	if len(p.scs) == 0 {
+		return base.NewErrPicker(balancer.ErrNoSubConnAvailable)
+	}
+	return p
+}
+
+type leaderPicker struct {
+	scs   []balancer.SubConn
+	addrs []string
+	hint  *leaderHint
+}
+
+func (p *leaderPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	leader, rr := "", 0
+	if p.hint != nil {
+		leader, rr = p.hint.get()
+	}
+	for i, a := range p.addrs {
+		if a == leader {
+			return balancer.PickResult{SubConn: p.scs[i]}, nil
+		}
+	}
+	return balancer.PickResult{SubConn: p.scs[rr%len(p.scs)]}, nil
+}
+
+// groupDialOptions are the options that make one connection reach every
+// member of addrs (comma separated) and follow the leader.
+func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err error) {
+	hint := &leaderHint{}
+	r := manual.NewBuilderWithScheme("cairnmeta")
+	var st resolver.State
+	for _, a := range strings.Split(addrs, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return "", nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, errors.Path(a), err)
+		}
+		st.Addresses = append(st.Addresses, resolver.Address{
+			Addr: a, ServerName: host,
+			BalancerAttributes: attributes.New(hintKey{}, hint),
+		})
+	}
+	if len(st.Addresses) == 0 {
+		return "", nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, "no meta address")
+	}
+	r.InitialState(st)
+	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start, delay := time.Now(), 10*time.Millisecond
+		for {
+			err := fromStatus(inv(ctx, method, req, reply, cc, opts...))
+			if err == nil {
+				return nil
+			}
+			leader, refused := LeaderOf(err)
+			retry := refused || (errors.Is(errors.Unavailable, err) && idempotent(opName(method)))
+			if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
+				return err
+			}
+			hint.follow(leader)
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+			delay = min(2*delay, 500*time.Millisecond)
+		}
+	}
+	return "cairnmeta:///group", []grpc.DialOption{
+		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderBalancer + `":{}}]}`),
+		grpc.WithChainUnaryInterceptor(unary),
+	}, nil
+}
+
+// idempotent reports whether a call may be sent again after a member went
+// away mid-call: reads, and the heartbeat (soft state, sent every second
+// anyway).
+func idempotent(method string) bool {
+	return readMethods[method] || moreReads[method]
+}
+
+var moreReads = map[string]bool{
+	"ListNamespaces": true, "Info": true, "Volumes": true, "Heartbeat": true, "Authenticate": true,
+	"ClusterStatus": true, "S3ListUsers": true, "S3ListKeys": true, "S3GetSecret": true, "MetaMembers": true,
+}

@@ -1,0 +1,512 @@
+package meta
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"cairn/errors"
+	"cairn/pki"
+	"cairn/proto/metapb"
+)
+
+// GroupConfig makes meta one member of a Raft group (hashicorp/raft): every
+// command is appended to the replicated log and applied, once a majority
+// holds it, on every member. Only the leader answers calls; the others
+// refuse them as Unavailable, naming the leader (see NotLeader).
+type GroupConfig struct {
+	// ID is this member's gRPC address as clients dial it. It is also the
+	// member's Raft server id, so that any member can name the leader to
+	// a client. Required.
+	ID string
+	// RaftListen is the address the Raft transport listens on. Required.
+	RaftListen string
+	// RaftListener, when not nil, is used instead of listening on
+	// RaftListen (tests and embedders that chose the port already).
+	RaftListener net.Listener
+	// RaftAdvertise is the Raft address other members dial. Default: the
+	// listener's address.
+	RaftAdvertise string
+	// Bootstrap is the group's first membership, the same on every
+	// founding member (a member already holding Raft state ignores it).
+	// Empty: this member waits to be added (`cairn admin meta add`).
+	Bootstrap []Peer
+	// TLS is the member's identity (role meta) from the cluster CA: Raft
+	// traffic is mutual TLS, and a peer that is not a meta is refused.
+	// Required.
+	TLS *pki.Node
+	// HeartbeatTimeout and ElectionTimeout are Raft's. Default 500ms each:
+	// a leader's death is noticed, and a new one elected, in 1-2 s.
+	HeartbeatTimeout, ElectionTimeout time.Duration
+	// SnapshotThreshold is the log entries after which a snapshot is taken
+	// and the log truncated. Default 8192.
+	SnapshotThreshold uint64
+	// TrailingLogs is the entries kept after a snapshot, for followers a
+	// little behind. Default 4096.
+	TrailingLogs uint64
+	// SnapshotInterval is how often the threshold is checked. Default 30s.
+	SnapshotInterval time.Duration
+}
+
+// Peer is one member of a group: its gRPC address (the Raft server id)
+// and its Raft address.
+type Peer struct{ ID, Addr string }
+
+// ParsePeers reads "grpc=raft,grpc=raft" (the --meta-group flag).
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(p, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, errors.E(errors.Op("meta.ParsePeers"), errors.Invalid, "want grpc-address=raft-address, got "+p)
+		}
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+func (c *GroupConfig) validate() error {
+	const op = errors.Op("meta.GroupConfig")
+	switch {
+	case c.ID == "":
+		return errors.E(op, errors.Invalid, "ID is required")
+	case c.RaftListen == "" && c.RaftListener == nil:
+		return errors.E(op, errors.Invalid, "RaftListen is required")
+	case c.TLS == nil:
+		return errors.E(op, errors.Invalid, "TLS is required")
+	}
+	return nil
+}
+
+// group is a Service's membership of a Raft group.
+type group struct {
+	s        *Service
+	cfg      GroupConfig
+	r        *raft.Raft
+	store    *raftStore
+	trans    *raft.NetworkTransport
+	applied  atomic.Uint64 // last entry applied to the store
+	restores atomic.Uint64 // snapshots loaded into the store
+	// ready: this member leads, has applied every entry of earlier terms
+	// (a barrier) and ran the set-up of a new leader. Only then does it
+	// answer calls.
+	ready  atomic.Bool
+	gen    atomic.Uint64 // leadership changes seen
+	notify chan bool
+	done   chan struct{}
+	once   sync.Once
+}
+
+// NotLeaderMessage starts the message of the error a member that does not
+// lead answers with; the leader's gRPC address follows, when known.
+const NotLeaderMessage = "not the meta leader; leader: "
+
+// notLeader is the refusal of a call this member cannot serve. The call
+// was not executed: a client may send it to the leader as it is.
+func (g *group) notLeader() error {
+	_, id := g.r.LeaderWithID()
+	return errors.E(errors.Op("meta"), errors.Unavailable, NotLeaderMessage+string(id))
+}
+
+// LeaderOf reads the leader a NotLeader refusal names: ok reports that err
+// is one ("" leader: none known yet).
+func LeaderOf(err error) (leader string, ok bool) {
+	var e *errors.Error
+	if !errors.As(err, &e) || e.Kind != errors.Unavailable {
+		return "", false
+	}
+	msg := e.Message()
+	i := strings.Index(msg, NotLeaderMessage)
+	if i < 0 {
+		return "", false
+	}
+	return strings.TrimSpace(msg[i+len(NotLeaderMessage):]), true
+}
+
+// startGroup opens the Raft log and starts the member.
+func (s *Service) startGroup(c GroupConfig) error {
+	const op = errors.Op("meta.startGroup")
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = 500 * time.Millisecond
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 4096
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	dir := filepath.Join(s.cfg.Dir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	applied, err := appliedIndex(s.db)
+	if err != nil {
+		return err
+	}
+	g := &group{s: s, cfg: c, notify: make(chan bool, 16), done: make(chan struct{})}
+	g.applied.Store(applied)
+	if g.store, err = openRaftStore(dir, s.log); err != nil {
+		return err
+	}
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{s.log}})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl)
+	if err != nil {
+		g.store.Close()
+		return errors.E(op, errors.IO, err)
+	}
+	layer, err := listenTLS(c)
+	if err != nil {
+		g.store.Close()
+		return errors.E(op, errors.IO, err)
+	}
+	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	// The lease: a leader that has not heard from a majority for this
+	// long steps down, before the others can have elected a successor
+	// (they wait HeartbeatTimeout at least), so that reads it serves are
+	// not stale (see "Reads" in docs/architecture.md).
+	rc.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	rc.NotifyCh = g.notify
+	rc.Logger = hl
+	if err := raft.ValidateConfig(rc); err != nil {
+		g.trans.Close()
+		g.store.Close()
+		return errors.E(op, errors.Invalid, err)
+	}
+	existing, err := raft.HasExistingState(g.store, g.store, snaps)
+	if err != nil {
+		g.trans.Close()
+		g.store.Close()
+		return errors.E(op, errors.IO, err)
+	}
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), g.store, g.store, snaps, g.trans); err != nil {
+		g.trans.Close()
+		g.store.Close()
+		return errors.E(op, errors.IO, err)
+	}
+	if !existing && len(c.Bootstrap) > 0 {
+		var conf raft.Configuration
+		for _, p := range c.Bootstrap {
+			conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := g.r.BootstrapCluster(conf).Error(); err != nil && err != raft.ErrCantBootstrap {
+			g.r.Shutdown().Error()
+			g.trans.Close()
+			g.store.Close()
+			return errors.E(op, errors.IO, err)
+		}
+	}
+	s.group = g
+	go g.watchLeadership()
+	return nil
+}
+
+// watchLeadership follows Raft's leadership notices: a member that wins
+// becomes ready once it has applied everything before its term and set up
+// what a new leader must (the cluster id, the root user); one that loses
+// stops answering at once.
+func (g *group) watchLeadership() {
+	for {
+		select {
+		case <-g.done:
+			return
+		case leader := <-g.notify:
+			gen := g.gen.Add(1)
+			g.ready.Store(false)
+			if leader {
+				go g.takeOver(gen)
+			}
+		}
+	}
+}
+
+func (g *group) takeOver(gen uint64) {
+	s := g.s
+	if err := g.r.Barrier(10 * time.Second).Error(); err != nil {
+		s.log.Warn("meta: new leader could not catch up", "err", err)
+		return
+	}
+	if g.gen.Load() != gen {
+		return
+	}
+	// Data servers heartbeat to the leader only: give them DeadAfter to
+	// find this one before any is taken for dead.
+	s.pmu.Lock()
+	s.cl.started = time.Now()
+	s.pmu.Unlock()
+	if err := s.setupState(); err != nil {
+		s.log.Error("meta: new leader's set-up failed", "err", err)
+		return
+	}
+	if g.gen.Load() == gen && g.r.State() == raft.Leader {
+		g.ready.Store(true)
+		s.log.Info("meta: leading the group", "id", g.cfg.ID)
+	}
+}
+
+// leading reports whether this member serves calls and runs the
+// background duties (collection, repair); a meta alone always does.
+func (s *Service) leading() bool {
+	return s.group == nil || s.group.ready.Load()
+}
+
+// leaderGate refuses a call on a member that does not lead. The group's
+// own calls that any member answers (MetaMembers) pass.
+func (s *Service) leaderGate(method string) error {
+	if s.group == nil || s.group.ready.Load() || anyMemberMethods[method] {
+		return nil
+	}
+	return s.group.notLeader()
+}
+
+// anyMemberMethods are answered by every member of a group, leader or not.
+var anyMemberMethods = map[string]bool{"MetaMembers": true}
+
+// applyAnswer is what the state machine returns to the proposer.
+type applyAnswer struct {
+	res *result
+	err error
+}
+
+// propose appends cmd to the group's log and waits until it is applied
+// here, the leader.
+func (g *group) propose(cmd *metapb.Command) (*result, error) {
+	const op = errors.Op("meta.propose")
+	cmd.NowNs = time.Now().UnixNano()
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, errors.E(op, errors.Invalid, err)
+	}
+	f := g.r.Apply(data, 10*time.Second)
+	if err := f.Error(); err != nil {
+		switch err {
+		case raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress:
+			return nil, g.notLeader() // never appended: safe to send again
+		}
+		// Appended perhaps, committed perhaps: the caller cannot know.
+		return nil, errors.E(op, errors.Unavailable, "meta leadership changed while the command was in flight; it may or may not have been applied", err)
+	}
+	a, ok := f.Response().(applyAnswer)
+	if !ok {
+		return nil, errors.E(op, errors.IO, "no answer from the state machine")
+	}
+	return a.res, a.err
+}
+
+// shutdown stops the member; the store stays open (Service.Close closes it).
+func (g *group) shutdown() {
+	g.once.Do(func() {
+		close(g.done)
+		g.ready.Store(false)
+		if err := g.r.Shutdown().Error(); err != nil {
+			g.s.log.Warn("meta: raft shutdown", "err", err)
+		}
+		g.trans.Close()
+		g.store.Close()
+	})
+}
+
+// raftFSM is the group as Raft's state machine.
+type raftFSM group
+
+var _ raft.FSM = (*raftFSM)(nil)
+
+// Apply applies a committed entry. Entries the store already holds (a
+// restart replays the log from the last snapshot) are skipped.
+func (f *raftFSM) Apply(l *raft.Log) any {
+	g := (*group)(f)
+	if l.Type != raft.LogCommand || l.Index <= g.applied.Load() {
+		return nil
+	}
+	cmd := &metapb.Command{}
+	if err := proto.Unmarshal(l.Data, cmd); err != nil {
+		g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
+		return applyAnswer{err: errors.E(errors.Op("meta.apply"), errors.Corrupt, err)}
+	}
+	g.s.mu.Lock()
+	res, cmdErr, err := g.s.applyEntry(cmd, l.Index, false)
+	g.s.mu.Unlock()
+	if err != nil {
+		// The store cannot take what the majority agreed: this member
+		// must not go on applying later entries over a gap.
+		g.s.log.Error("meta: store failed applying a committed entry; leaving the group", "index", l.Index, "err", err)
+		go g.shutdown()
+		return applyAnswer{err: err}
+	}
+	g.applied.Store(l.Index)
+	return applyAnswer{res: res, err: cmdErr}
+}
+
+// Snapshot takes a Pebble snapshot, consistent with the entries applied
+// so far; Persist streams it while Apply goes on.
+func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	g := (*group)(f)
+	return &fsmSnapshot{snap: g.s.db.NewSnapshot(), applied: g.applied.Load()}, nil
+}
+
+// Restore replaces the store with a snapshot, unless the store already
+// holds as much (at a restart Raft restores its latest snapshot, which a
+// store that survived is at least as new as).
+func (f *raftFSM) Restore(rc io.ReadCloser) error {
+	g := (*group)(f)
+	defer rc.Close()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	applied, err := readSnapshotHeader(br)
+	if err != nil {
+		return err
+	}
+	if applied <= g.applied.Load() {
+		_, err := io.Copy(io.Discard, br)
+		return err
+	}
+	g.s.mu.Lock()
+	defer g.s.mu.Unlock()
+	if err := loadSnapshot(g.s.db, br, applied); err != nil {
+		return err
+	}
+	g.applied.Store(applied)
+	g.restores.Add(1)
+	return g.s.rebuild()
+}
+
+type fsmSnapshot struct {
+	snap    *pebble.Snapshot
+	applied uint64
+}
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := writeSnapshot(sink, s.snap, s.applied); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.snap.Close() }
+
+// tlsLayer is Raft's transport over mutual TLS: both ends present a
+// certificate of the cluster CA with role meta.
+type tlsLayer struct {
+	net.Listener
+	advertise net.Addr
+	client    *tls.Config
+}
+
+func listenTLS(c GroupConfig) (*tlsLayer, error) {
+	srv := c.TLS.Server()
+	srv.ClientAuth = tls.RequireAndVerifyClientCert
+	l := c.RaftListener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", c.RaftListen); err != nil {
+			return nil, err
+		}
+	}
+	adv := l.Addr()
+	if c.RaftAdvertise != "" {
+		var err error
+		if adv, err = net.ResolveTCPAddr("tcp", c.RaftAdvertise); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: c.TLS.Client()}, nil
+}
+
+func (t *tlsLayer) Addr() net.Addr { return t.advertise }
+
+// Accept returns the next connection whose peer proved to be a meta; the
+// others are closed.
+func (t *tlsLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := t.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if err := handshakeMeta(c.(*tls.Conn), 5*time.Second); err != nil {
+			c.Close()
+			continue
+		}
+		return c, nil
+	}
+}
+
+func (t *tlsLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout}
+	raw, err := d.Dial("tcp", string(addr))
+	if err != nil {
+		return nil, err
+	}
+	cfg := t.client.Clone()
+	if host, _, err := net.SplitHostPort(string(addr)); err == nil {
+		cfg.ServerName = host
+	}
+	c := tls.Client(raw, cfg)
+	if err := handshakeMeta(c, timeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// handshakeMeta completes the TLS handshake and checks that the peer is a
+// meta of the cluster.
+func handshakeMeta(c *tls.Conn, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := c.HandshakeContext(ctx); err != nil {
+		return err
+	}
+	cs := c.ConnectionState()
+	if role, _, ok := pki.PeerIdentity(&cs); !ok || role != pki.RoleMeta {
+		return errors.E(errors.Permission, "raft peer is not a meta of this cluster")
+	}
+	return nil
+}
+
+// slogWriter carries Raft's log lines (warnings and errors: a peer down,
+// an election) into meta's logger.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

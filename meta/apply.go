@@ -20,6 +20,9 @@ type txn struct {
 	v   *view
 	now int64
 	res *result
+	// plain turns off S3 versioning's hooks (versions.go) for the
+	// changes a versioning command makes itself.
+	plain bool
 }
 
 type needle struct {
@@ -120,6 +123,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	default:
 		var known bool
 		if op, p, known, err = t.applyS3(cmd); !known {
+			op, p, known, err = t.applyVersions(cmd)
+		}
+		if !known {
 			return nil, errors.E(errors.Op("meta.apply"), errors.Invalid, fmt.Sprintf("unknown command %T", cmd.Op))
 		}
 	}
@@ -303,6 +309,12 @@ func (t *txn) deleteNamespace(name string) error {
 		return err
 	} else if !empty {
 		return errors.E(errors.NotEmpty, "namespace is not empty")
+	}
+	if has, err := t.hasVersions(name); err != nil || has {
+		if err == nil {
+			err = errors.E(errors.NotEmpty, "namespace holds object versions")
+		}
+		return err
 	}
 	if err := t.del(inodeKey(ns.RootIno)); err != nil {
 		return err
@@ -619,6 +631,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 		// The replacement keeps the inode (open handles and caches
 		// keyed by ino stay valid) and swaps the extents in this batch.
+		if !t.plain {
+			if err := t.archive(ns, p, n); err != nil {
+				return err
+			}
+		}
 		keep := map[needle]bool{}
 		for _, e := range exts {
 			keep[needle{e.Volume, e.Key}] = keepShared
@@ -650,6 +667,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		n.AtimeNs = r.AtimeNs
 	}
 	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
+	if !t.plain {
+		if err := t.stamp(ns, p, n); err != nil {
+			return err
+		}
+	}
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
 	}
@@ -799,6 +821,9 @@ func (t *txn) delete(r *metapb.DeleteRequest) error {
 			if n.Etag != r.IfMatch {
 				return errors.E(errors.Precondition, "etag does not match")
 			}
+		}
+		if err := t.beforeDelete(ns, p, ino); err != nil {
+			return err
 		}
 		if _, err := t.unlinkFile(ino); err != nil {
 			return err

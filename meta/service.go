@@ -219,6 +219,8 @@ type result struct {
 	seqs    []*metapb.Event // CommitBatch: each commit's event
 
 	joinRole string // UseJoinToken: the role the spent token allows
+
+	version *metapb.S3Version // S3 versioning commands (versions.go)
 }
 
 // propose applies cmd and returns once it is durable. It is the one path

@@ -125,6 +125,7 @@ func (s *Server) putObject(q *request) error {
 		return s.keyError(err)
 	}
 	q.w.Header().Set("ETag", etagOf(ino))
+	setVersionHeader(q.w.Header(), versionIDOf(s.bucketNS(q), ino))
 	q.w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -246,15 +247,18 @@ var responseOverrides = map[string]string{
 }
 
 func (s *Server) getObject(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	if err != nil {
 		return err
 	}
-	f, err := s.stat(q)
+	f, err := s.statVersion(q, n)
 	if err != nil {
 		return err
 	}
 	ino := f.Inode
 	h := q.w.Header()
+	setVersionHeader(h, versionIDOf(n, ino))
+	lockHeaders(h, ino)
 	etag := etagOf(ino)
 	mtime := time.Unix(0, ino.MtimeNs).UTC()
 	h["ETag"] = []string{etag}
@@ -325,7 +329,7 @@ func (s *Server) getObject(q *request) error {
 		q.w.WriteHeader(code)
 		return nil
 	}
-	if s.cfg.Small != nil {
+	if s.cfg.Small != nil && ino.Ino != 0 { // a stored version has no inode to cache by
 		data, ok, err := s.cfg.Small.ReadSmall(q.ctx(), f)
 		if err != nil {
 			return err

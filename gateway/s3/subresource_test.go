@@ -59,7 +59,7 @@ var implemented = map[string]bool{
 var notConfiguredCodes = map[string]string{
 	"policy": "NoSuchBucketPolicy", "policyStatus": "NoSuchBucketPolicy",
 	"lifecycle": "NoSuchLifecycleConfiguration", "encryption": "ServerSideEncryptionConfigurationNotFoundError",
-	"website": "NoSuchWebsiteConfiguration",
+	"website":     "NoSuchWebsiteConfiguration",
 	"replication": "ReplicationConfigurationNotFoundError", "publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
 	"ownershipControls": "OwnershipControlsNotFoundError",
 }

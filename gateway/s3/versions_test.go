@@ -15,6 +15,7 @@ import (
 
 	"cairn/errors"
 	"cairn/proto/metapb"
+	"cairn/server/servertest"
 )
 
 func getVersion(t *testing.T, c *s3.Client, bucket, key, vid string) (string, string) {
@@ -121,6 +122,18 @@ func TestVersioning(t *testing.T) {
 	// The mount's and native API's view is the current version.
 	if f, err := s.Client().StatFresh(ctx, b, "k"); err != nil || f.Size() != int64(len("v2-longer")) {
 		t.Fatalf("the namespace's file: %v %v", f, err)
+	}
+	// The native API reads a version by id too.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: s.UserTLS()}}
+	for vid, want := range map[string]string{"": "v2-longer", v1: "v1", "null": "v0"} {
+		req := must(http.NewRequest(http.MethodGet, s.URL()+"/"+b+"/k?versionId="+vid, nil))
+		req.SetBasicAuth(servertest.Root, servertest.RootSecret)
+		resp := must(hc.Do(req))
+		body := must(io.ReadAll(resp.Body))
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("native GET ?versionId=%s: %d %q, want %q", vid, resp.StatusCode, body, want)
+		}
 	}
 	want := []string{"k " + v2 + " true", "k " + v1 + " false", "k null false"}
 	if got := listAll(t, c, b, 1000, ""); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -367,6 +367,17 @@ func versionAt(v *view, ns *metapb.Namespace, p, id string) (target, error) {
 	return target{inode: rec.Inode, rec: rec, key: key}, nil
 }
 
+// versionTarget reads the namespace and cleans the path a versioning
+// request names.
+func versionTarget(v *view, ns, p string) (*metapb.Namespace, string, error) {
+	n, err := v.namespace(ns)
+	if err != nil {
+		return nil, "", err
+	}
+	clean, err := cleanVersionPath(p)
+	return n, clean, err
+}
+
 func cleanVersionPath(p string) (string, error) {
 	clean, _, err := pathname.Clean(p)
 	if err != nil {
@@ -382,11 +393,7 @@ func cleanVersionPath(p string) (string, error) {
 // the newest remaining one current, as S3 does: a stored version goes
 // back into the tree (a delete marker stays the latest, in the store).
 func (t *txn) deleteVersion(r *metapb.S3VersionRequest) error {
-	ns, err := t.v.namespace(r.Ns)
-	if err != nil {
-		return err
-	}
-	p, err := cleanVersionPath(r.Path)
+	ns, p, err := versionTarget(t.v, r.Ns, r.Path)
 	if err != nil {
 		return err
 	}
@@ -459,11 +466,7 @@ func (t *txn) promote(ns *metapb.Namespace, p string) error {
 // s3Delete is S3's DeleteObject without a version id: in a versioned
 // bucket it leaves a delete marker even where no file is.
 func (t *txn) s3Delete(r *metapb.S3VersionRequest) error {
-	ns, err := t.v.namespace(r.Ns)
-	if err != nil {
-		return err
-	}
-	p, err := cleanVersionPath(r.Path)
+	ns, p, err := versionTarget(t.v, r.Ns, r.Path)
 	if err != nil {
 		return err
 	}
@@ -480,16 +483,12 @@ func (t *txn) s3Delete(r *metapb.S3VersionRequest) error {
 // setLock sets a version's retention or legal hold. COMPLIANCE retention
 // is never shortened nor removed; GOVERNANCE only with bypass.
 func (t *txn) setLock(r *metapb.S3LockRequest) error {
-	ns, err := t.v.namespace(r.Ns)
+	ns, p, err := versionTarget(t.v, r.Ns, r.Path)
 	if err != nil {
 		return err
 	}
 	if !ns.S3ObjectLock {
 		return errors.E(errors.Invalid, "Bucket is missing Object Lock Configuration")
-	}
-	p, err := cleanVersionPath(r.Path)
-	if err != nil {
-		return err
 	}
 	tg, err := versionAt(t.v, ns, p, r.VersionId)
 	if err != nil {
@@ -620,11 +619,7 @@ func (s *Service) S3GetVersion(ctx context.Context, req *metapb.S3VersionRequest
 		return nil, err
 	}
 	defer v.close()
-	ns, err := v.namespace(req.Ns)
-	if err != nil {
-		return nil, errors.E(op, err)
-	}
-	p, err := cleanVersionPath(req.Path)
+	ns, p, err := versionTarget(v, req.Ns, req.Path)
 	if err != nil {
 		return nil, errors.E(op, fullPath(req.Ns, req.Path), err)
 	}
@@ -771,11 +766,7 @@ func (t *txn) copySource(r *metapb.S3CopyRequest) (*metapb.Inode, []*metapb.Exte
 		exts, err := t.v.extents(src.Ino)
 		return src, exts, err
 	}
-	ns, err := t.v.namespace(r.SrcNs)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := cleanVersionPath(r.SrcPath)
+	ns, p, err := versionTarget(t.v, r.SrcNs, r.SrcPath)
 	if err != nil {
 		return nil, nil, err
 	}

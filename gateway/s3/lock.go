@@ -183,13 +183,28 @@ func (s *Server) setLock(q *request, req *metapb.S3LockRequest) error {
 	return nil
 }
 
-func (s *Server) putObjectRetention(q *request) error {
+// lockBody checks a PUT ?retention or ?legal-hold and reads its body.
+func (s *Server) lockBody(q *request, in any) (string, error) {
 	p, err := s.lockTarget(q, write)
 	if err != nil {
-		return err
+		return "", err
 	}
+	return p, readXML(q.body, in)
+}
+
+// lockRead checks a GET ?retention or ?legal-hold and reads its version.
+func (s *Server) lockRead(q *request) (*metapb.Inode, error) {
+	p, err := s.lockTarget(q, read)
+	if err != nil {
+		return nil, err
+	}
+	return s.lockVersion(q, p)
+}
+
+func (s *Server) putObjectRetention(q *request) error {
 	var in retentionXML
-	if err := readXML(q.body, &in); err != nil {
+	p, err := s.lockBody(q, &in)
+	if err != nil {
 		return err
 	}
 	req := &metapb.S3LockRequest{Path: p, SetRetention: true, BypassGovernance: s.bypass(q)}
@@ -207,11 +222,7 @@ func (s *Server) putObjectRetention(q *request) error {
 }
 
 func (s *Server) getObjectRetention(q *request) error {
-	p, err := s.lockTarget(q, read)
-	if err != nil {
-		return err
-	}
-	n, err := s.lockVersion(q, p)
+	n, err := s.lockRead(q)
 	if err != nil {
 		return err
 	}
@@ -224,12 +235,9 @@ func (s *Server) getObjectRetention(q *request) error {
 }
 
 func (s *Server) putObjectLegalHold(q *request) error {
-	p, err := s.lockTarget(q, write)
-	if err != nil {
-		return err
-	}
 	var in legalHoldXML
-	if err := readXML(q.body, &in); err != nil {
+	p, err := s.lockBody(q, &in)
+	if err != nil {
 		return err
 	}
 	if in.Status != "ON" && in.Status != "OFF" {
@@ -239,11 +247,7 @@ func (s *Server) putObjectLegalHold(q *request) error {
 }
 
 func (s *Server) getObjectLegalHold(q *request) error {
-	p, err := s.lockTarget(q, read)
-	if err != nil {
-		return err
-	}
-	n, err := s.lockVersion(q, p)
+	n, err := s.lockRead(q)
 	if err != nil {
 		return err
 	}

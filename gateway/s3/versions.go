@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"cairn/client"
@@ -213,10 +214,35 @@ func (s *Server) listVersions(q *request) error {
 			return errInvalidVersion()
 		}
 	}
+	// Stored versions are fetched while the tree is listed (one round trip
+	// less per page); those past the tree's page are dropped below. A
+	// bucket never versioned has none.
+	type recsResult struct {
+		l   *metapb.S3VersionList
+		err error
+	}
+	recsCh := make(chan recsResult, 1)
+	prefix := q.query.Get("prefix")
+	if n.S3Versioning == metapb.S3Versioning_S3_VERSIONING_OFF || strings.HasPrefix(prefix, "/") {
+		recsCh <- recsResult{l: &metapb.S3VersionList{}}
+	} else {
+		go func() {
+			l, err := s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
+				Ns: q.bucket, Prefix: prefix, Delimiter: q.query.Get("delimiter"), KeyMarker: km, VersionIdMarker: vm,
+				Limit: uint32(maxKeysOf(q) + 1),
+			})
+			recsCh <- recsResult{l, err}
+		}()
+	}
 	l, esc, err := s.page(q, listVersions)
+	rr := <-recsCh
 	if err != nil {
 		return err
 	}
+	if rr.err != nil {
+		return notExistAs(rr.err, errNoSuchBucket())
+	}
+	recs := rr.l
 	own := ownerOf(n.Owner)
 	out := listVersionsResult{
 		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), KeyMarker: esc(km),
@@ -243,24 +269,19 @@ func (s *Server) listVersions(q *request) error {
 	}
 	sort.SliceStable(tree, func(i, j int) bool { return tree[i].key < tree[j].key })
 	// Stored versions up to where the tree's page ends.
-	end := ""
 	if l.truncated && len(tree) > 0 {
 		last := tree[len(tree)-1]
+		end := last.key + "\x00"
 		if last.cp {
 			end = string(prefixEndString(last.key))
-		} else {
-			end = last.key + "\x00"
 		}
-	}
-	recs := &metapb.S3VersionList{}
-	if !strings.HasPrefix(l.prefix, "/") {
-		recs, err = s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
-			Ns: q.bucket, Prefix: l.prefix, Delimiter: l.delimiter, KeyMarker: km, VersionIdMarker: vm,
-			End: end, Limit: uint32(l.maxKeys + 1),
-		})
-		if err != nil {
-			return notExistAs(err, errNoSuchBucket())
+		kept := recs.Versions[:0]
+		for _, r := range recs.Versions {
+			if r.Key < end {
+				kept = append(kept, r)
+			}
 		}
+		recs.Versions = kept
 	}
 	merged := make([]item, 0, len(tree)+len(recs.Versions))
 	i, j := 0, 0
@@ -328,6 +349,16 @@ func (s *Server) listVersions(q *request) error {
 	}
 	writeXML(q.w, http.StatusOK, out)
 	return nil
+}
+
+// maxKeysOf is the request's max-keys as page reads it (an invalid one
+// fails there).
+func maxKeysOf(q *request) int {
+	n, err := strconv.Atoi(q.query.Get("max-keys"))
+	if err != nil || n < 0 || n > maxKeysLimit {
+		return maxKeysLimit
+	}
+	return n
 }
 
 // prefixEndString is the first string after every string with prefix p.

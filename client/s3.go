@@ -50,6 +50,9 @@ type CommitOptions struct {
 	PutOptions
 	Headers map[string]string
 	Tags    map[string]string
+	// Object lock of the new version (a bucket with object lock only).
+	Retention *metapb.S3Retention
+	LegalHold bool
 }
 
 // CommitStored makes s the content of ns/p (creating parents), like Put.
@@ -61,6 +64,7 @@ func (c *Client) CommitStored(ctx context.Context, ns, p string, s *Stored, o Co
 		Etag: hex.EncodeToString(s.MD5), ContentType: o.ContentType,
 		UserMeta: o.UserMeta, Mode: o.Mode, IfMatch: o.IfMatch,
 		IfNoneMatch: o.IfNoneMatch, Parents: true, Headers: o.Headers, Tags: o.Tags,
+		S3Retention: o.Retention, S3LegalHold: o.LegalHold,
 	})
 	if err != nil {
 		c.cache.invalidate(ns, p)

@@ -668,7 +668,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	}
 	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
 	if !t.plain {
-		if err := t.stamp(ns, p, n); err != nil {
+		if err := t.stamp(ns, p, n, r); err != nil {
 			return err
 		}
 	}

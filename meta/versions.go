@@ -129,14 +129,28 @@ func (t *txn) archive(ns *metapb.Namespace, p string, n *metapb.Inode) error {
 // stamp gives n, just written at p, its version: a new id when versioning
 // is enabled, else null (replacing a stored null version), and the
 // bucket's default retention. In a never-versioned bucket it does nothing.
-func (t *txn) stamp(ns *metapb.Namespace, p string, n *metapb.Inode) error {
+//
+// r may ask for the new version's lock explicitly.
+func (t *txn) stamp(ns *metapb.Namespace, p string, n *metapb.Inode, r *metapb.CommitRequest) error {
+	if (r.S3Retention != nil || r.S3LegalHold) && !ns.S3ObjectLock {
+		return errors.E(errors.Invalid, "Bucket is missing Object Lock Configuration")
+	}
 	if !versioned(ns) {
 		return nil
 	}
-	n.S3Retention, n.S3LegalHold = nil, false
+	n.S3Retention, n.S3LegalHold = nil, r.S3LegalHold
 	if d := ns.S3DefaultRetention; ns.S3ObjectLock && d != nil && d.Mode != "" {
 		until := t.now + int64(d.Days)*86400e9 + int64(d.Years)*365*86400e9
 		n.S3Retention = &metapb.S3Retention{Mode: d.Mode, UntilNs: until}
+	}
+	if lr := r.S3Retention; lr != nil {
+		if err := validRetention(lr, false); err != nil {
+			return err
+		}
+		if lr.UntilNs <= t.now {
+			return errors.E(errors.Invalid, "the retain until date must be in the future")
+		}
+		n.S3Retention = &metapb.S3Retention{Mode: lr.Mode, UntilNs: lr.UntilNs}
 	}
 	if ns.S3Versioning == metapb.S3Versioning_S3_VERSIONING_ENABLED {
 		var err error

@@ -29,6 +29,36 @@ func lockHeaders(h http.Header, n *metapb.Inode) {
 	}
 }
 
+func hasLockHeaders(h http.Header) bool {
+	return h.Get("X-Amz-Object-Lock-Mode") != "" || h.Get("X-Amz-Object-Lock-Retain-Until-Date") != "" ||
+		h.Get("X-Amz-Object-Lock-Legal-Hold") != ""
+}
+
+// lockHeadersIn reads PutObject's x-amz-object-lock-* headers: a mode
+// with a date, and a legal hold. Meta refuses them in a bucket without
+// object lock.
+func lockHeadersIn(h http.Header) (*metapb.S3Retention, bool, error) {
+	mode, until, hold := h.Get("X-Amz-Object-Lock-Mode"), h.Get("X-Amz-Object-Lock-Retain-Until-Date"), h.Get("X-Amz-Object-Lock-Legal-Hold")
+	var r *metapb.S3Retention
+	if mode != "" || until != "" {
+		t, err := time.Parse(time.RFC3339, until)
+		if err != nil || mode != "GOVERNANCE" && mode != "COMPLIANCE" {
+			return nil, false, apiErr(http.StatusBadRequest, "InvalidArgument", "x-amz-object-lock-mode (GOVERNANCE or COMPLIANCE) and x-amz-object-lock-retain-until-date (ISO 8601) go together")
+		}
+		if !t.After(time.Now()) {
+			return nil, false, apiErr(http.StatusBadRequest, "InvalidArgument", "The retain until date must be in the future!")
+		}
+		r = &metapb.S3Retention{Mode: mode, UntilNs: t.UnixNano()}
+	}
+	switch hold {
+	case "", "OFF":
+		return r, false, nil
+	case "ON":
+		return r, true, nil
+	}
+	return nil, false, apiErr(http.StatusBadRequest, "InvalidArgument", "x-amz-object-lock-legal-hold must be ON or OFF")
+}
+
 func isoHTTP(ns int64) string { return time.Unix(0, ns).UTC().Format(http.TimeFormat) }
 
 // lockOnCreate is CreateBucket's x-amz-bucket-object-lock-enabled.

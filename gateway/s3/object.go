@@ -109,6 +109,13 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	if hasLockHeaders(q.r.Header) && !s.bucketNS(q).GetS3ObjectLock() {
+		return errInvalidRequest("Bucket is missing Object Lock Configuration")
+	}
+	retention, hold, err := lockHeadersIn(q.r.Header)
+	if err != nil {
+		return err
+	}
 	st, err := s.store(q, q.bucket)
 	if err != nil {
 		return err
@@ -120,6 +127,7 @@ func (s *Server) putObject(q *request) error {
 			IfNoneMatch: inm,
 		},
 		Headers: storeChecksums(q.w.Header(), std), Tags: tags,
+		Retention: retention, LegalHold: hold,
 	})
 	if err != nil {
 		return s.keyError(err)

@@ -213,6 +213,9 @@ func checkParams(q *request, rt route, sub string) (route, error) {
 	if err := checkHeaders(q.r.Header); err != nil {
 		return route{op: rt.op}, err
 	}
+	if rt.op != "PutObject" && hasLockHeaders(q.r.Header) {
+		return route{op: rt.op}, errInvalidRequest("object lock headers are supported on PutObject only; set the lock with PutObjectRetention or PutObjectLegalHold")
+	}
 	return rt, nil
 }
 
@@ -248,6 +251,9 @@ var amzHeaders = map[string]bool{
 	"x-amz-part-number-marker": true, "x-amz-mp-object-size": true,
 	// Honoured for the bucket's owner and root (bypass in versions.go).
 	"x-amz-bypass-governance-retention": true,
+	// PutObject's lock of the new version (lockHeadersIn, lock.go).
+	"x-amz-object-lock-mode": true, "x-amz-object-lock-retain-until-date": true,
+	"x-amz-object-lock-legal-hold": true,
 }
 
 // checkHeaders refuses x-amz-* headers that are unknown, and known ones

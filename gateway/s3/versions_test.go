@@ -385,6 +385,18 @@ func TestObjectLock(t *testing.T) {
 	}
 	wantCode(t, deleteVersion("dflt", dv, false), "AccessDenied")
 
+	// PutObject's lock headers lock the new version in the same commit.
+	pv := aws.ToString(must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("put-locked"), Body: strings.NewReader("p"),
+		ObjectLockMode: types.ObjectLockModeCompliance, ObjectLockRetainUntilDate: aws.Time(hour), ObjectLockLegalHoldStatus: types.ObjectLockLegalHoldStatusOn})).VersionId)
+	head = must(c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b), Key: aws.String("put-locked")}))
+	if head.ObjectLockMode != types.ObjectLockModeCompliance || !head.ObjectLockRetainUntilDate.Equal(hour) || head.ObjectLockLegalHoldStatus != types.ObjectLockLegalHoldStatusOn {
+		t.Fatalf("lock from PutObject's headers: %q %v %q", head.ObjectLockMode, head.ObjectLockRetainUntilDate, head.ObjectLockLegalHoldStatus)
+	}
+	wantCode(t, deleteVersion("put-locked", pv, true), "AccessDenied")
+	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String("past"), Body: strings.NewReader("p"),
+		ObjectLockMode: types.ObjectLockModeGovernance, ObjectLockRetainUntilDate: aws.Time(time.Now().Add(-time.Hour))})
+	wantCode(t, err, "InvalidArgument")
+
 	// A locked bucket is not deleted while it holds versions.
 	_, err = c.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: aws.String(b)})
 	wantCode(t, err, "BucketNotEmpty")

@@ -1445,27 +1445,31 @@ func (x *MkdirRequest) GetModeExact() bool {
 // CommitRequest creates or atomically replaces a file whose data is
 // already stored in needles. Readers see the old or the new file, never a mix.
 type CommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
-	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
-	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Mode          uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
-	Uid           uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
-	IfMatch       string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
-	IfNoneMatch   bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
-	Parents       bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
-	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
-	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
-	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
-	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
-	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
-	PartSizes     []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Size        uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Extents     []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
+	Etag        string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	ContentType string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta    map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Mode        uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
+	Uid         uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid         uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
+	IfMatch     string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
+	IfNoneMatch bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
+	Parents     bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
+	MtimeNs     int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
+	Headers     map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
+	Tags        map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Ino         uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
+	ModeExact   bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs     int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
+	PartSizes   []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	// Object lock of the version this commit makes (S3 PutObject's
+	// x-amz-object-lock-* headers); refused unless the bucket has object lock.
+	S3Retention   *S3Retention `protobuf:"bytes,250,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold   bool         `protobuf:"varint,251,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1638,6 +1642,20 @@ func (x *CommitRequest) GetPartSizes() []uint64 {
 		return x.PartSizes
 	}
 	return nil
+}
+
+func (x *CommitRequest) GetS3Retention() *S3Retention {
+	if x != nil {
+		return x.S3Retention
+	}
+	return nil
+}
+
+func (x *CommitRequest) GetS3LegalHold() bool {
+	if x != nil {
+		return x.S3LegalHold
+	}
+	return false
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -8302,7 +8320,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb9\x06\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x9b\a\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -8326,7 +8344,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
 	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
 	"\n" +
-	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x1a;\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12;\n" +
+	"\fs3_retention\x18\xfa\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
+	"\rs3_legal_hold\x18\xfb\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -9156,226 +9176,227 @@ var file_proto_meta_proto_depIdxs = []int32{
 	112, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
 	113, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
 	114, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	20,  // 24: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
-	10,  // 25: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
-	9,   // 26: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	28,  // 27: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	28,  // 28: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	115, // 29: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	33,  // 30: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	97,  // 31: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 32: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	94,  // 33: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	116, // 34: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	45,  // 35: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	5,   // 36: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	6,   // 37: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	7,   // 38: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	19,  // 39: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	20,  // 40: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	23,  // 41: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	24,  // 42: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	26,  // 43: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	27,  // 44: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	28,  // 45: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	44,  // 46: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	46,  // 47: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	21,  // 48: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	57,  // 49: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	58,  // 50: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	67,  // 51: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	68,  // 52: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	64,  // 53: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	65,  // 54: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	75,  // 55: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	76,  // 56: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	78,  // 57: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	81,  // 58: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	83,  // 59: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	79,  // 60: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	77,  // 61: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	50,  // 62: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	51,  // 63: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	52,  // 64: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	54,  // 65: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	98,  // 66: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	88,  // 67: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	89,  // 68: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	102, // 69: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	104, // 70: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	104, // 71: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	107, // 72: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	117, // 73: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	97,  // 74: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 75: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	60,  // 76: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	61,  // 77: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	62,  // 78: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	64,  // 79: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	118, // 80: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	119, // 81: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 82: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	120, // 83: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	71,  // 84: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	71,  // 85: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	74,  // 86: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	121, // 87: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	122, // 88: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	123, // 89: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	124, // 90: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	125, // 91: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	126, // 92: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	127, // 93: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	128, // 94: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 95: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	79,  // 96: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 97: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	79,  // 98: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	82,  // 99: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	79,  // 100: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 101: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	78,  // 102: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	78,  // 103: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 104: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	3,   // 105: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	101, // 106: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 107: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 108: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	103, // 109: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	101, // 110: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 111: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 112: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 113: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 114: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 115: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 116: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 117: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	41,  // 118: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 119: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 120: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 121: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 122: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 123: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 124: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 125: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 126: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 127: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 128: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 129: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 130: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 131: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 132: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	36,  // 133: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	42,  // 134: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	38,  // 135: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	41,  // 136: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	41,  // 137: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	59,  // 138: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	41,  // 139: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	64,  // 140: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	65,  // 141: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	41,  // 142: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	69,  // 143: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	68,  // 144: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	65,  // 145: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	70,  // 146: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	68,  // 147: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 148: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	75,  // 149: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	76,  // 150: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	77,  // 151: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	78,  // 152: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	79,  // 153: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	81,  // 154: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	83,  // 155: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	79,  // 156: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	84,  // 157: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	86,  // 158: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	102, // 159: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	104, // 160: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	104, // 161: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	104, // 162: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	105, // 163: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	107, // 164: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	48,  // 165: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	50,  // 166: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	51,  // 167: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	52,  // 168: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	49,  // 169: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	54,  // 170: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	41,  // 171: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	90,  // 172: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	92,  // 173: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	95,  // 174: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	98,  // 175: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	99,  // 176: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	4,   // 177: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	41,  // 178: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 179: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 180: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 181: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 182: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 183: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 184: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 185: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 186: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 187: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 188: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 189: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 190: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 191: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 192: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 193: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 194: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	37,  // 195: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	43,  // 196: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	39,  // 197: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	56,  // 198: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	63,  // 199: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	41,  // 200: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	41,  // 201: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	64,  // 202: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	41,  // 203: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	66,  // 204: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	72,  // 205: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	41,  // 206: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	73,  // 207: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	71,  // 208: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	72,  // 209: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	75,  // 210: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	75,  // 211: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 212: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 213: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	78,  // 214: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	78,  // 215: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	80,  // 216: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 217: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	41,  // 218: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	85,  // 219: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	87,  // 220: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 221: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	103, // 222: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	103, // 223: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	103, // 224: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	106, // 225: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	103, // 226: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	39,  // 227: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 228: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 229: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 230: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	53,  // 231: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	55,  // 232: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	41,  // 233: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	91,  // 234: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	93,  // 235: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	96,  // 236: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 237: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	100, // 238: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	177, // [177:239] is the sub-list for method output_type
-	115, // [115:177] is the sub-list for method input_type
-	115, // [115:115] is the sub-list for extension type_name
-	115, // [115:115] is the sub-list for extension extendee
-	0,   // [0:115] is the sub-list for field type_name
+	101, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
+	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
+	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
+	28,  // 28: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	28,  // 29: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	115, // 30: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	33,  // 31: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	97,  // 32: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 33: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	94,  // 34: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	116, // 35: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	45,  // 36: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	5,   // 37: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	6,   // 38: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	7,   // 39: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	19,  // 40: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	20,  // 41: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	23,  // 42: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	24,  // 43: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	26,  // 44: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	27,  // 45: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	28,  // 46: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	44,  // 47: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	46,  // 48: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	21,  // 49: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	57,  // 50: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	58,  // 51: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	67,  // 52: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	68,  // 53: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	64,  // 54: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	65,  // 55: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	75,  // 56: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	76,  // 57: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	78,  // 58: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	81,  // 59: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	83,  // 60: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	79,  // 61: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	77,  // 62: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	50,  // 63: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	51,  // 64: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	52,  // 65: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	54,  // 66: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	98,  // 67: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	88,  // 68: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	89,  // 69: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	102, // 70: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	104, // 71: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	104, // 72: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	107, // 73: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	117, // 74: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	97,  // 75: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 76: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	60,  // 77: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	61,  // 78: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	62,  // 79: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	64,  // 80: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	118, // 81: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	119, // 82: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 83: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	120, // 84: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	71,  // 85: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	71,  // 86: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	74,  // 87: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	121, // 88: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	122, // 89: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	123, // 90: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	124, // 91: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	125, // 92: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	126, // 93: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	127, // 94: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	128, // 95: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 96: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	79,  // 97: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 98: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	79,  // 99: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 100: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	79,  // 101: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 102: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	78,  // 103: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	78,  // 104: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 105: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	3,   // 106: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	101, // 107: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 108: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 109: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	103, // 110: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	101, // 111: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 112: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 113: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 114: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 115: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 116: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 117: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 118: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	41,  // 119: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 120: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 121: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 122: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 123: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 124: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 125: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 126: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 127: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 128: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 129: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 130: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 131: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 132: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 133: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	36,  // 134: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	42,  // 135: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	38,  // 136: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	41,  // 137: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	41,  // 138: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	59,  // 139: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	41,  // 140: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	64,  // 141: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	65,  // 142: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	41,  // 143: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	69,  // 144: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	68,  // 145: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	65,  // 146: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	70,  // 147: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	68,  // 148: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 149: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	75,  // 150: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	76,  // 151: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	77,  // 152: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	78,  // 153: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	79,  // 154: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	81,  // 155: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	83,  // 156: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	79,  // 157: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	84,  // 158: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	86,  // 159: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	102, // 160: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	104, // 161: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	104, // 162: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	104, // 163: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	105, // 164: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	107, // 165: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	48,  // 166: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	50,  // 167: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	51,  // 168: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	52,  // 169: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	49,  // 170: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	54,  // 171: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	41,  // 172: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	90,  // 173: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	92,  // 174: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	95,  // 175: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	98,  // 176: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	99,  // 177: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	4,   // 178: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	41,  // 179: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 180: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 181: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 182: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 183: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 184: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 185: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 186: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 187: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 188: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 189: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 190: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 191: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 192: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 193: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 194: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 195: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	37,  // 196: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	43,  // 197: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	39,  // 198: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	56,  // 199: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	63,  // 200: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	41,  // 201: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	41,  // 202: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	64,  // 203: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	41,  // 204: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	66,  // 205: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	72,  // 206: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	41,  // 207: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	73,  // 208: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	71,  // 209: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	72,  // 210: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	75,  // 211: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	75,  // 212: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 213: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 214: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	78,  // 215: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	78,  // 216: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	80,  // 217: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 218: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	41,  // 219: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	85,  // 220: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	87,  // 221: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 222: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	103, // 223: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	103, // 224: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	103, // 225: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	106, // 226: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	103, // 227: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	39,  // 228: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 229: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 230: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 231: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	53,  // 232: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	55,  // 233: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	41,  // 234: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	91,  // 235: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	93,  // 236: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	96,  // 237: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 238: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	100, // 239: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	178, // [178:240] is the sub-list for method output_type
+	116, // [116:178] is the sub-list for method input_type
+	116, // [116:116] is the sub-list for extension type_name
+	116, // [116:116] is the sub-list for extension extendee
+	0,   // [0:116] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }

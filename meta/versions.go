@@ -593,7 +593,26 @@ func (s *Service) S3SetVersioning(ctx context.Context, req *metapb.S3VersioningR
 	return res.ns, nil
 }
 
+// mayBypass reports whether the caller may bypass GOVERNANCE retention in
+// ns: its owner or root (S3's s3:BypassGovernanceRetention, which only the
+// owner has here). A call without a caller is this process's own.
+func (s *Service) mayBypass(ctx context.Context, ns string) error {
+	c, ok := CallerOf(ctx)
+	if !ok {
+		return nil
+	}
+	if lvl, _ := s.accessTo(c, ns); lvl < accessOwner {
+		return errors.E(errors.Op("meta.S3BypassGovernance"), errors.Permission, errors.Path(ns), c.String()+" may not bypass governance retention")
+	}
+	return nil
+}
+
 func (s *Service) S3DeleteVersion(ctx context.Context, req *metapb.S3VersionRequest) (*metapb.S3Version, error) {
+	if req.BypassGovernance {
+		if err := s.mayBypass(ctx, req.Ns); err != nil {
+			return nil, err
+		}
+	}
 	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3DeleteVersion{S3DeleteVersion: req}})
 	if err != nil {
 		return nil, err
@@ -610,6 +629,11 @@ func (s *Service) S3Delete(ctx context.Context, req *metapb.S3VersionRequest) (*
 }
 
 func (s *Service) S3SetLock(ctx context.Context, req *metapb.S3LockRequest) (*metapb.S3Version, error) {
+	if req.BypassGovernance {
+		if err := s.mayBypass(ctx, req.Ns); err != nil {
+			return nil, err
+		}
+	}
 	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3SetLock{S3SetLock: req}})
 	if err != nil {
 		return nil, err

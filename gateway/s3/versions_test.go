@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server/servertest"
 )
@@ -326,6 +327,16 @@ func TestObjectLock(t *testing.T) {
 	}
 	wantCode(t, deleteVersion("gov", gv, false), "AccessDenied")
 	wantCode(t, retain("gov", gv, types.ObjectLockRetentionModeGovernance, hour.Add(-time.Minute), false), "AccessDenied")
+	// A writer who does not own the bucket may not bypass, through S3 or
+	// asking meta directly.
+	dave := newKey(t, s.Client().Meta(), "dave", map[string]metapb.S3Access{b: metapb.S3Access_S3_WRITE})
+	_, err = sdk(t, s, dave.Key.AccessKey, dave.Secret).DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b), Key: aws.String("gov"),
+		VersionId: aws.String(gv), BypassGovernanceRetention: aws.Bool(true)})
+	wantCode(t, err, "AccessDenied")
+	asDave := meta.OnBehalfOf(ctx, dave.Key.AccessKey)
+	if _, err := s.Client().Meta().S3DeleteVersion(asDave, &metapb.S3VersionRequest{Ns: b, Path: "gov", VersionId: gv, BypassGovernance: true}); !errors.Is(errors.Permission, err) {
+		t.Fatalf("meta let a non-owner bypass: %v", err)
+	}
 	// An overwrite and a plain delete keep the locked version.
 	must(c.PutObject(ctx, putInput(b, "gov", "g2")))
 	must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b), Key: aws.String("gov")}))

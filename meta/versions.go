@@ -60,6 +60,12 @@ func ParseVersionID(s string) (n uint64, null bool, err error) {
 	if len(s) != 16 {
 		return 0, false, errors.E(errors.Invalid, "invalid version id")
 	}
+	for i := 0; i < len(s); i++ {
+		// Only what VersionID prints: one spelling per version.
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return 0, false, errors.E(errors.Invalid, "invalid version id")
+		}
+	}
 	n, err = strconv.ParseUint(s, 16, 64)
 	if err != nil || n == 0 {
 		return 0, false, errors.E(errors.Invalid, "invalid version id")

@@ -50,6 +50,9 @@ type CommitOptions struct {
 	PutOptions
 	Headers map[string]string
 	Tags    map[string]string
+	// Object lock of the new version (a bucket with object lock only).
+	Retention *metapb.S3Retention
+	LegalHold bool
 }
 
 // CommitStored makes s the content of ns/p (creating parents), like Put.
@@ -61,6 +64,7 @@ func (c *Client) CommitStored(ctx context.Context, ns, p string, s *Stored, o Co
 		Etag: hex.EncodeToString(s.MD5), ContentType: o.ContentType,
 		UserMeta: o.UserMeta, Mode: o.Mode, IfMatch: o.IfMatch,
 		IfNoneMatch: o.IfNoneMatch, Parents: true, Headers: o.Headers, Tags: o.Tags,
+		S3Retention: o.Retention, S3LegalHold: o.LegalHold,
 	})
 	if err != nil {
 		c.cache.invalidate(ns, p)
@@ -98,4 +102,31 @@ func (c *Client) PutPart(ctx context.Context, up *metapb.S3UploadRequest, num ui
 		c.discard(s.Extents)
 	}
 	return out, err
+}
+
+// S3 versioning (meta/versions.go). Each call that changes what a path
+// resolves to drops it from the cache, as Delete does.
+
+// SetVersioning sets a bucket's versioning or object lock configuration.
+func (c *Client) SetVersioning(ctx context.Context, req *metapb.S3VersioningRequest) (*metapb.Namespace, error) {
+	defer c.cache.invalidateNS(req.Ns)
+	return c.meta.S3SetVersioning(ctx, req)
+}
+
+// DeleteS3 is S3's DeleteObject: a delete marker in a versioned bucket.
+func (c *Client) DeleteS3(ctx context.Context, ns, p string) (*metapb.S3Version, error) {
+	defer c.cache.invalidate(ns, p)
+	return c.meta.S3Delete(ctx, &metapb.S3VersionRequest{Ns: ns, Path: p})
+}
+
+// DeleteVersion removes one version of an object for good.
+func (c *Client) DeleteVersion(ctx context.Context, req *metapb.S3VersionRequest) (*metapb.S3Version, error) {
+	defer c.cache.invalidate(req.Ns, req.Path)
+	return c.meta.S3DeleteVersion(ctx, req)
+}
+
+// SetLock sets a version's retention or legal hold.
+func (c *Client) SetLock(ctx context.Context, req *metapb.S3LockRequest) (*metapb.S3Version, error) {
+	defer c.cache.invalidate(req.Ns, req.Path)
+	return c.meta.S3SetLock(ctx, req)
 }

@@ -346,7 +346,7 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 	if err != nil {
 		return writeError(w, err)
 	}
-	f, err := g.client.Stat(r.Context(), ns, path)
+	f, err := g.statVersion(r, ns, path)
 	if err != nil {
 		return writeError(w, err)
 	}
@@ -355,6 +355,9 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 	}
 	ino := f.Inode
 	h := w.Header()
+	if ino.S3Version != 0 {
+		h["X-Cairn-Version-Id"] = []string{meta.VersionID(ino.S3Version)}
+	}
 	etag := etagOf(ino)
 	mtime := time.Unix(0, ino.MtimeNs).UTC()
 	h["ETag"] = []string{etag}
@@ -392,7 +395,7 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		return code
 	}
 	defer cork.Request(r)() // headers and body in one socket write over TLS
-	if g.hot.fits(size) {
+	if g.hot.fits(size) && ino.Ino != 0 { // a stored version has no inode to cache by
 		data, err := g.hotRead(r.Context(), f)
 		if err != nil {
 			return writeError(w, err)
@@ -415,6 +418,23 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		w.WriteHeader(code)
 	}
 	return code
+}
+
+// statVersion resolves the file, or with ?versionId= that S3 version of
+// it (meta/versions.go); a delete marker is no file.
+func (g *Gateway) statVersion(r *http.Request, ns, path string) (*client.File, error) {
+	vid := r.URL.Query().Get("versionId")
+	if vid == "" {
+		return g.client.Stat(r.Context(), ns, path)
+	}
+	v, err := g.client.Meta().S3GetVersion(r.Context(), &metapb.S3VersionRequest{Ns: ns, Path: path, VersionId: vid})
+	if err != nil {
+		return nil, err
+	}
+	if v.DeleteMarker {
+		return nil, errors.E(errors.NotExist, errors.Path(ns+"/"+path), "the version is a delete marker")
+	}
+	return &client.File{NS: ns, Path: path, Inode: v.Inode, Extents: v.Extents}, nil
 }
 
 // lazyHeader sends the status with the first byte of the body, so that a

@@ -20,6 +20,9 @@ type txn struct {
 	v   *view
 	now int64
 	res *result
+	// plain turns off S3 versioning's hooks (versions.go) for the
+	// changes a versioning command makes itself.
+	plain bool
 }
 
 type needle struct {
@@ -123,6 +126,9 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 	default:
 		var known bool
 		if op, p, known, err = t.applyS3(cmd); !known {
+			op, p, known, err = t.applyVersions(cmd)
+		}
+		if !known {
 			return nil, errors.E(errors.Op("meta.apply"), errors.Invalid, fmt.Sprintf("unknown command %T", cmd.Op))
 		}
 	}
@@ -306,6 +312,12 @@ func (t *txn) deleteNamespace(name string) error {
 		return err
 	} else if !empty {
 		return errors.E(errors.NotEmpty, "namespace is not empty")
+	}
+	if has, err := t.hasVersions(name); err != nil || has {
+		if err == nil {
+			err = errors.E(errors.NotEmpty, "namespace holds object versions")
+		}
+		return err
 	}
 	if err := t.del(inodeKey(ns.RootIno)); err != nil {
 		return err
@@ -622,6 +634,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 		// The replacement keeps the inode (open handles and caches
 		// keyed by ino stay valid) and swaps the extents in this batch.
+		if !t.plain {
+			if err := t.archive(ns, p, n); err != nil {
+				return err
+			}
+		}
 		keep := map[needle]bool{}
 		for _, e := range exts {
 			keep[needle{e.Volume, e.Key}] = keepShared
@@ -653,6 +670,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		n.AtimeNs = r.AtimeNs
 	}
 	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
+	if !t.plain {
+		if err := t.stamp(ns, p, n, r); err != nil {
+			return err
+		}
+	}
 	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
 		return err
 	}
@@ -802,6 +824,9 @@ func (t *txn) delete(r *metapb.DeleteRequest) error {
 			if n.Etag != r.IfMatch {
 				return errors.E(errors.Precondition, "etag does not match")
 			}
+		}
+		if err := t.beforeDelete(ns, p, ino); err != nil {
+			return err
 		}
 		if _, err := t.unlinkFile(ino); err != nil {
 			return err

@@ -74,6 +74,7 @@ var explicitRules = map[string]rule{
 	"DeleteNamespace":   {roles: roleGateway, user: userOwner},
 	"SetVisibility":     {roles: roleGateway, user: userOwner},
 	"S3PutBucketConfig": {roles: roleGateway, user: userOwner},
+	"S3SetVersioning":   {roles: roleGateway, user: userOwner},
 	// Administration: root only.
 	"CreateUser":       {roles: roleMeta, user: userRoot},
 	"S3CreateUser":     {roles: roleMeta, user: userRoot},
@@ -104,6 +105,7 @@ var explicitRules = map[string]rule{
 var readMethods = map[string]bool{
 	"Resolve": true, "BatchResolve": true, "List": true, "GetNamespace": true,
 	"S3GetBucketConfig": true, "S3GetUpload": true, "S3ListParts": true, "S3ListUploads": true,
+	"S3GetVersion": true, "S3ListVersions": true,
 }
 
 // rules holds a rule for every method of the service: explicit, else

@@ -21,6 +21,10 @@ func TestMethodClassification(t *testing.T) {
 		// Uploads name a key but change no file before completion: recalled
 		// for nothing, a superset the rule accepts.
 		"S3CreateUpload": true, "S3GetUpload": true, "S3PutPart": true, "S3AbortUpload": true, "S3ListParts": true, "S3ListUploads": true,
+		// Versions name a key (ListVersions a prefix); setting a bucket's
+		// versioning names no file.
+		"S3GetVersion": true, "S3DeleteVersion": true, "S3Delete": true, "S3ListVersions": true, "S3SetLock": true,
+		"S3SetVersioning": false,
 
 		"CreateNamespace": false, "ListNamespaces": false, "SetVisibility": false,
 		"Assign": false, "Volumes": false, "Heartbeat": false, "Authenticate": false, "CreateUser": false, "Info": false,

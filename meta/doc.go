@@ -23,6 +23,8 @@
 //	sU/, sK/, sB/, c/s3root        S3 users, access keys (sealed secrets), bucket
 //	                               config, the root's S3 key (s3keys.go)
 //	sM/, sP/                       S3 multipart uploads and their parts (multipart.go)
+//	sV/{ns} 0 {path} 0 {^order:8}  S3 stored versions and delete markers; c/s3ver
+//	                               the version counter (versions.go)
 //
 // Extents live apart from their inode so that a log file with a million
 // appends adds one small key per append instead of rewriting one huge value.

@@ -155,16 +155,12 @@ func (t *txn) fileAt(ns, p string) (*metapb.Inode, string, error) {
 }
 
 func (t *txn) s3Copy(r *metapb.S3CopyRequest) error {
-	src, _, err := t.fileAt(r.SrcNs, r.SrcPath)
+	src, exts, err := t.copySource(r)
 	if err != nil {
 		return errors.E(fullPath(r.SrcNs, r.SrcPath), err)
 	}
 	if r.SrcIfMatch != "" && r.SrcIfMatch != src.Etag || r.SrcVersion != 0 && r.SrcVersion != src.Version {
 		return errors.E(errors.Precondition, fullPath(r.SrcNs, r.SrcPath), "the source changed")
-	}
-	exts, err := t.v.extents(src.Ino)
-	if err != nil {
-		return err
 	}
 	// Acquire before the destination lets go of its old content: copying
 	// a file onto itself then nets out to no change in ownership.

@@ -193,6 +193,8 @@ type result struct {
 
 	joinRole string // UseJoinToken: the role the spent token allows
 	revoked  bool   // RevokeCert: every replica reloads its revocation list
+
+	version *metapb.S3Version // S3 versioning commands (versions.go)
 }
 
 // propose applies cmd and returns once it is durable. It is the one path

@@ -93,6 +93,10 @@ func (s *Server) createBucket(q *request) error {
 	if err != nil {
 		return err
 	}
+	lock, err := lockOnCreate(q.r.Header)
+	if err != nil {
+		return err
+	}
 	// The body may name a location; any is accepted (one region).
 	if q.body.size != 0 {
 		var c createBucketConfiguration
@@ -110,6 +114,14 @@ func (s *Server) createBucket(q *request) error {
 	}
 	if err != nil {
 		return err
+	}
+	if lock {
+		// Object lock needs versioning; S3 turns both on at creation.
+		if _, err := s.client.SetVersioning(q.ctx(), &metapb.S3VersioningRequest{
+			Ns: q.bucket, State: metapb.S3Versioning_S3_VERSIONING_ENABLED, ObjectLock: true,
+		}); err != nil {
+			return err
+		}
 	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)
@@ -159,15 +171,6 @@ func (s *Server) getBucketLocation(q *request) error {
 		region = "" // what S3 answers for us-east-1
 	}
 	writeXML(q.w, http.StatusOK, locationConstraint{Xmlns: s3NS, Region: region})
-	return nil
-}
-
-func (s *Server) getBucketVersioning(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
-		return err
-	}
-	// Never enabled: an empty Status is how S3 says so.
-	writeXML(q.w, http.StatusOK, versioningConfiguration{Xmlns: s3NS})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"cairn/client"
 	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -16,36 +17,47 @@ import (
 
 // copySource parses x-amz-copy-source: "[/]bucket/key[?versionId=v]",
 // URL-encoded.
-func copySource(h http.Header) (bucket, key string, err error) {
+func copySource(h http.Header) (bucket, key, version string, err error) {
 	src := h.Get("X-Amz-Copy-Source")
 	if i := strings.Index(src, "?"); i >= 0 {
-		if v, _ := url.ParseQuery(src[i+1:]); v.Get("versionId") != "" && v.Get("versionId") != "null" {
-			return "", "", apiErr(http.StatusNotFound, "NoSuchVersion", "versioning is not enabled")
+		v, perr := url.ParseQuery(src[i+1:])
+		if perr != nil || len(v) > 1 || len(v) == 1 && len(v["versionId"]) != 1 {
+			return "", "", "", errInvalidRequest("x-amz-copy-source takes only ?versionId=")
+		}
+		if version = v.Get("versionId"); len(v) == 1 {
+			if _, _, err := meta.ParseVersionID(version); err != nil {
+				return "", "", "", errInvalidVersion()
+			}
 		}
 		src = src[:i]
 	}
 	dec, err := url.PathUnescape(src)
 	if err != nil {
-		return "", "", errInvalidRequest("bad x-amz-copy-source")
+		return "", "", "", errInvalidRequest("bad x-amz-copy-source")
 	}
 	bucket, key, ok := strings.Cut(strings.TrimPrefix(dec, "/"), "/")
 	if !ok || bucket == "" || key == "" {
-		return "", "", errInvalidRequest("x-amz-copy-source must be bucket/key")
+		return "", "", "", errInvalidRequest("x-amz-copy-source must be bucket/key")
 	}
-	return bucket, key, nil
+	return bucket, key, version, nil
 }
 
 // copyFrom resolves and authorizes a copy source (a file, or with dirOK
 // a folder marker too) and checks the x-amz-copy-source-if-* conditions.
 func (s *Server) copyFrom(q *request, dirOK bool) (*client.File, string, string, error) {
-	sb, sk, err := copySource(q.r.Header)
+	sb, sk, sv, err := copySource(q.r.Header)
 	if err != nil {
 		return nil, "", "", err
 	}
 	if _, err := s.authorize(q.ctx(), q.p, sb, read); err != nil {
 		return nil, "", "", err
 	}
-	f, err := s.statKey(q, sb, sk)
+	var f *client.File
+	if sv != "" {
+		f, err = s.sourceVersion(q, sb, sk, sv)
+	} else {
+		f, err = s.statKey(q, sb, sk)
+	}
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -81,6 +93,13 @@ func (s *Server) copyObject(q *request) error {
 	req := &metapb.S3CopyRequest{
 		SrcNs: sb, SrcPath: f.Path, DstNs: q.bucket, DstPath: dst,
 		SrcIfMatch: f.Inode.Etag, SrcVersion: f.Inode.Version,
+	}
+	if f.Inode.Ino == 0 { // a stored version: immutable, named by its id
+		req.SrcVersion, req.SrcVersionId = 0, versionIDOf(nil, f.Inode)
+		if req.SrcVersionId == "" {
+			req.SrcVersionId = "null"
+		}
+		q.w.Header()["X-Amz-Copy-Source-Version-Id"] = []string{req.SrcVersionId}
 	}
 	switch h.Get("X-Amz-Metadata-Directive") {
 	case "", "COPY":
@@ -121,8 +140,32 @@ func (s *Server) copyObject(q *request) error {
 	if err != nil {
 		return s.keyError(err)
 	}
+	setVersionHeader(q.w.Header(), versionIDOf(s.bucketNS(q), ino))
 	writeXML(q.w, http.StatusOK, copyObjectResult{Xmlns: s3NS, ETag: etagOf(ino), LastModified: isoTime(ino.MtimeNs)})
 	return nil
+}
+
+// sourceVersion resolves a copy source's version.
+func (s *Server) sourceVersion(q *request, bucket, key, vid string) (*client.File, error) {
+	p, dir, err := cleanKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if dir {
+		return nil, errNoSuchVersion()
+	}
+	v, err := s.meta.S3GetVersion(q.ctx(), &metapb.S3VersionRequest{Ns: bucket, Path: p, VersionId: vid})
+	switch {
+	case errors.Is(errors.Invalid, err):
+		return nil, errInvalidVersion()
+	case errors.Is(errors.NotExist, err), errors.Is(errors.NotDir, err), errors.Is(errors.IsDir, err):
+		return nil, notExistAs(err, errNoSuchVersion())
+	case err != nil:
+		return nil, err
+	case v.DeleteMarker:
+		return nil, errInvalidRequest("The source of a copy request may not specifically refer to a delete marker by version id.")
+	}
+	return &client.File{NS: bucket, Path: p, Inode: v.Inode, Extents: v.Extents}, nil
 }
 
 // copyFolder copies a folder marker: the destination is a directory.

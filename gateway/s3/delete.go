@@ -8,41 +8,57 @@ import (
 
 	"cairn/errors"
 	"cairn/pathname"
+	"cairn/proto/metapb"
 )
 
 // remove deletes a key; a missing key is no error (S3 semantics), and
 // directories left empty above it are removed, since S3 has no
 // directories that outlive their last object.
-func (s *Server) remove(q *request, key string) error {
+//
+// In a versioned bucket the file becomes a stored version and a delete
+// marker the latest (even where no file was); marker names it.
+func (s *Server) remove(q *request, key string) (marker *metapb.S3Version, err error) {
 	p, dir, err := cleanKey(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if p == "" {
-		return nil
+		return nil, nil
 	}
-	err = s.client.Delete(q.ctx(), q.bucket, p, false, "")
+	if n := s.bucketNS(q); !dir && n != nil && n.S3Versioning != metapb.S3Versioning_S3_VERSIONING_OFF {
+		marker, err = s.client.DeleteS3(q.ctx(), q.bucket, p)
+		if err == nil && !marker.DeleteMarker {
+			marker = nil
+		}
+	} else {
+		err = s.client.Delete(q.ctx(), q.bucket, p, false, "")
+	}
 	switch {
 	case err == nil:
 	case errors.Is(errors.NotExist, err), errors.Is(errors.NotDir, err):
 		if _, nerr := s.client.Namespace(q.ctx(), q.bucket); errors.Is(errors.NotExist, nerr) {
-			return errNoSuchBucket()
+			return nil, errNoSuchBucket()
 		}
-		return nil
+		return nil, nil
 	case errors.Is(errors.NotEmpty, err) && dir:
-		return nil // the marker of a non-empty directory: its objects stay
+		return nil, nil // the marker of a non-empty directory: its objects stay
 	case errors.Is(errors.NotEmpty, err):
-		return nil // "a" names a directory "a/", which is not this object
+		return nil, nil // "a" names a directory "a/", which is not this object
+	case errors.Is(errors.Permission, err):
+		return nil, apiErr(http.StatusForbidden, "AccessDenied", "Access Denied because object protected by object lock.")
 	default:
-		return err
+		return nil, err
 	}
+	s.removeEmptyParents(q, p)
+	return marker, nil
+}
+
+// removeEmptyParents removes the directories above p that are empty.
+func (s *Server) removeEmptyParents(q *request, p string) {
 	for {
 		parent, _ := pathname.Parent(p)
-		if parent == "" {
-			return nil
-		}
-		if s.client.Delete(q.ctx(), q.bucket, parent, false, "") != nil {
-			return nil
+		if parent == "" || s.client.Delete(q.ctx(), q.bucket, parent, false, "") != nil {
+			return
 		}
 		p = parent
 	}
@@ -52,8 +68,24 @@ func (s *Server) deleteObject(q *request) error {
 	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
 		return err
 	}
-	if err := s.remove(q, q.key); err != nil {
+	var v *metapb.S3Version
+	var err error
+	if vid := q.query.Get("versionId"); vid != "" {
+		v, err = s.deleteObjectVersion(q, q.key, vid)
+		if err == nil && v.Inode != nil {
+			setVersionHeader(q.w.Header(), vid)
+		}
+	} else {
+		v, err = s.remove(q, q.key)
+		if err == nil && v != nil {
+			setVersionHeader(q.w.Header(), versionIDOfRecord(v))
+		}
+	}
+	if err != nil {
 		return err
+	}
+	if v != nil && v.DeleteMarker {
+		q.w.Header()["X-Amz-Delete-Marker"] = []string{"true"}
 	}
 	q.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -86,22 +118,27 @@ func (s *Server) deleteObjects(q *request) error {
 	out := deleteResult{Xmlns: s3NS}
 	for _, o := range in.Objects {
 		var err error
+		var v *metapb.S3Version
+		d := deletedXML{Key: o.Key, VersionID: o.VersionID}
 		switch {
-		case o.VersionID != "" && o.VersionID != "null":
-			// Unversioned objects are the "null" version; other ids name nothing.
-			err = apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid version id specified")
 		case o.ETag != "" || o.LastModifiedTime != "" || o.Size != "":
 			err = errNotImplemented("conditional deletes (ETag, LastModifiedTime, Size) are not supported")
+		case o.VersionID != "":
+			if v, err = s.deleteObjectVersion(q, o.Key, o.VersionID); err == nil && v.DeleteMarker {
+				d.DeleteMarker, d.DeleteMarkerVersionID = true, o.VersionID
+			}
 		default:
-			err = s.remove(q, o.Key)
+			if v, err = s.remove(q, o.Key); err == nil && v != nil {
+				d.DeleteMarker, d.DeleteMarkerVersionID = true, versionIDOfRecord(v)
+			}
 		}
 		if err != nil {
 			e := toAPI(err)
-			out.Errors = append(out.Errors, deleteError{Key: o.Key, Code: e.code, Message: e.message})
+			out.Errors = append(out.Errors, deleteError{Key: o.Key, VersionID: o.VersionID, Code: e.code, Message: e.message})
 			continue
 		}
 		if !in.Quiet {
-			out.Deleted = append(out.Deleted, deletedXML{Key: o.Key})
+			out.Deleted = append(out.Deleted, d)
 		}
 	}
 	writeXML(q.w, http.StatusOK, out)

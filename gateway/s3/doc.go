@@ -27,6 +27,8 @@
 //	delete.go     DeleteObject, DeleteObjects
 //	tagging.go    object and bucket tags
 //	list.go       ListObjects V1 and V2
+//	versions.go   bucket versioning, GET/DELETE by version id, ListObjectVersions
+//	lock.go       object lock: bucket configuration, retention, legal hold
 //	multipart.go  multipart uploads
 //	errors.go     the Kind -> S3 code/status table and the XML error body
 //	xml.go        the XML documents

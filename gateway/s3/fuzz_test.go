@@ -185,8 +185,22 @@ func FuzzXMLBodies(f *testing.F) {
 	f.Add([]byte(`<AccessControlPolicy><AccessControlList><Grant><Grantee><URI>x</URI></Grantee><Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>`))
 	f.Add([]byte(`<Delete><Object><Key>`))
 	f.Add([]byte(`<!DOCTYPE x [<!ENTITY a "aaaa">]><Delete>&a;</Delete>`))
+	f.Add([]byte(`<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Disabled</MfaDelete></VersioningConfiguration>`))
+	f.Add([]byte(`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>GOVERNANCE</Mode><Days>1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`))
+	f.Add([]byte(`<Retention><Mode>COMPLIANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z</RetainUntilDate></Retention>`))
+	f.Add([]byte(`<LegalHold><Status>ON</Status></LegalHold>`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, v := range []any{&deleteRequest{}, &completeMultipartUpload{}, &corsConfiguration{}, &tagging{}, &aclIn{}, &createBucketConfiguration{}} {
+		// The lock configuration's own checks: a 400 or a request meta
+		// can take (a mode, one positive period).
+		if req, err := parseLockConfig(&body{r: bytes.NewReader(data)}); err != nil {
+			if ae, ok := err.(*apiError); !ok || ae.status != 400 {
+				t.Fatalf("a bad lock configuration gave %v, want a 400 S3 error", err)
+			}
+		} else if d := req.DefaultRetention; d != nil && (d.Mode != "GOVERNANCE" && d.Mode != "COMPLIANCE" || (d.Days == 0) == (d.Years == 0)) {
+			t.Fatalf("accepted default retention %v", d)
+		}
+		for _, v := range []any{&deleteRequest{}, &completeMultipartUpload{}, &corsConfiguration{}, &tagging{}, &aclIn{}, &createBucketConfiguration{},
+			&versioningConfiguration{}, &objectLockConfiguration{}, &retentionXML{}, &legalHoldXML{}} {
 			err := readXML(&body{r: bytes.NewReader(data)}, v)
 			if err != nil {
 				if ae, ok := err.(*apiError); !ok || ae.status != 400 {

@@ -226,41 +226,6 @@ func entryXML(e *metapb.ListEntry, esc func(string) string, own *owner) objectXM
 	return o
 }
 
-// listVersions is ListObjectVersions. No bucket is versioned, so each
-// object is its one version, "null" and latest, and the listing is the
-// objects' (clients and test suites call it to empty a bucket).
-func (s *Server) listVersions(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
-	if err != nil {
-		return err
-	}
-	v := q.query
-	if vm := v.Get("version-id-marker"); vm != "" && (vm != "null" || v.Get("key-marker") == "") {
-		return apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid version id specified")
-	}
-	l, esc, err := s.page(q, listVersions)
-	if err != nil {
-		return err
-	}
-	own := ownerOf(n.Owner)
-	out := listVersionsResult{
-		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), KeyMarker: esc(v.Get("key-marker")),
-		VersionIDMarker: v.Get("version-id-marker"), MaxKeys: l.maxKeys, Delimiter: esc(l.delimiter),
-		EncodingType: v.Get("encoding-type"), IsTruncated: l.truncated,
-	}
-	for _, e := range l.contents {
-		out.Versions = append(out.Versions, versionXML{objectXML: entryXML(e, esc, &own), VersionID: "null", IsLatest: true})
-	}
-	for _, p := range l.prefixes {
-		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(p)})
-	}
-	if l.truncated {
-		out.NextKeyMarker, out.NextVersionIDMarker = esc(l.last), "null"
-	}
-	writeXML(q.w, http.StatusOK, out)
-	return nil
-}
-
 // urlEncode is S3's encoding-type=url: every byte but the unreserved ones
 // and '/' as %XX, a space as '+'. Escaping '/' (url.QueryEscape) made
 // prefixes and delimiters come back as %2F, which clients do not undo.

@@ -249,6 +249,7 @@ func (s *Server) completeUpload(q *request) error {
 }
 
 func (s *Server) writeCompleted(q *request, ino *metapb.Inode) error {
+	setVersionHeader(q.w.Header(), versionIDOf(s.bucketNS(q), ino))
 	writeXML(q.w, http.StatusOK, completeMultipartUploadResult{
 		Xmlns: s3NS, Location: "/" + q.bucket + "/" + q.key, Bucket: q.bucket, Key: q.key, ETag: etagOf(ino),
 	})

@@ -110,6 +110,13 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	if hasLockHeaders(q.r.Header) && !s.bucketNS(q).GetS3ObjectLock() {
+		return errInvalidRequest("Bucket is missing Object Lock Configuration")
+	}
+	retention, hold, err := lockHeadersIn(q.r.Header)
+	if err != nil {
+		return err
+	}
 	st, err := s.store(q, q.bucket)
 	if err != nil {
 		return err
@@ -121,11 +128,13 @@ func (s *Server) putObject(q *request) error {
 			IfNoneMatch: inm,
 		},
 		Headers: storeChecksums(q.w.Header(), std), Tags: tags,
+		Retention: retention, LegalHold: hold,
 	})
 	if err != nil {
 		return s.keyError(err)
 	}
 	q.w.Header().Set("ETag", etagOf(ino))
+	setVersionHeader(q.w.Header(), versionIDOf(s.bucketNS(q), ino))
 	q.w.WriteHeader(http.StatusOK)
 	return nil
 }
@@ -247,15 +256,18 @@ var responseOverrides = map[string]string{
 }
 
 func (s *Server) getObject(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	if err != nil {
 		return err
 	}
-	f, err := s.stat(q)
+	f, err := s.statVersion(q, n)
 	if err != nil {
 		return err
 	}
 	ino := f.Inode
 	h := q.w.Header()
+	setVersionHeader(h, versionIDOf(n, ino))
+	lockHeaders(h, ino)
 	etag := etagOf(ino)
 	mtime := time.Unix(0, ino.MtimeNs).UTC()
 	h["ETag"] = []string{etag}
@@ -327,7 +339,7 @@ func (s *Server) getObject(q *request) error {
 		return nil
 	}
 	defer cork.Request(q.r)() // headers and body in one socket write over TLS
-	if s.cfg.Small != nil {
+	if s.cfg.Small != nil && ino.Ino != 0 { // a stored version has no inode to cache by
 		data, ok, err := s.cfg.Small.ReadSmall(q.ctx(), f)
 		if err != nil {
 			return err

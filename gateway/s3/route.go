@@ -5,8 +5,17 @@ import (
 	"sort"
 	"strings"
 
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
+
+// versionedOps take any version id; the other routes that accept
+// versionId act on the current version only.
+var versionedOps = map[string]bool{
+	"GetObject": true, "HeadObject": true, "DeleteObject": true,
+	"GetObjectRetention": true, "PutObjectRetention": true,
+	"GetObjectLegalHold": true, "PutObjectLegalHold": true,
+}
 
 // Routing is exhaustive. S3 gives a request its meaning by its method, by
 // whether it names a bucket or an object, by one sub-resource in the query
@@ -75,23 +84,26 @@ var (
 var routes = map[routeKey]route{
 	{levelRoot, http.MethodGet, ""}: {"ListBuckets", (*Server).listBuckets, []string{"max-buckets", "continuation-token", "prefix", "bucket-region"}},
 
-	{levelBucket, http.MethodPut, ""}:           {"CreateBucket", (*Server).createBucket, nil},
-	{levelBucket, http.MethodHead, ""}:          {"HeadBucket", (*Server).headBucket, nil},
-	{levelBucket, http.MethodDelete, ""}:        {"DeleteBucket", (*Server).deleteBucket, nil},
-	{levelBucket, http.MethodGet, ""}:           {"ListObjects", func(s *Server, q *request) error { return s.listObjects(q, false) }, listParams},
-	{levelBucket, http.MethodPut, "cors"}:       {"PutBucketCors", (*Server).putBucketCors, nil},
-	{levelBucket, http.MethodGet, "cors"}:       {"GetBucketCors", (*Server).getBucketCors, nil},
-	{levelBucket, http.MethodDelete, "cors"}:    {"DeleteBucketCors", (*Server).deleteBucketCors, nil},
-	{levelBucket, http.MethodPut, "acl"}:        {"PutBucketAcl", (*Server).putBucketACL, nil},
-	{levelBucket, http.MethodGet, "acl"}:        {"GetBucketAcl", (*Server).getBucketACL, nil},
-	{levelBucket, http.MethodGet, "location"}:   {"GetBucketLocation", (*Server).getBucketLocation, nil},
-	{levelBucket, http.MethodGet, "versioning"}: {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
-	{levelBucket, http.MethodGet, "uploads"}:    {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
-	{levelBucket, http.MethodGet, "versions"}:   {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
-	{levelBucket, http.MethodPost, "delete"}:    {"DeleteObjects", (*Server).deleteObjects, nil},
-	{levelBucket, http.MethodGet, "tagging"}:    {"GetBucketTagging", (*Server).getBucketTagging, nil},
-	{levelBucket, http.MethodPut, "tagging"}:    {"PutBucketTagging", (*Server).putBucketTagging, nil},
-	{levelBucket, http.MethodDelete, "tagging"}: {"DeleteBucketTagging", (*Server).deleteBucketTagging, nil},
+	{levelBucket, http.MethodPut, ""}:            {"CreateBucket", (*Server).createBucket, nil},
+	{levelBucket, http.MethodHead, ""}:           {"HeadBucket", (*Server).headBucket, nil},
+	{levelBucket, http.MethodDelete, ""}:         {"DeleteBucket", (*Server).deleteBucket, nil},
+	{levelBucket, http.MethodGet, ""}:            {"ListObjects", func(s *Server, q *request) error { return s.listObjects(q, false) }, listParams},
+	{levelBucket, http.MethodPut, "cors"}:        {"PutBucketCors", (*Server).putBucketCors, nil},
+	{levelBucket, http.MethodGet, "cors"}:        {"GetBucketCors", (*Server).getBucketCors, nil},
+	{levelBucket, http.MethodDelete, "cors"}:     {"DeleteBucketCors", (*Server).deleteBucketCors, nil},
+	{levelBucket, http.MethodPut, "acl"}:         {"PutBucketAcl", (*Server).putBucketACL, nil},
+	{levelBucket, http.MethodGet, "acl"}:         {"GetBucketAcl", (*Server).getBucketACL, nil},
+	{levelBucket, http.MethodGet, "location"}:    {"GetBucketLocation", (*Server).getBucketLocation, nil},
+	{levelBucket, http.MethodGet, "versioning"}:  {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
+	{levelBucket, http.MethodPut, "versioning"}:  {"PutBucketVersioning", (*Server).putBucketVersioning, nil},
+	{levelBucket, http.MethodGet, "object-lock"}: {"GetObjectLockConfiguration", (*Server).getObjectLockConfig, nil},
+	{levelBucket, http.MethodPut, "object-lock"}: {"PutObjectLockConfiguration", (*Server).putObjectLockConfig, nil},
+	{levelBucket, http.MethodGet, "uploads"}:     {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
+	{levelBucket, http.MethodGet, "versions"}:    {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
+	{levelBucket, http.MethodPost, "delete"}:     {"DeleteObjects", (*Server).deleteObjects, nil},
+	{levelBucket, http.MethodGet, "tagging"}:     {"GetBucketTagging", (*Server).getBucketTagging, nil},
+	{levelBucket, http.MethodPut, "tagging"}:     {"PutBucketTagging", (*Server).putBucketTagging, nil},
+	{levelBucket, http.MethodDelete, "tagging"}:  {"DeleteBucketTagging", (*Server).deleteBucketTagging, nil},
 
 	{levelObject, http.MethodPut, ""}:            {"PutObject", (*Server).putObject, nil},
 	{levelObject, http.MethodGet, ""}:            {"GetObject", (*Server).getObject, getParams},
@@ -108,6 +120,10 @@ var routes = map[routeKey]route{
 	{levelObject, http.MethodGet, "attributes"}:  {"GetObjectAttributes", (*Server).getObjectAttributes, versionParam},
 	{levelObject, http.MethodGet, "acl"}:         {"GetObjectAcl", (*Server).getObjectACL, versionParam},
 	{levelObject, http.MethodPut, "acl"}:         {"PutObjectAcl", (*Server).putObjectACL, versionParam},
+	{levelObject, http.MethodGet, "retention"}:   {"GetObjectRetention", (*Server).getObjectRetention, versionParam},
+	{levelObject, http.MethodPut, "retention"}:   {"PutObjectRetention", (*Server).putObjectRetention, versionParam},
+	{levelObject, http.MethodGet, "legal-hold"}:  {"GetObjectLegalHold", (*Server).getObjectLegalHold, versionParam},
+	{levelObject, http.MethodPut, "legal-hold"}:  {"PutObjectLegalHold", (*Server).putObjectLegalHold, versionParam},
 }
 
 // copyRoutes are the PUTs that carry x-amz-copy-source.
@@ -182,14 +198,23 @@ func checkParams(q *request, rt route, sub string) (route, error) {
 		return route{op: rt.op}, errNotImplemented("the query parameter " + k + " is not supported by " + rt.op)
 	}
 	if v, ok := q.query["versionId"]; ok && contains(rt.params, "versionId") {
-		// No bucket is versioned: its objects are S3's "null" version,
-		// and any other id names nothing.
-		if len(v) != 1 || v[0] != "null" {
-			return route{op: rt.op}, apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid version id specified")
+		if len(v) != 1 {
+			return route{op: rt.op}, errInvalidVersion()
+		}
+		if _, _, err := meta.ParseVersionID(v[0]); err != nil {
+			return route{op: rt.op}, errInvalidVersion()
+		}
+		// Tags, ACLs and attributes are the current version's: another
+		// version's must not be answered with (or changed on) the current.
+		if !versionedOps[rt.op] && v[0] != "null" {
+			return route{op: rt.op}, errNotImplemented(rt.op + " takes no version id but the current version's (null)")
 		}
 	}
 	if err := checkHeaders(q.r.Header); err != nil {
 		return route{op: rt.op}, err
+	}
+	if rt.op != "PutObject" && hasLockHeaders(q.r.Header) {
+		return route{op: rt.op}, errInvalidRequest("object lock headers are supported on PutObject only; set the lock with PutObjectRetention or PutObjectLegalHold")
 	}
 	return rt, nil
 }
@@ -221,10 +246,14 @@ var amzHeaders = map[string]bool{
 	"x-amz-copy-source-if-match": true, "x-amz-copy-source-if-none-match": true,
 	"x-amz-copy-source-if-modified-since": true, "x-amz-copy-source-if-unmodified-since": true,
 	"x-amz-acl": true, "x-amz-storage-class": true, "x-amz-bucket-object-lock-enabled": true,
+
 	"x-amz-object-ownership": true, "x-amz-object-attributes": true, "x-amz-max-parts": true,
 	"x-amz-part-number-marker": true, "x-amz-mp-object-size": true,
-	// No object is ever locked, so there is nothing to bypass.
+	// Honoured for the bucket's owner and root (bypass in versions.go).
 	"x-amz-bypass-governance-retention": true,
+	// PutObject's lock of the new version (lockHeadersIn, lock.go).
+	"x-amz-object-lock-mode": true, "x-amz-object-lock-retain-until-date": true,
+	"x-amz-object-lock-legal-hold": true,
 }
 
 // checkHeaders refuses x-amz-* headers that are unknown, and known ones
@@ -255,9 +284,6 @@ func checkHeaders(h http.Header) error {
 	}
 	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" {
 		return apiErr(http.StatusBadRequest, "InvalidStorageClass", "The storage class you specified is not valid: only STANDARD is supported")
-	}
-	if v := h.Get("X-Amz-Bucket-Object-Lock-Enabled"); v != "" && !strings.EqualFold(v, "false") {
-		return errNotImplemented("object lock is not supported")
 	}
 	if v := h.Get("X-Amz-Object-Ownership"); v != "" && v != "BucketOwnerEnforced" {
 		return errNotImplemented("object ownership is always BucketOwnerEnforced: objects follow the bucket's ACL")

@@ -266,7 +266,7 @@ func (s *Server) expectedOwners(q *request) error {
 		return err
 	}
 	if want := h.Get("X-Amz-Source-Expected-Bucket-Owner"); want != "" {
-		sb, _, err := copySource(h)
+		sb, _, _, err := copySource(h)
 		if err != nil {
 			return err
 		}
@@ -282,7 +282,6 @@ var notConfigured = map[string]string{
 	"policy":            "NoSuchBucketPolicy",
 	"lifecycle":         "NoSuchLifecycleConfiguration",
 	"encryption":        "ServerSideEncryptionConfigurationNotFoundError",
-	"object-lock":       "ObjectLockConfigurationNotFoundError",
 	"website":           "NoSuchWebsiteConfiguration",
 	"replication":       "ReplicationConfigurationNotFoundError",
 	"publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",

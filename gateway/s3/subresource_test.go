@@ -48,6 +48,10 @@ var implemented = map[string]bool{
 	"bucket GET tagging": true, "bucket PUT tagging": true, "bucket DELETE tagging": true,
 	"bucket GET location": true, "bucket GET versioning": true, "bucket GET uploads": true,
 	"bucket POST delete": true, "bucket GET versions": true,
+	// Versioning and object lock (versions_test.go).
+	"bucket PUT versioning": true, "bucket GET object-lock": true, "bucket PUT object-lock": true,
+	"object GET retention": true, "object PUT retention": true,
+	"object GET legal-hold": true, "object PUT legal-hold": true,
 }
 
 // notConfiguredCodes are the bucket configurations Cairn has none of:
@@ -55,7 +59,7 @@ var implemented = map[string]bool{
 var notConfiguredCodes = map[string]string{
 	"policy": "NoSuchBucketPolicy", "policyStatus": "NoSuchBucketPolicy",
 	"lifecycle": "NoSuchLifecycleConfiguration", "encryption": "ServerSideEncryptionConfigurationNotFoundError",
-	"object-lock": "ObjectLockConfigurationNotFoundError", "website": "NoSuchWebsiteConfiguration",
+	"website":     "NoSuchWebsiteConfiguration",
 	"replication": "ReplicationConfigurationNotFoundError", "publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
 	"ownershipControls": "OwnershipControlsNotFoundError",
 }
@@ -162,7 +166,8 @@ func TestUnknownSubresources(t *testing.T) {
 	intact("PUT ?tagging&legal-hold")
 
 	// Query parameters that no operation here takes, and version ids that
-	// name nothing (no bucket is versioned: objects are the "null" version).
+	// are not ids (the bucket is not versioned: its object is the "null"
+	// version; a well-formed id of no version is NoSuchVersion).
 	for _, tc := range []struct {
 		method, query string
 		status        int
@@ -179,6 +184,11 @@ func TestUnknownSubresources(t *testing.T) {
 		{http.MethodPut, "?tagging&versionId=made-up", 400, "InvalidArgument"},
 		{http.MethodDelete, "?tagging&versionId=made-up", 400, "InvalidArgument"},
 		{http.MethodGet, "?acl&versionId=made-up", 400, "InvalidArgument"},
+		{http.MethodGet, "?versionId=00000000000000ff", 404, "NoSuchVersion"},
+		{http.MethodDelete, "?versionId=00000000000000ff", 204, ""},
+		{http.MethodPut, "?tagging&versionId=00000000000000ff", 501, "NotImplemented"},
+		{http.MethodGet, "?retention", 400, "InvalidRequest"},
+		{http.MethodPut, "?legal-hold", 400, "InvalidRequest"},
 		{http.MethodPost, "", 501, "NotImplemented"},
 		{http.MethodPatch, "", 405, "MethodNotAllowed"},
 	} {
@@ -231,20 +241,23 @@ func TestUnknownSubresources(t *testing.T) {
 	must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("same-acl"),
 		Body: strings.NewReader("x"), ACL: types.ObjectCannedACLPrivate}))
 
-	// The calls real clients make.
+	// The calls real clients make. Lock calls on a bucket without object
+	// lock are refused as S3 refuses them.
 	k := aws.String(key)
 	_, err := c.PutObjectLegalHold(ctx, &s3.PutObjectLegalHoldInput{Bucket: aws.String(bucket), Key: k,
 		LegalHold: &types.ObjectLockLegalHold{Status: types.ObjectLockLegalHoldStatusOn}})
-	wantCode(t, err, "NotImplemented")
+	wantCode(t, err, "InvalidRequest")
 	intact("PutObjectLegalHold")
 	_, err = c.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{Bucket: aws.String(bucket), Key: k,
 		Retention: &types.ObjectLockRetention{Mode: types.ObjectLockRetentionModeCompliance, RetainUntilDate: aws.Time(time.Now().Add(time.Hour))}})
-	wantCode(t, err, "NotImplemented")
+	wantCode(t, err, "InvalidRequest")
 	intact("PutObjectRetention")
 	_, err = c.GetObjectLegalHold(ctx, &s3.GetObjectLegalHoldInput{Bucket: aws.String(bucket), Key: k})
-	wantCode(t, err, "NotImplemented")
+	wantCode(t, err, "InvalidRequest")
 	_, err = c.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String(bucket), Key: k})
-	wantCode(t, err, "NotImplemented")
+	wantCode(t, err, "InvalidRequest")
+	_, err = c.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(bucket)})
+	wantCode(t, err, "ObjectLockConfigurationNotFoundError")
 	_, err = c.GetObjectAttributes(ctx, &s3.GetObjectAttributesInput{Bucket: aws.String(bucket), Key: k,
 		ObjectAttributes: []types.ObjectAttributes{"Unknown"}})
 	wantCode(t, err, "InvalidArgument")
@@ -266,15 +279,12 @@ func TestUnknownSubresources(t *testing.T) {
 	intact("PutObjectAcl public-read")
 	must(c.PutObjectAcl(ctx, &s3.PutObjectAclInput{Bucket: aws.String(bucket), Key: k, ACL: types.ObjectCannedACLPrivate}))
 
-	// CreateBucket asking for object lock or for object ACLs creates
-	// nothing.
-	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)})
-	wantCode(t, err, "NotImplemented")
+	// CreateBucket asking for object ACLs creates nothing.
 	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("writer-owned"), ObjectOwnership: types.ObjectOwnershipObjectWriter})
 	wantCode(t, err, "NotImplemented")
 	_, err = c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("granted"), GrantRead: aws.String(`id="someone"`)})
 	wantCode(t, err, "NotImplemented")
-	for _, b := range []string{"locked", "writer-owned", "granted"} {
+	for _, b := range []string{"writer-owned", "granted"} {
 		if _, err := c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b)}); err == nil {
 			t.Fatalf("a refused CreateBucket made %s", b)
 		}

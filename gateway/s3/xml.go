@@ -73,9 +73,10 @@ type locationConstraint struct {
 }
 
 type versioningConfiguration struct {
-	XMLName xml.Name `xml:"VersioningConfiguration"`
-	Xmlns   string   `xml:"xmlns,attr"`
-	Status  string   `xml:"Status,omitempty"`
+	XMLName   xml.Name `xml:"VersioningConfiguration"`
+	Xmlns     string   `xml:"xmlns,attr"`
+	Status    string   `xml:"Status,omitempty"`
+	MfaDelete string   `xml:"MfaDelete,omitempty"`
 }
 
 type grantee struct {
@@ -158,13 +159,17 @@ type deleteResult struct {
 }
 
 type deletedXML struct {
-	Key string `xml:"Key"`
+	Key                   string `xml:"Key"`
+	VersionID             string `xml:"VersionId,omitempty"`
+	DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+	DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 }
 
 type deleteError struct {
-	Key     string `xml:"Key"`
-	Code    string `xml:"Code"`
-	Message string `xml:"Message"`
+	Key       string `xml:"Key"`
+	VersionID string `xml:"VersionId,omitempty"`
+	Code      string `xml:"Code"`
+	Message   string `xml:"Message"`
 }
 
 type copyObjectResult struct {
@@ -222,14 +227,48 @@ type listVersionsResult struct {
 	Delimiter           string         `xml:"Delimiter,omitempty"`
 	EncodingType        string         `xml:"EncodingType,omitempty"`
 	IsTruncated         bool           `xml:"IsTruncated"`
-	Versions            []versionXML   `xml:"Version"`
+	Versions            []versionXML   `xml:"Version"` // each names itself Version or DeleteMarker
 	CommonPrefixes      []commonPrefix `xml:"CommonPrefixes"`
 }
 
+// versionXML is a Version or, by XMLName, a DeleteMarker of a version
+// listing (S3 interleaves them in key order).
 type versionXML struct {
-	objectXML
-	VersionID string `xml:"VersionId"`
-	IsLatest  bool   `xml:"IsLatest"`
+	XMLName      xml.Name
+	Key          string  `xml:"Key"`
+	VersionID    string  `xml:"VersionId"`
+	IsLatest     bool    `xml:"IsLatest"`
+	LastModified string  `xml:"LastModified"`
+	ETag         string  `xml:"ETag,omitempty"`
+	Size         *uint64 `xml:"Size,omitempty"`
+	Owner        *owner  `xml:"Owner,omitempty"`
+	StorageClass string  `xml:"StorageClass,omitempty"`
+}
+
+type objectLockConfiguration struct {
+	XMLName           xml.Name `xml:"ObjectLockConfiguration"`
+	Xmlns             string   `xml:"xmlns,attr,omitempty"`
+	ObjectLockEnabled string   `xml:"ObjectLockEnabled,omitempty"`
+	Rule              *struct {
+		DefaultRetention struct {
+			Mode  string `xml:"Mode"`
+			Days  *int   `xml:"Days,omitempty"`
+			Years *int   `xml:"Years,omitempty"`
+		} `xml:"DefaultRetention"`
+	} `xml:"Rule,omitempty"`
+}
+
+type retentionXML struct {
+	XMLName         xml.Name `xml:"Retention"`
+	Xmlns           string   `xml:"xmlns,attr,omitempty"`
+	Mode            string   `xml:"Mode,omitempty"`
+	RetainUntilDate string   `xml:"RetainUntilDate,omitempty"`
+}
+
+type legalHoldXML struct {
+	XMLName xml.Name `xml:"LegalHold"`
+	Xmlns   string   `xml:"xmlns,attr,omitempty"`
+	Status  string   `xml:"Status"`
 }
 
 type commonPrefix struct {

@@ -184,17 +184,70 @@ func (S3Access) EnumDescriptor() ([]byte, []int) {
 	return file_proto_meta_proto_rawDescGZIP(), []int{2}
 }
 
+type S3Versioning int32
+
+const (
+	S3Versioning_S3_VERSIONING_OFF       S3Versioning = 0 // never enabled: objects are "null" versions
+	S3Versioning_S3_VERSIONING_ENABLED   S3Versioning = 1
+	S3Versioning_S3_VERSIONING_SUSPENDED S3Versioning = 2
+)
+
+// Enum value maps for S3Versioning.
+var (
+	S3Versioning_name = map[int32]string{
+		0: "S3_VERSIONING_OFF",
+		1: "S3_VERSIONING_ENABLED",
+		2: "S3_VERSIONING_SUSPENDED",
+	}
+	S3Versioning_value = map[string]int32{
+		"S3_VERSIONING_OFF":       0,
+		"S3_VERSIONING_ENABLED":   1,
+		"S3_VERSIONING_SUSPENDED": 2,
+	}
+)
+
+func (x S3Versioning) Enum() *S3Versioning {
+	p := new(S3Versioning)
+	*p = x
+	return p
+}
+
+func (x S3Versioning) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (S3Versioning) Descriptor() protoreflect.EnumDescriptor {
+	return file_proto_meta_proto_enumTypes[3].Descriptor()
+}
+
+func (S3Versioning) Type() protoreflect.EnumType {
+	return &file_proto_meta_proto_enumTypes[3]
+}
+
+func (x S3Versioning) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use S3Versioning.Descriptor instead.
+func (S3Versioning) EnumDescriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{3}
+}
+
 type Namespace struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // access key of the creator
-	Visibility    Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
-	CreatedNs     int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"` // unix nanoseconds
-	Replication   uint32                 `protobuf:"varint,5,opt,name=replication,proto3" json:"replication,omitempty"`              // replicas per volume for this namespace
-	Version       uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`                      // bumped on every change of this record
-	RootIno       uint64                 `protobuf:"varint,7,opt,name=root_ino,json=rootIno,proto3" json:"root_ino,omitempty"`       // inode of the namespace's root directory
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner       string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // access key of the creator
+	Visibility  Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
+	CreatedNs   int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"` // unix nanoseconds
+	Replication uint32                 `protobuf:"varint,5,opt,name=replication,proto3" json:"replication,omitempty"`              // replicas per volume for this namespace
+	Version     uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`                      // bumped on every change of this record
+	RootIno     uint64                 `protobuf:"varint,7,opt,name=root_ino,json=rootIno,proto3" json:"root_ino,omitempty"`       // inode of the namespace's root directory
+	// S3 versioning and object lock (s3v band 250-299; see versions.go).
+	S3Versioning       S3Versioning `protobuf:"varint,250,opt,name=s3_versioning,json=s3Versioning,proto3,enum=cairn.meta.S3Versioning" json:"s3_versioning,omitempty"`
+	S3ObjectLock       bool         `protobuf:"varint,251,opt,name=s3_object_lock,json=s3ObjectLock,proto3" json:"s3_object_lock,omitempty"`                  // set at creation only; requires versioning
+	S3DefaultRetention *S3Retention `protobuf:"bytes,252,opt,name=s3_default_retention,json=s3DefaultRetention,proto3" json:"s3_default_retention,omitempty"` // applied to new versions when set
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Namespace) Reset() {
@@ -274,6 +327,27 @@ func (x *Namespace) GetRootIno() uint64 {
 		return x.RootIno
 	}
 	return 0
+}
+
+func (x *Namespace) GetS3Versioning() S3Versioning {
+	if x != nil {
+		return x.S3Versioning
+	}
+	return S3Versioning_S3_VERSIONING_OFF
+}
+
+func (x *Namespace) GetS3ObjectLock() bool {
+	if x != nil {
+		return x.S3ObjectLock
+	}
+	return false
+}
+
+func (x *Namespace) GetS3DefaultRetention() *S3Retention {
+	if x != nil {
+		return x.S3DefaultRetention
+	}
+	return nil
 }
 
 type CreateNamespaceRequest struct {
@@ -593,7 +667,12 @@ type Inode struct {
 	// On the answer to a mutation (never stored): the sequence number of the
 	// mutation's last change event. A client caches the answer and ignores
 	// the events at or below it, which it already reflects.
-	Seq           uint64 `protobuf:"varint,400,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,400,opt,name=seq,proto3" json:"seq,omitempty"`
+	// S3 versioning and object lock (s3v band 250-299). s3_version is the
+	// version id's number, 0 for S3's "null" version.
+	S3Version     uint64       `protobuf:"varint,250,opt,name=s3_version,json=s3Version,proto3" json:"s3_version,omitempty"`
+	S3Retention   *S3Retention `protobuf:"bytes,251,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold   bool         `protobuf:"varint,252,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +852,27 @@ func (x *Inode) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *Inode) GetS3Version() uint64 {
+	if x != nil {
+		return x.S3Version
+	}
+	return 0
+}
+
+func (x *Inode) GetS3Retention() *S3Retention {
+	if x != nil {
+		return x.S3Retention
+	}
+	return nil
+}
+
+func (x *Inode) GetS3LegalHold() bool {
+	if x != nil {
+		return x.S3LegalHold
+	}
+	return false
 }
 
 type ResolveRequest struct {
@@ -1345,27 +1445,31 @@ func (x *MkdirRequest) GetModeExact() bool {
 // CommitRequest creates or atomically replaces a file whose data is
 // already stored in needles. Readers see the old or the new file, never a mix.
 type CommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
-	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
-	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Mode          uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
-	Uid           uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
-	IfMatch       string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
-	IfNoneMatch   bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
-	Parents       bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
-	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
-	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
-	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
-	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
-	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
-	PartSizes     []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Size        uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Extents     []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
+	Etag        string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	ContentType string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta    map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Mode        uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
+	Uid         uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid         uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
+	IfMatch     string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
+	IfNoneMatch bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
+	Parents     bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
+	MtimeNs     int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
+	Headers     map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
+	Tags        map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Ino         uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
+	ModeExact   bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs     int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
+	PartSizes   []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	// Object lock of the version this commit makes (S3 PutObject's
+	// x-amz-object-lock-* headers); refused unless the bucket has object lock.
+	S3Retention   *S3Retention `protobuf:"bytes,250,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold   bool         `protobuf:"varint,251,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1538,6 +1642,20 @@ func (x *CommitRequest) GetPartSizes() []uint64 {
 		return x.PartSizes
 	}
 	return nil
+}
+
+func (x *CommitRequest) GetS3Retention() *S3Retention {
+	if x != nil {
+		return x.S3Retention
+	}
+	return nil
+}
+
+func (x *CommitRequest) GetS3LegalHold() bool {
+	if x != nil {
+		return x.S3LegalHold
+	}
+	return false
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -3281,6 +3399,10 @@ type Command struct {
 	//	*Command_PutJoinToken
 	//	*Command_UseJoinToken
 	//	*Command_RevokeCert
+	//	*Command_S3SetVersioning
+	//	*Command_S3DeleteVersion
+	//	*Command_S3Delete
+	//	*Command_S3SetLock
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3636,6 +3758,42 @@ func (x *Command) GetRevokeCert() *RevokedCert {
 	return nil
 }
 
+func (x *Command) GetS3SetVersioning() *S3VersioningRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_S3SetVersioning); ok {
+			return x.S3SetVersioning
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetS3DeleteVersion() *S3VersionRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_S3DeleteVersion); ok {
+			return x.S3DeleteVersion
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetS3Delete() *S3VersionRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_S3Delete); ok {
+			return x.S3Delete
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetS3SetLock() *S3LockRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_S3SetLock); ok {
+			return x.S3SetLock
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3779,6 +3937,23 @@ type Command_RevokeCert struct {
 	RevokeCert *RevokedCert `protobuf:"bytes,400,opt,name=revoke_cert,json=revokeCert,proto3,oneof"`
 }
 
+type Command_S3SetVersioning struct {
+	// ---- S3 versioning and object lock (s3v band 250-299) ----
+	S3SetVersioning *S3VersioningRequest `protobuf:"bytes,250,opt,name=s3_set_versioning,json=s3SetVersioning,proto3,oneof"`
+}
+
+type Command_S3DeleteVersion struct {
+	S3DeleteVersion *S3VersionRequest `protobuf:"bytes,251,opt,name=s3_delete_version,json=s3DeleteVersion,proto3,oneof"`
+}
+
+type Command_S3Delete struct {
+	S3Delete *S3VersionRequest `protobuf:"bytes,252,opt,name=s3_delete,json=s3Delete,proto3,oneof"`
+}
+
+type Command_S3SetLock struct {
+	S3SetLock *S3LockRequest `protobuf:"bytes,253,opt,name=s3_set_lock,json=s3SetLock,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3846,6 +4021,14 @@ func (*Command_PutJoinToken) isCommand_Op() {}
 func (*Command_UseJoinToken) isCommand_Op() {}
 
 func (*Command_RevokeCert) isCommand_Op() {}
+
+func (*Command_S3SetVersioning) isCommand_Op() {}
+
+func (*Command_S3DeleteVersion) isCommand_Op() {}
+
+func (*Command_S3Delete) isCommand_Op() {}
+
+func (*Command_S3SetLock) isCommand_Op() {}
 
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
@@ -5667,8 +5850,9 @@ type S3CopyRequest struct {
 	Headers         map[string]string      `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	ReplaceTags     bool                   `protobuf:"varint,9,opt,name=replace_tags,json=replaceTags,proto3" json:"replace_tags,omitempty"`
 	Tags            map[string]string      `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	SrcIfMatch      string                 `protobuf:"bytes,11,opt,name=src_if_match,json=srcIfMatch,proto3" json:"src_if_match,omitempty"` // the copy happens only if src's etag is this
-	SrcVersion      uint64                 `protobuf:"varint,12,opt,name=src_version,json=srcVersion,proto3" json:"src_version,omitempty"`  // and, when set, src's inode version is this
+	SrcIfMatch      string                 `protobuf:"bytes,11,opt,name=src_if_match,json=srcIfMatch,proto3" json:"src_if_match,omitempty"`        // the copy happens only if src's etag is this
+	SrcVersion      uint64                 `protobuf:"varint,12,opt,name=src_version,json=srcVersion,proto3" json:"src_version,omitempty"`         // and, when set, src's inode version is this
+	SrcVersionId    string                 `protobuf:"bytes,250,opt,name=src_version_id,json=srcVersionId,proto3" json:"src_version_id,omitempty"` // copy this S3 version of src (versions.go)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -5785,6 +5969,13 @@ func (x *S3CopyRequest) GetSrcVersion() uint64 {
 		return x.SrcVersion
 	}
 	return 0
+}
+
+func (x *S3CopyRequest) GetSrcVersionId() string {
+	if x != nil {
+		return x.SrcVersionId
+	}
+	return ""
 }
 
 type S3TagsRequest struct {
@@ -7810,12 +8001,576 @@ func (x *MetaSnapshotChunk) GetData() []byte {
 	return nil
 }
 
+// S3Retention is an object lock retention: mode GOVERNANCE or COMPLIANCE
+// until until_ns; as a bucket default, days or years instead of until_ns.
+type S3Retention struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	UntilNs       int64                  `protobuf:"varint,2,opt,name=until_ns,json=untilNs,proto3" json:"until_ns,omitempty"`
+	Days          uint32                 `protobuf:"varint,3,opt,name=days,proto3" json:"days,omitempty"`
+	Years         uint32                 `protobuf:"varint,4,opt,name=years,proto3" json:"years,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3Retention) Reset() {
+	*x = S3Retention{}
+	mi := &file_proto_meta_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Retention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Retention) ProtoMessage() {}
+
+func (x *S3Retention) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
+func (*S3Retention) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *S3Retention) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *S3Retention) GetUntilNs() int64 {
+	if x != nil {
+		return x.UntilNs
+	}
+	return 0
+}
+
+func (x *S3Retention) GetDays() uint32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *S3Retention) GetYears() uint32 {
+	if x != nil {
+		return x.Years
+	}
+	return 0
+}
+
+type S3VersioningRequest struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Ns                  string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	State               S3Versioning           `protobuf:"varint,2,opt,name=state,proto3,enum=cairn.meta.S3Versioning" json:"state,omitempty"` // OFF: leave versioning as it is
+	ObjectLock          bool                   `protobuf:"varint,3,opt,name=object_lock,json=objectLock,proto3" json:"object_lock,omitempty"`  // turn object lock on (needs versioning enabled)
+	SetDefaultRetention bool                   `protobuf:"varint,4,opt,name=set_default_retention,json=setDefaultRetention,proto3" json:"set_default_retention,omitempty"`
+	DefaultRetention    *S3Retention           `protobuf:"bytes,5,opt,name=default_retention,json=defaultRetention,proto3" json:"default_retention,omitempty"` // nil with set_default_retention: none
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *S3VersioningRequest) Reset() {
+	*x = S3VersioningRequest{}
+	mi := &file_proto_meta_proto_msgTypes[104]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3VersioningRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3VersioningRequest) ProtoMessage() {}
+
+func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[104]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
+func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+}
+
+func (x *S3VersioningRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *S3VersioningRequest) GetState() S3Versioning {
+	if x != nil {
+		return x.State
+	}
+	return S3Versioning_S3_VERSIONING_OFF
+}
+
+func (x *S3VersioningRequest) GetObjectLock() bool {
+	if x != nil {
+		return x.ObjectLock
+	}
+	return false
+}
+
+func (x *S3VersioningRequest) GetSetDefaultRetention() bool {
+	if x != nil {
+		return x.SetDefaultRetention
+	}
+	return false
+}
+
+func (x *S3VersioningRequest) GetDefaultRetention() *S3Retention {
+	if x != nil {
+		return x.DefaultRetention
+	}
+	return nil
+}
+
+// S3Version is one version of an object that is not the namespace's
+// current file (key sv/{ns} 0 {path} 0 {^order}), or, in answers, the
+// current one. inode carries the version's attributes; its ino is 0 for
+// a stored version.
+type S3Version struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Order         uint64                 `protobuf:"varint,2,opt,name=order,proto3" json:"order,omitempty"`                 // position among the key's versions; the id's number unless null_id
+	NullId        bool                   `protobuf:"varint,3,opt,name=null_id,json=nullId,proto3" json:"null_id,omitempty"` // S3's "null" version
+	DeleteMarker  bool                   `protobuf:"varint,4,opt,name=delete_marker,json=deleteMarker,proto3" json:"delete_marker,omitempty"`
+	Inode         *Inode                 `protobuf:"bytes,5,opt,name=inode,proto3" json:"inode,omitempty"`
+	Extents       []*Extent              `protobuf:"bytes,6,rep,name=extents,proto3" json:"extents,omitempty"`                                // sorted by offset
+	Current       bool                   `protobuf:"varint,7,opt,name=current,proto3" json:"current,omitempty"`                               // in answers: the namespace's file (or latest marker)
+	CommonPrefix  bool                   `protobuf:"varint,8,opt,name=common_prefix,json=commonPrefix,proto3" json:"common_prefix,omitempty"` // in listings: key is a common prefix
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3Version) Reset() {
+	*x = S3Version{}
+	mi := &file_proto_meta_proto_msgTypes[105]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3Version) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3Version) ProtoMessage() {}
+
+func (x *S3Version) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[105]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
+func (*S3Version) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+}
+
+func (x *S3Version) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *S3Version) GetOrder() uint64 {
+	if x != nil {
+		return x.Order
+	}
+	return 0
+}
+
+func (x *S3Version) GetNullId() bool {
+	if x != nil {
+		return x.NullId
+	}
+	return false
+}
+
+func (x *S3Version) GetDeleteMarker() bool {
+	if x != nil {
+		return x.DeleteMarker
+	}
+	return false
+}
+
+func (x *S3Version) GetInode() *Inode {
+	if x != nil {
+		return x.Inode
+	}
+	return nil
+}
+
+func (x *S3Version) GetExtents() []*Extent {
+	if x != nil {
+		return x.Extents
+	}
+	return nil
+}
+
+func (x *S3Version) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+func (x *S3Version) GetCommonPrefix() bool {
+	if x != nil {
+		return x.CommonPrefix
+	}
+	return false
+}
+
+type S3VersionRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Ns               string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path             string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	VersionId        string                 `protobuf:"bytes,3,opt,name=version_id,json=versionId,proto3" json:"version_id,omitempty"`                       // "" the current version; "null"; or an id
+	BypassGovernance bool                   `protobuf:"varint,4,opt,name=bypass_governance,json=bypassGovernance,proto3" json:"bypass_governance,omitempty"` // may shorten or remove GOVERNANCE locks
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *S3VersionRequest) Reset() {
+	*x = S3VersionRequest{}
+	mi := &file_proto_meta_proto_msgTypes[106]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3VersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3VersionRequest) ProtoMessage() {}
+
+func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[106]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
+func (*S3VersionRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+}
+
+func (x *S3VersionRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *S3VersionRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *S3VersionRequest) GetVersionId() string {
+	if x != nil {
+		return x.VersionId
+	}
+	return ""
+}
+
+func (x *S3VersionRequest) GetBypassGovernance() bool {
+	if x != nil {
+		return x.BypassGovernance
+	}
+	return false
+}
+
+type S3ListVersionsRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Ns              string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Prefix          string                 `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Delimiter       string                 `protobuf:"bytes,3,opt,name=delimiter,proto3" json:"delimiter,omitempty"`
+	KeyMarker       string                 `protobuf:"bytes,4,opt,name=key_marker,json=keyMarker,proto3" json:"key_marker,omitempty"`                     // list keys after this one ...
+	VersionIdMarker string                 `protobuf:"bytes,5,opt,name=version_id_marker,json=versionIdMarker,proto3" json:"version_id_marker,omitempty"` // ... or, when set, key_marker's versions after this one
+	End             string                 `protobuf:"bytes,6,opt,name=end,proto3" json:"end,omitempty"`                                                  // stop before this key ("" no end)
+	Limit           uint32                 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *S3ListVersionsRequest) Reset() {
+	*x = S3ListVersionsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[107]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3ListVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3ListVersionsRequest) ProtoMessage() {}
+
+func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[107]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
+func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+}
+
+func (x *S3ListVersionsRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetDelimiter() string {
+	if x != nil {
+		return x.Delimiter
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetKeyMarker() string {
+	if x != nil {
+		return x.KeyMarker
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetVersionIdMarker() string {
+	if x != nil {
+		return x.VersionIdMarker
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+func (x *S3ListVersionsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// S3VersionList holds stored (not current) versions and common prefixes,
+// in key order, each key's versions newest first.
+type S3VersionList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Versions      []*S3Version           `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *S3VersionList) Reset() {
+	*x = S3VersionList{}
+	mi := &file_proto_meta_proto_msgTypes[108]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3VersionList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3VersionList) ProtoMessage() {}
+
+func (x *S3VersionList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[108]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
+func (*S3VersionList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+}
+
+func (x *S3VersionList) GetVersions() []*S3Version {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *S3VersionList) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type S3LockRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Ns               string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path             string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	VersionId        string                 `protobuf:"bytes,3,opt,name=version_id,json=versionId,proto3" json:"version_id,omitempty"`
+	SetRetention     bool                   `protobuf:"varint,4,opt,name=set_retention,json=setRetention,proto3" json:"set_retention,omitempty"`
+	Retention        *S3Retention           `protobuf:"bytes,5,opt,name=retention,proto3" json:"retention,omitempty"` // nil with set_retention: remove
+	SetLegalHold     bool                   `protobuf:"varint,6,opt,name=set_legal_hold,json=setLegalHold,proto3" json:"set_legal_hold,omitempty"`
+	LegalHold        bool                   `protobuf:"varint,7,opt,name=legal_hold,json=legalHold,proto3" json:"legal_hold,omitempty"`
+	BypassGovernance bool                   `protobuf:"varint,8,opt,name=bypass_governance,json=bypassGovernance,proto3" json:"bypass_governance,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *S3LockRequest) Reset() {
+	*x = S3LockRequest{}
+	mi := &file_proto_meta_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3LockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3LockRequest) ProtoMessage() {}
+
+func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
+func (*S3LockRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *S3LockRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *S3LockRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *S3LockRequest) GetVersionId() string {
+	if x != nil {
+		return x.VersionId
+	}
+	return ""
+}
+
+func (x *S3LockRequest) GetSetRetention() bool {
+	if x != nil {
+		return x.SetRetention
+	}
+	return false
+}
+
+func (x *S3LockRequest) GetRetention() *S3Retention {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *S3LockRequest) GetSetLegalHold() bool {
+	if x != nil {
+		return x.SetLegalHold
+	}
+	return false
+}
+
+func (x *S3LockRequest) GetLegalHold() bool {
+	if x != nil {
+		return x.LegalHold
+	}
+	return false
+}
+
+func (x *S3LockRequest) GetBypassGovernance() bool {
+	if x != nil {
+		return x.BypassGovernance
+	}
+	return false
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"\x10proto/meta.proto\x12\n" +
-	"cairn.meta\"\xe3\x01\n" +
+	"cairn.meta\"\x96\x03\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
@@ -7826,7 +8581,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"created_ns\x18\x04 \x01(\x03R\tcreatedNs\x12 \n" +
 	"\vreplication\x18\x05 \x01(\rR\vreplication\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x19\n" +
-	"\broot_ino\x18\a \x01(\x04R\arootIno\"\x9c\x01\n" +
+	"\broot_ino\x18\a \x01(\x04R\arootIno\x12>\n" +
+	"\rs3_versioning\x18\xfa\x01 \x01(\x0e2\x18.cairn.meta.S3VersioningR\fs3Versioning\x12%\n" +
+	"\x0es3_object_lock\x18\xfb\x01 \x01(\bR\fs3ObjectLock\x12J\n" +
+	"\x14s3_default_retention\x18\xfc\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\x12s3DefaultRetention\"\x9c\x01\n" +
 	"\x16CreateNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
@@ -7850,7 +8608,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\x84\a\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\x86\b\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -7874,7 +8632,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
 	"\n" +
 	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12\x11\n" +
-	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x1a;\n" +
+	"\x03seq\x18\x90\x03 \x01(\x04R\x03seq\x12\x1e\n" +
+	"\n" +
+	"s3_version\x18\xfa\x01 \x01(\x04R\ts3Version\x12;\n" +
+	"\fs3_retention\x18\xfb\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
+	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -7927,7 +8689,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb9\x06\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x9b\a\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -7951,7 +8713,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
 	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
 	"\n" +
-	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x1a;\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12;\n" +
+	"\fs3_retention\x18\xfa\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
+	"\rs3_legal_hold\x18\xfb\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -8102,7 +8866,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xa2\x11\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xbb\x13\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
@@ -8145,7 +8909,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
 	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinToken\x12;\n" +
 	"\vrevoke_cert\x18\x90\x03 \x01(\v2\x17.cairn.meta.RevokedCertH\x00R\n" +
-	"revokeCertB\x04\n" +
+	"revokeCert\x12N\n" +
+	"\x11s3_set_versioning\x18\xfa\x01 \x01(\v2\x1f.cairn.meta.S3VersioningRequestH\x00R\x0fs3SetVersioning\x12K\n" +
+	"\x11s3_delete_version\x18\xfb\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\x0fs3DeleteVersion\x12<\n" +
+	"\ts3_delete\x18\xfc\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\bs3Delete\x12<\n" +
+	"\vs3_set_lock\x18\xfd\x01 \x01(\v2\x19.cairn.meta.S3LockRequestH\x00R\ts3SetLockB\x04\n" +
 	"\x02op\"r\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
@@ -8300,7 +9068,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04tags\x18\x03 \x03(\v2$.cairn.meta.S3BucketConfig.TagsEntryR\x04tags\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x05\n" +
 	"\rS3CopyRequest\x12\x15\n" +
 	"\x06src_ns\x18\x01 \x01(\tR\x05srcNs\x12\x19\n" +
 	"\bsrc_path\x18\x02 \x01(\tR\asrcPath\x12\x15\n" +
@@ -8316,7 +9084,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fsrc_if_match\x18\v \x01(\tR\n" +
 	"srcIfMatch\x12\x1f\n" +
 	"\vsrc_version\x18\f \x01(\x04R\n" +
-	"srcVersion\x1a;\n" +
+	"srcVersion\x12%\n" +
+	"\x0esrc_version_id\x18\xfa\x01 \x01(\tR\fsrcVersionId\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -8493,7 +9262,57 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"'\n" +
 	"\x11MetaSnapshotChunk\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data**\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"f\n" +
+	"\vS3Retention\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x19\n" +
+	"\buntil_ns\x18\x02 \x01(\x03R\auntilNs\x12\x12\n" +
+	"\x04days\x18\x03 \x01(\rR\x04days\x12\x14\n" +
+	"\x05years\x18\x04 \x01(\rR\x05years\"\xf0\x01\n" +
+	"\x13S3VersioningRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12.\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x18.cairn.meta.S3VersioningR\x05state\x12\x1f\n" +
+	"\vobject_lock\x18\x03 \x01(\bR\n" +
+	"objectLock\x122\n" +
+	"\x15set_default_retention\x18\x04 \x01(\bR\x13setDefaultRetention\x12D\n" +
+	"\x11default_retention\x18\x05 \x01(\v2\x17.cairn.meta.S3RetentionR\x10defaultRetention\"\x87\x02\n" +
+	"\tS3Version\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05order\x18\x02 \x01(\x04R\x05order\x12\x17\n" +
+	"\anull_id\x18\x03 \x01(\bR\x06nullId\x12#\n" +
+	"\rdelete_marker\x18\x04 \x01(\bR\fdeleteMarker\x12'\n" +
+	"\x05inode\x18\x05 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
+	"\aextents\x18\x06 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x18\n" +
+	"\acurrent\x18\a \x01(\bR\acurrent\x12#\n" +
+	"\rcommon_prefix\x18\b \x01(\bR\fcommonPrefix\"\x82\x01\n" +
+	"\x10S3VersionRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"version_id\x18\x03 \x01(\tR\tversionId\x12+\n" +
+	"\x11bypass_governance\x18\x04 \x01(\bR\x10bypassGovernance\"\xd0\x01\n" +
+	"\x15S3ListVersionsRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n" +
+	"\tdelimiter\x18\x03 \x01(\tR\tdelimiter\x12\x1d\n" +
+	"\n" +
+	"key_marker\x18\x04 \x01(\tR\tkeyMarker\x12*\n" +
+	"\x11version_id_marker\x18\x05 \x01(\tR\x0fversionIdMarker\x12\x10\n" +
+	"\x03end\x18\x06 \x01(\tR\x03end\x12\x14\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\"V\n" +
+	"\rS3VersionList\x121\n" +
+	"\bversions\x18\x01 \x03(\v2\x15.cairn.meta.S3VersionR\bversions\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x02\n" +
+	"\rS3LockRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"version_id\x18\x03 \x01(\tR\tversionId\x12#\n" +
+	"\rset_retention\x18\x04 \x01(\bR\fsetRetention\x125\n" +
+	"\tretention\x18\x05 \x01(\v2\x17.cairn.meta.S3RetentionR\tretention\x12$\n" +
+	"\x0eset_legal_hold\x18\x06 \x01(\bR\fsetLegalHold\x12\x1d\n" +
+	"\n" +
+	"legal_hold\x18\a \x01(\bR\tlegalHold\x12+\n" +
+	"\x11bypass_governance\x18\b \x01(\bR\x10bypassGovernance**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -8510,7 +9329,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bS3Access\x12\v\n" +
 	"\aS3_NONE\x10\x00\x12\v\n" +
 	"\aS3_READ\x10\x01\x12\f\n" +
-	"\bS3_WRITE\x10\x022\xcf\x1f\n" +
+	"\bS3_WRITE\x10\x02*]\n" +
+	"\fS3Versioning\x12\x15\n" +
+	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
+	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xf7\"\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -8557,7 +9380,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x10S3CompleteUpload\x12\x1d.cairn.meta.S3CompleteRequest\x1a\x11.cairn.meta.Inode\x12?\n" +
 	"\rS3AbortUpload\x12\x1b.cairn.meta.S3UploadRequest\x1a\x11.cairn.meta.Empty\x12E\n" +
 	"\vS3ListParts\x12\x1e.cairn.meta.S3ListPartsRequest\x1a\x16.cairn.meta.S3PartList\x12K\n" +
-	"\rS3ListUploads\x12 .cairn.meta.S3ListUploadsRequest\x1a\x18.cairn.meta.S3UploadList\x12B\n" +
+	"\rS3ListUploads\x12 .cairn.meta.S3ListUploadsRequest\x1a\x18.cairn.meta.S3UploadList\x12I\n" +
+	"\x0fS3SetVersioning\x12\x1f.cairn.meta.S3VersioningRequest\x1a\x15.cairn.meta.Namespace\x12C\n" +
+	"\fS3GetVersion\x12\x1c.cairn.meta.S3VersionRequest\x1a\x15.cairn.meta.S3Version\x12F\n" +
+	"\x0fS3DeleteVersion\x12\x1c.cairn.meta.S3VersionRequest\x1a\x15.cairn.meta.S3Version\x12?\n" +
+	"\bS3Delete\x12\x1c.cairn.meta.S3VersionRequest\x1a\x15.cairn.meta.S3Version\x12N\n" +
+	"\x0eS3ListVersions\x12!.cairn.meta.S3ListVersionsRequest\x1a\x19.cairn.meta.S3VersionList\x12=\n" +
+	"\tS3SetLock\x12\x19.cairn.meta.S3LockRequest\x1a\x15.cairn.meta.S3Version\x12B\n" +
 	"\fMountSession\x12\x1b.cairn.meta.MountSessionMsg\x1a\x11.cairn.meta.Event(\x010\x01\x12=\n" +
 	"\aSymlink\x12\x1f.cairn.meta.MountSymlinkRequest\x1a\x11.cairn.meta.Inode\x127\n" +
 	"\x04Link\x12\x1c.cairn.meta.MountLinkRequest\x1a\x11.cairn.meta.Inode\x12<\n" +
@@ -8590,371 +9419,405 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 	return file_proto_meta_proto_rawDescData
 }
 
-var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 124)
+var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 131)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
 	(S3Access)(0),                   // 2: cairn.meta.S3Access
-	(*Namespace)(nil),               // 3: cairn.meta.Namespace
-	(*CreateNamespaceRequest)(nil),  // 4: cairn.meta.CreateNamespaceRequest
-	(*NamespaceRequest)(nil),        // 5: cairn.meta.NamespaceRequest
-	(*SetVisibilityRequest)(nil),    // 6: cairn.meta.SetVisibilityRequest
-	(*NamespaceList)(nil),           // 7: cairn.meta.NamespaceList
-	(*Extent)(nil),                  // 8: cairn.meta.Extent
-	(*Inode)(nil),                   // 9: cairn.meta.Inode
-	(*ResolveRequest)(nil),          // 10: cairn.meta.ResolveRequest
-	(*ResolveResponse)(nil),         // 11: cairn.meta.ResolveResponse
-	(*BatchResolveRequest)(nil),     // 12: cairn.meta.BatchResolveRequest
-	(*ResolveResult)(nil),           // 13: cairn.meta.ResolveResult
-	(*BatchResolveResponse)(nil),    // 14: cairn.meta.BatchResolveResponse
-	(*ListRequest)(nil),             // 15: cairn.meta.ListRequest
-	(*ListEntry)(nil),               // 16: cairn.meta.ListEntry
-	(*ListResponse)(nil),            // 17: cairn.meta.ListResponse
-	(*MkdirRequest)(nil),            // 18: cairn.meta.MkdirRequest
-	(*CommitRequest)(nil),           // 19: cairn.meta.CommitRequest
-	(*CommitBatchRequest)(nil),      // 20: cairn.meta.CommitBatchRequest
-	(*CommitBatchResponse)(nil),     // 21: cairn.meta.CommitBatchResponse
-	(*AppendRequest)(nil),           // 22: cairn.meta.AppendRequest
-	(*DeleteRequest)(nil),           // 23: cairn.meta.DeleteRequest
-	(*DeleteResponse)(nil),          // 24: cairn.meta.DeleteResponse
-	(*RenameRequest)(nil),           // 25: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),          // 26: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                  // 27: cairn.meta.Volume
-	(*AssignRequest)(nil),           // 28: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),          // 29: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),          // 30: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),         // 31: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),              // 32: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),        // 33: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 34: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),             // 35: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),            // 36: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),            // 37: cairn.meta.WatchRequest
-	(*Event)(nil),                   // 38: cairn.meta.Event
-	(*Error)(nil),                   // 39: cairn.meta.Error
-	(*Empty)(nil),                   // 40: cairn.meta.Empty
-	(*CreateUserRequest)(nil),       // 41: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),      // 42: cairn.meta.CreateUserResponse
-	(*User)(nil),                    // 43: cairn.meta.User
-	(*Needle)(nil),                  // 44: cairn.meta.Needle
-	(*GarbageDone)(nil),             // 45: cairn.meta.GarbageDone
-	(*Command)(nil),                 // 46: cairn.meta.Command
-	(*MountSessionMsg)(nil),         // 47: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 48: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 49: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 50: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 51: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 52: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 53: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 54: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 55: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 56: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 57: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 58: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 59: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 60: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 61: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 62: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                  // 63: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 64: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 65: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 66: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 67: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 68: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 69: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 70: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 71: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 72: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 73: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 74: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 75: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 76: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 77: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 78: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 79: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 80: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 81: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 82: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 83: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 84: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 85: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 86: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 87: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 88: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 89: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 100: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 101: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 102: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 103: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 104: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 105: cairn.meta.MetaSnapshotChunk
-	nil,                             // 106: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 107: cairn.meta.Inode.HeadersEntry
-	nil,                             // 108: cairn.meta.Inode.TagsEntry
-	nil,                             // 109: cairn.meta.Inode.XattrsEntry
-	nil,                             // 110: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 111: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 112: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 113: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 114: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 115: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 116: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 117: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 118: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 119: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 120: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 121: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 122: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 123: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 124: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 125: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 126: cairn.meta.S3Upload.TagsEntry
+	(S3Versioning)(0),               // 3: cairn.meta.S3Versioning
+	(*Namespace)(nil),               // 4: cairn.meta.Namespace
+	(*CreateNamespaceRequest)(nil),  // 5: cairn.meta.CreateNamespaceRequest
+	(*NamespaceRequest)(nil),        // 6: cairn.meta.NamespaceRequest
+	(*SetVisibilityRequest)(nil),    // 7: cairn.meta.SetVisibilityRequest
+	(*NamespaceList)(nil),           // 8: cairn.meta.NamespaceList
+	(*Extent)(nil),                  // 9: cairn.meta.Extent
+	(*Inode)(nil),                   // 10: cairn.meta.Inode
+	(*ResolveRequest)(nil),          // 11: cairn.meta.ResolveRequest
+	(*ResolveResponse)(nil),         // 12: cairn.meta.ResolveResponse
+	(*BatchResolveRequest)(nil),     // 13: cairn.meta.BatchResolveRequest
+	(*ResolveResult)(nil),           // 14: cairn.meta.ResolveResult
+	(*BatchResolveResponse)(nil),    // 15: cairn.meta.BatchResolveResponse
+	(*ListRequest)(nil),             // 16: cairn.meta.ListRequest
+	(*ListEntry)(nil),               // 17: cairn.meta.ListEntry
+	(*ListResponse)(nil),            // 18: cairn.meta.ListResponse
+	(*MkdirRequest)(nil),            // 19: cairn.meta.MkdirRequest
+	(*CommitRequest)(nil),           // 20: cairn.meta.CommitRequest
+	(*CommitBatchRequest)(nil),      // 21: cairn.meta.CommitBatchRequest
+	(*CommitBatchResponse)(nil),     // 22: cairn.meta.CommitBatchResponse
+	(*AppendRequest)(nil),           // 23: cairn.meta.AppendRequest
+	(*DeleteRequest)(nil),           // 24: cairn.meta.DeleteRequest
+	(*DeleteResponse)(nil),          // 25: cairn.meta.DeleteResponse
+	(*RenameRequest)(nil),           // 26: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),          // 27: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                  // 28: cairn.meta.Volume
+	(*AssignRequest)(nil),           // 29: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),          // 30: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),          // 31: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),         // 32: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),              // 33: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),        // 34: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 35: cairn.meta.HeartbeatResponse
+	(*AuthRequest)(nil),             // 36: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),            // 37: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),            // 38: cairn.meta.WatchRequest
+	(*Event)(nil),                   // 39: cairn.meta.Event
+	(*Error)(nil),                   // 40: cairn.meta.Error
+	(*Empty)(nil),                   // 41: cairn.meta.Empty
+	(*CreateUserRequest)(nil),       // 42: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 43: cairn.meta.CreateUserResponse
+	(*User)(nil),                    // 44: cairn.meta.User
+	(*Needle)(nil),                  // 45: cairn.meta.Needle
+	(*GarbageDone)(nil),             // 46: cairn.meta.GarbageDone
+	(*Command)(nil),                 // 47: cairn.meta.Command
+	(*MountSessionMsg)(nil),         // 48: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 49: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 50: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 51: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 52: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 53: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 54: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 55: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 56: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 57: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 58: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 59: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 60: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 61: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 62: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 63: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                  // 64: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 65: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 66: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 67: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 68: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 69: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 70: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 71: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 72: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 73: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 74: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 75: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 76: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 77: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 78: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 79: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 80: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 81: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 82: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 83: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 84: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 85: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 86: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 87: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 88: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 89: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 90: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 91: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 92: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 93: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 94: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 95: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 96: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 97: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 98: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 99: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 100: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 101: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 102: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 103: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 104: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 105: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 106: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 107: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 108: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 109: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 110: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 111: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 112: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 113: cairn.meta.S3LockRequest
+	nil,                             // 114: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 115: cairn.meta.Inode.HeadersEntry
+	nil,                             // 116: cairn.meta.Inode.TagsEntry
+	nil,                             // 117: cairn.meta.Inode.XattrsEntry
+	nil,                             // 118: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 119: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 120: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 121: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 122: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 123: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 124: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 125: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 126: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 127: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 128: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 129: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 130: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 131: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 132: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 133: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 134: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
-	0,   // 1: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
-	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
-	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
-	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	106, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	107, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	108, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	109, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
-	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
-	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
-	11,  // 12: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
-	39,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
-	13,  // 14: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
-	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
-	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
-	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	110, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	111, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	112, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
-	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
-	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	113, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	100, // 31: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
-	114, // 32: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	44,  // 33: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 34: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 35: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 36: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 37: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 38: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 39: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 40: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 41: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 42: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 43: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 44: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 45: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 46: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 47: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 48: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 49: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 50: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 51: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 52: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 53: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 54: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 55: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 56: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 57: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 58: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 59: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 60: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 61: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 62: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 63: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	97,  // 64: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	87,  // 65: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 66: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	100, // 67: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	115, // 68: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	96,  // 69: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 70: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 71: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 72: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 73: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 74: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	116, // 75: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	117, // 76: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 77: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	118, // 78: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 79: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 80: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 81: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	119, // 82: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	120, // 83: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	121, // 84: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	122, // 85: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	123, // 86: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	124, // 87: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	125, // 88: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	126, // 89: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 90: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 91: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 92: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 93: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 94: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 95: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 96: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 97: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 98: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 99: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	100, // 100: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	102, // 101: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	2,   // 102: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 103: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 104: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 105: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 106: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 107: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 108: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 109: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 110: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 111: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 112: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 113: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 114: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 115: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 116: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 117: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 118: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 119: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 120: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 121: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 122: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 123: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 124: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 125: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 126: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 127: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 128: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 129: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 130: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 131: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 132: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 133: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 134: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 135: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 136: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 137: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 138: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 139: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 140: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 141: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 142: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 143: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 144: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 145: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 146: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 147: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 148: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 149: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 150: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 151: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 152: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 153: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 154: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 155: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 156: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 157: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 158: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	40,  // 159: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	104, // 160: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	104, // 161: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	40,  // 162: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	94,  // 163: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 164: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 165: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	100, // 166: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	3,   // 167: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 168: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 169: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 170: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 171: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 172: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 173: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 174: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 175: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 176: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 177: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 178: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 179: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 180: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 181: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 182: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 183: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 184: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 185: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 186: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 187: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 188: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 189: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 190: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 191: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 192: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 193: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 194: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 195: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 196: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 197: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 198: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 199: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 200: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 201: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 202: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 203: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 204: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 205: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 206: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 207: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 208: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 209: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 210: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 211: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 212: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 213: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 214: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 215: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 216: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 217: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 218: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 219: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	103, // 220: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	40,  // 221: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	40,  // 222: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	105, // 223: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	95,  // 224: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 225: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 226: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	101, // 227: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	167, // [167:228] is the sub-list for method output_type
-	106, // [106:167] is the sub-list for method input_type
-	106, // [106:106] is the sub-list for extension type_name
-	106, // [106:106] is the sub-list for extension extendee
-	0,   // [0:106] is the sub-list for field type_name
+	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
+	107, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
+	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
+	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
+	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
+	114, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	115, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	116, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	117, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	107, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
+	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
+	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
+	12,  // 15: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
+	40,  // 16: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
+	14,  // 17: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
+	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
+	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
+	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
+	118, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	119, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	120, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	107, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
+	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
+	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
+	28,  // 28: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	28,  // 29: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	121, // 30: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	33,  // 31: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	97,  // 32: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 33: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	94,  // 34: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	101, // 35: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	122, // 36: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	45,  // 37: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	5,   // 38: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	6,   // 39: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	7,   // 40: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	19,  // 41: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	20,  // 42: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	23,  // 43: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	24,  // 44: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	26,  // 45: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	27,  // 46: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	28,  // 47: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	44,  // 48: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	46,  // 49: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	21,  // 50: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	57,  // 51: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	58,  // 52: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	67,  // 53: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	68,  // 54: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	64,  // 55: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	65,  // 56: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	75,  // 57: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	76,  // 58: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	78,  // 59: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	81,  // 60: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	83,  // 61: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	79,  // 62: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	77,  // 63: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	50,  // 64: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	51,  // 65: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	52,  // 66: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	54,  // 67: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	98,  // 68: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	88,  // 69: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	89,  // 70: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	101, // 71: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	108, // 72: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	110, // 73: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	110, // 74: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	113, // 75: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	123, // 76: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	97,  // 77: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 78: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	60,  // 79: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	61,  // 80: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	62,  // 81: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	64,  // 82: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	124, // 83: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	125, // 84: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 85: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	126, // 86: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	71,  // 87: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	71,  // 88: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	74,  // 89: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	127, // 90: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	128, // 91: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	129, // 92: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	130, // 93: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	131, // 94: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	132, // 95: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	133, // 96: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	134, // 97: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 98: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	79,  // 99: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 100: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	79,  // 101: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 102: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	79,  // 103: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 104: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	78,  // 105: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	78,  // 106: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 107: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	101, // 108: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	103, // 109: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 110: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	107, // 111: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 112: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 113: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	109, // 114: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	107, // 115: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 116: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 117: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 118: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 119: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 120: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 121: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 122: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	41,  // 123: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 124: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 125: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 126: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 127: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 128: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 129: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 130: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 131: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 132: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 133: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 134: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 135: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 136: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 137: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	36,  // 138: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	42,  // 139: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	38,  // 140: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	41,  // 141: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	41,  // 142: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	59,  // 143: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	41,  // 144: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	64,  // 145: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	65,  // 146: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	41,  // 147: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	69,  // 148: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	68,  // 149: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	65,  // 150: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	70,  // 151: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	68,  // 152: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 153: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	75,  // 154: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	76,  // 155: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	77,  // 156: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	78,  // 157: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	79,  // 158: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	81,  // 159: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	83,  // 160: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	79,  // 161: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	84,  // 162: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	86,  // 163: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	108, // 164: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	110, // 165: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	110, // 166: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	110, // 167: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	111, // 168: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	113, // 169: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	48,  // 170: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	50,  // 171: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	51,  // 172: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	52,  // 173: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	49,  // 174: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	54,  // 175: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	41,  // 176: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	90,  // 177: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	92,  // 178: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	41,  // 179: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	105, // 180: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	105, // 181: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	41,  // 182: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	95,  // 183: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	98,  // 184: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	99,  // 185: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	101, // 186: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 187: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	41,  // 188: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 189: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 190: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 191: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 192: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 193: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 194: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 195: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 196: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 197: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 198: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 199: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 200: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 201: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 202: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 203: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 204: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	37,  // 205: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	43,  // 206: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	39,  // 207: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	56,  // 208: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	63,  // 209: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	41,  // 210: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	41,  // 211: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	64,  // 212: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	41,  // 213: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	66,  // 214: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	72,  // 215: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	41,  // 216: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	73,  // 217: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	71,  // 218: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	72,  // 219: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	75,  // 220: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	75,  // 221: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 222: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 223: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	78,  // 224: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	78,  // 225: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	80,  // 226: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 227: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	41,  // 228: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	85,  // 229: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	87,  // 230: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 231: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	109, // 232: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	109, // 233: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	109, // 234: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	112, // 235: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	109, // 236: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	39,  // 237: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 238: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 239: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 240: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	53,  // 241: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	55,  // 242: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	41,  // 243: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	91,  // 244: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	93,  // 245: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	104, // 246: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	41,  // 247: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	41,  // 248: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	106, // 249: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	96,  // 250: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 251: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	100, // 252: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	102, // 253: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	187, // [187:254] is the sub-list for method output_type
+	120, // [120:187] is the sub-list for method input_type
+	120, // [120:120] is the sub-list for extension type_name
+	120, // [120:120] is the sub-list for extension extendee
+	0,   // [0:120] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8998,14 +9861,18 @@ func file_proto_meta_proto_init() {
 		(*Command_PutJoinToken)(nil),
 		(*Command_UseJoinToken)(nil),
 		(*Command_RevokeCert)(nil),
+		(*Command_S3SetVersioning)(nil),
+		(*Command_S3DeleteVersion)(nil),
+		(*Command_S3Delete)(nil),
+		(*Command_S3SetLock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   124,
+			NumEnums:      4,
+			NumMessages:   131,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -66,6 +66,12 @@ const (
 	Meta_S3AbortUpload_FullMethodName     = "/cairn.meta.Meta/S3AbortUpload"
 	Meta_S3ListParts_FullMethodName       = "/cairn.meta.Meta/S3ListParts"
 	Meta_S3ListUploads_FullMethodName     = "/cairn.meta.Meta/S3ListUploads"
+	Meta_S3SetVersioning_FullMethodName   = "/cairn.meta.Meta/S3SetVersioning"
+	Meta_S3GetVersion_FullMethodName      = "/cairn.meta.Meta/S3GetVersion"
+	Meta_S3DeleteVersion_FullMethodName   = "/cairn.meta.Meta/S3DeleteVersion"
+	Meta_S3Delete_FullMethodName          = "/cairn.meta.Meta/S3Delete"
+	Meta_S3ListVersions_FullMethodName    = "/cairn.meta.Meta/S3ListVersions"
+	Meta_S3SetLock_FullMethodName         = "/cairn.meta.Meta/S3SetLock"
 	Meta_MountSession_FullMethodName      = "/cairn.meta.Meta/MountSession"
 	Meta_Symlink_FullMethodName           = "/cairn.meta.Meta/Symlink"
 	Meta_Link_FullMethodName              = "/cairn.meta.Meta/Link"
@@ -139,6 +145,13 @@ type MetaClient interface {
 	S3AbortUpload(ctx context.Context, in *S3UploadRequest, opts ...grpc.CallOption) (*Empty, error)
 	S3ListParts(ctx context.Context, in *S3ListPartsRequest, opts ...grpc.CallOption) (*S3PartList, error)
 	S3ListUploads(ctx context.Context, in *S3ListUploadsRequest, opts ...grpc.CallOption) (*S3UploadList, error)
+	// Versioning and object lock (versions.go).
+	S3SetVersioning(ctx context.Context, in *S3VersioningRequest, opts ...grpc.CallOption) (*Namespace, error)
+	S3GetVersion(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error)
+	S3DeleteVersion(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error)
+	S3Delete(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error)
+	S3ListVersions(ctx context.Context, in *S3ListVersionsRequest, opts ...grpc.CallOption) (*S3VersionList, error)
+	S3SetLock(ctx context.Context, in *S3LockRequest, opts ...grpc.CallOption) (*S3Version, error)
 	// ---- mount ----
 	// MountSession streams change events to a mount and takes its acks: a
 	// mutation is answered only once every other live session acknowledged
@@ -642,6 +655,66 @@ func (c *metaClient) S3ListUploads(ctx context.Context, in *S3ListUploadsRequest
 	return out, nil
 }
 
+func (c *metaClient) S3SetVersioning(ctx context.Context, in *S3VersioningRequest, opts ...grpc.CallOption) (*Namespace, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Namespace)
+	err := c.cc.Invoke(ctx, Meta_S3SetVersioning_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3GetVersion(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Version)
+	err := c.cc.Invoke(ctx, Meta_S3GetVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3DeleteVersion(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Version)
+	err := c.cc.Invoke(ctx, Meta_S3DeleteVersion_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3Delete(ctx context.Context, in *S3VersionRequest, opts ...grpc.CallOption) (*S3Version, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Version)
+	err := c.cc.Invoke(ctx, Meta_S3Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3ListVersions(ctx context.Context, in *S3ListVersionsRequest, opts ...grpc.CallOption) (*S3VersionList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3VersionList)
+	err := c.cc.Invoke(ctx, Meta_S3ListVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) S3SetLock(ctx context.Context, in *S3LockRequest, opts ...grpc.CallOption) (*S3Version, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(S3Version)
+	err := c.cc.Invoke(ctx, Meta_S3SetLock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) MountSession(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MountSessionMsg, Event], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Meta_ServiceDesc.Streams[1], Meta_MountSession_FullMethodName, cOpts...)
@@ -878,6 +951,13 @@ type MetaServer interface {
 	S3AbortUpload(context.Context, *S3UploadRequest) (*Empty, error)
 	S3ListParts(context.Context, *S3ListPartsRequest) (*S3PartList, error)
 	S3ListUploads(context.Context, *S3ListUploadsRequest) (*S3UploadList, error)
+	// Versioning and object lock (versions.go).
+	S3SetVersioning(context.Context, *S3VersioningRequest) (*Namespace, error)
+	S3GetVersion(context.Context, *S3VersionRequest) (*S3Version, error)
+	S3DeleteVersion(context.Context, *S3VersionRequest) (*S3Version, error)
+	S3Delete(context.Context, *S3VersionRequest) (*S3Version, error)
+	S3ListVersions(context.Context, *S3ListVersionsRequest) (*S3VersionList, error)
+	S3SetLock(context.Context, *S3LockRequest) (*S3Version, error)
 	// ---- mount ----
 	// MountSession streams change events to a mount and takes its acks: a
 	// mutation is answered only once every other live session acknowledged
@@ -1063,6 +1143,24 @@ func (UnimplementedMetaServer) S3ListParts(context.Context, *S3ListPartsRequest)
 }
 func (UnimplementedMetaServer) S3ListUploads(context.Context, *S3ListUploadsRequest) (*S3UploadList, error) {
 	return nil, status.Error(codes.Unimplemented, "method S3ListUploads not implemented")
+}
+func (UnimplementedMetaServer) S3SetVersioning(context.Context, *S3VersioningRequest) (*Namespace, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3SetVersioning not implemented")
+}
+func (UnimplementedMetaServer) S3GetVersion(context.Context, *S3VersionRequest) (*S3Version, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3GetVersion not implemented")
+}
+func (UnimplementedMetaServer) S3DeleteVersion(context.Context, *S3VersionRequest) (*S3Version, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3DeleteVersion not implemented")
+}
+func (UnimplementedMetaServer) S3Delete(context.Context, *S3VersionRequest) (*S3Version, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3Delete not implemented")
+}
+func (UnimplementedMetaServer) S3ListVersions(context.Context, *S3ListVersionsRequest) (*S3VersionList, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3ListVersions not implemented")
+}
+func (UnimplementedMetaServer) S3SetLock(context.Context, *S3LockRequest) (*S3Version, error) {
+	return nil, status.Error(codes.Unimplemented, "method S3SetLock not implemented")
 }
 func (UnimplementedMetaServer) MountSession(grpc.BidiStreamingServer[MountSessionMsg, Event]) error {
 	return status.Error(codes.Unimplemented, "method MountSession not implemented")
@@ -1921,6 +2019,114 @@ func _Meta_S3ListUploads_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_S3SetVersioning_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3VersioningRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3SetVersioning(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3SetVersioning_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3SetVersioning(ctx, req.(*S3VersioningRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3GetVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3VersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3GetVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3GetVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3GetVersion(ctx, req.(*S3VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3DeleteVersion_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3VersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3DeleteVersion(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3DeleteVersion_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3DeleteVersion(ctx, req.(*S3VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3VersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3Delete(ctx, req.(*S3VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3ListVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3ListVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3ListVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3ListVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3ListVersions(ctx, req.(*S3ListVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_S3SetLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(S3LockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).S3SetLock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_S3SetLock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).S3SetLock(ctx, req.(*S3LockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_MountSession_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(MetaServer).MountSession(&grpc.GenericServerStream[MountSessionMsg, Event]{ServerStream: stream})
 }
@@ -2387,6 +2593,30 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "S3ListUploads",
 			Handler:    _Meta_S3ListUploads_Handler,
+		},
+		{
+			MethodName: "S3SetVersioning",
+			Handler:    _Meta_S3SetVersioning_Handler,
+		},
+		{
+			MethodName: "S3GetVersion",
+			Handler:    _Meta_S3GetVersion_Handler,
+		},
+		{
+			MethodName: "S3DeleteVersion",
+			Handler:    _Meta_S3DeleteVersion_Handler,
+		},
+		{
+			MethodName: "S3Delete",
+			Handler:    _Meta_S3Delete_Handler,
+		},
+		{
+			MethodName: "S3ListVersions",
+			Handler:    _Meta_S3ListVersions_Handler,
+		},
+		{
+			MethodName: "S3SetLock",
+			Handler:    _Meta_S3SetLock_Handler,
 		},
 		{
 			MethodName: "Symlink",

@@ -159,6 +159,7 @@ func (s *Store) SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs [
 func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) {
 	s.setMaxVolumeSize(int64(resp.MaxVolumeSize))
 	s.setCapKeys(resp.CapKeys)
+	s.ecHeartbeat(resp.EcVolumes)
 	sets := map[uint32]replicaSet{}
 	for _, v := range resp.Volumes {
 		sets[v.Id] = replicaSet{gen: v.Generation, addrs: slices.Clone(v.Servers)}

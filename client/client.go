@@ -76,6 +76,8 @@ type Client struct {
 	done   chan struct{}
 
 	dataLoss atomic.Uint64 // see DataLoss
+
+	ecIdx sync.Map // volume id -> []ec.Needle: encoded volumes' needle indexes (ec.go)
 }
 
 // New returns a Client; Close stops its change-stream watcher.

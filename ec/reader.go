@@ -2,6 +2,7 @@ package ec
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"sync"
@@ -93,6 +94,7 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	}
 	defer r.pool.Put(rows)
 	have := 0
+	var firstErr error
 	for i := 0; i < all; i++ {
 		rows[i] = rows[i][:0]
 		if i == want || have == r.l.K || r.shards[i] == nil || contains(avoid, i) {
@@ -100,13 +102,20 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 		}
 		b := growTo(rows[i], len(dst))
 		if _, err := r.shards[i].ReadAt(b, off); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
 			continue // another shard may still answer
 		}
 		rows[i] = b
 		have++
 	}
 	if have < r.l.K {
-		return errors.Errorf(op, errors.Unavailable, "shard %d: only %d of the %d shards needed to rebuild it answered", want, have, r.l.K)
+		msg := fmt.Sprintf("shard %d: only %d of the %d shards needed to rebuild it answered", want, have, r.l.K)
+		if firstErr != nil {
+			msg += " (" + firstErr.Error() + ")"
+		}
+		return errors.E(op, errors.Unavailable, msg)
 	}
 	var err error
 	if want < r.l.K {

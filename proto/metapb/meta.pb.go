@@ -185,14 +185,17 @@ func (S3Access) EnumDescriptor() ([]byte, []int) {
 }
 
 type Namespace struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // access key of the creator
-	Visibility    Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
-	CreatedNs     int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"` // unix nanoseconds
-	Replication   uint32                 `protobuf:"varint,5,opt,name=replication,proto3" json:"replication,omitempty"`              // replicas per volume for this namespace
-	Version       uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`                      // bumped on every change of this record
-	RootIno       uint64                 `protobuf:"varint,7,opt,name=root_ino,json=rootIno,proto3" json:"root_ino,omitempty"`       // inode of the namespace's root directory
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner       string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"` // access key of the creator
+	Visibility  Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
+	CreatedNs   int64                  `protobuf:"varint,4,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"` // unix nanoseconds
+	Replication uint32                 `protobuf:"varint,5,opt,name=replication,proto3" json:"replication,omitempty"`              // replicas per volume for this namespace
+	Version     uint64                 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`                      // bumped on every change of this record
+	RootIno     uint64                 `protobuf:"varint,7,opt,name=root_ino,json=rootIno,proto3" json:"root_ino,omitempty"`       // inode of the namespace's root directory
+	// Storage class of the namespace's files (tiers, meta/classes.go):
+	// "" or "replicated", or a class meta is configured with ("ec-4+2").
+	StorageClass  string `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,12 +279,20 @@ func (x *Namespace) GetRootIno() uint64 {
 	return 0
 }
 
+func (x *Namespace) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
 type CreateNamespaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	Visibility    Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
-	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"` // 0: the server's default
+	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"`                        // 0: the server's default
+	StorageClass  string                 `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // "": replicated (meta/classes.go)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +353,13 @@ func (x *CreateNamespaceRequest) GetReplication() uint32 {
 		return x.Replication
 	}
 	return 0
+}
+
+func (x *CreateNamespaceRequest) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
 }
 
 type NamespaceRequest struct {
@@ -2028,15 +2046,20 @@ func (x *SetAttrRequest) GetAccess() bool {
 }
 
 type Volume struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Servers       []string               `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"` // data-plane addresses (host:port); primary first
-	ReadOnly      bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	Size          uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
-	Garbage       uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
-	ServerIds     []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
-	Replication   uint32                 `protobuf:"varint,80,opt,name=replication,proto3" json:"replication,omitempty"`            // replicas the volume should have (0: 1)
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Generation  uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Servers     []string               `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"` // data-plane addresses (host:port); primary first
+	ReadOnly    bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Size        uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
+	Garbage     uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
+	ServerIds   []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
+	Replication uint32                 `protobuf:"varint,80,opt,name=replication,proto3" json:"replication,omitempty"`            // replicas the volume should have (0: 1)
+	// Storage class (tiers): "" replicated; an ec class's volume is written
+	// replicated, then once sealed encoded into shards (ec set) and its
+	// replicas dropped (servers and server_ids empty).
+	StorageClass  string    `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	Ec            *EcVolume `protobuf:"bytes,351,opt,name=ec,proto3" json:"ec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2127,10 +2150,25 @@ func (x *Volume) GetReplication() uint32 {
 	return 0
 }
 
+func (x *Volume) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
+func (x *Volume) GetEc() *EcVolume {
+	if x != nil {
+		return x.Ec
+	}
+	return nil
+}
+
 type AssignRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Ns    string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Full  []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"` // volumes the client found full or read-only
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Ns           string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	StorageClass string                 `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // "": the namespace's class
+	Full         []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"`                               // volumes the client found full or read-only
 	// Data-plane addresses that failed a write (a dead or cut-off replica):
 	// placement avoids them until they prove alive again.
 	Suspect       []string `protobuf:"bytes,80,rep,name=suspect,proto3" json:"suspect,omitempty"`
@@ -2171,6 +2209,13 @@ func (*AssignRequest) Descriptor() ([]byte, []int) {
 func (x *AssignRequest) GetNs() string {
 	if x != nil {
 		return x.Ns
+	}
+	return ""
+}
+
+func (x *AssignRequest) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
 	}
 	return ""
 }
@@ -2424,7 +2469,8 @@ type HeartbeatRequest struct {
 	Capacity      uint64                 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"` // bytes
 	Free          uint64                 `protobuf:"varint,5,opt,name=free,proto3" json:"free,omitempty"`
 	Volumes       []*VolumeStat          `protobuf:"bytes,6,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	Disk          *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"` // scrub and disk faults (see "Disk health")
+	Disk          *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"`     // scrub and disk faults (see "Disk health")
+	Shards        []*ShardStat           `protobuf:"bytes,350,rep,name=shards,proto3" json:"shards,omitempty"` // erasure-coded shards held (tiers)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2508,6 +2554,13 @@ func (x *HeartbeatRequest) GetDisk() *DiskHealth {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetShards() []*ShardStat {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxVolumeSize uint64                 `protobuf:"varint,1,opt,name=max_volume_size,json=maxVolumeSize,proto3" json:"max_volume_size,omitempty"` // bytes; data server refuses writes past it
@@ -2523,7 +2576,10 @@ type HeartbeatResponse struct {
 	LeaseNs int64 `protobuf:"varint,82,opt,name=lease_ns,json=leaseNs,proto3" json:"lease_ns,omitempty"`
 	// The keys data-plane capabilities are signed with: the first signs,
 	// all are accepted (the previous one stays for one rotation).
-	CapKeys       []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
+	CapKeys []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
+	// Erasure-coded volumes with a shard on this server (tiers): where the
+	// other shards lie, for reads that meet a missing one.
+	EcVolumes     []*Volume `protobuf:"bytes,350,rep,name=ec_volumes,json=ecVolumes,proto3" json:"ec_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2593,6 +2649,176 @@ func (x *HeartbeatResponse) GetCapKeys() []*CapKey {
 	return nil
 }
 
+func (x *HeartbeatResponse) GetEcVolumes() []*Volume {
+	if x != nil {
+		return x.EcVolumes
+	}
+	return nil
+}
+
+// EcVolume is where the shards of an erasure-coded volume lie (package
+// ec): shard i on shard_servers[i]; "" is a lost shard being rebuilt.
+type EcVolume struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	K              uint32                 `protobuf:"varint,1,opt,name=k,proto3" json:"k,omitempty"`
+	M              uint32                 `protobuf:"varint,2,opt,name=m,proto3" json:"m,omitempty"`
+	Cell           uint64                 `protobuf:"varint,3,opt,name=cell,proto3" json:"cell,omitempty"`                                            // bytes per cell
+	Size           uint64                 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`                                            // bytes of the encoded .dat
+	ShardServers   []string               `protobuf:"bytes,5,rep,name=shard_servers,json=shardServers,proto3" json:"shard_servers,omitempty"`         // data-plane addresses
+	ShardServerIds []string               `protobuf:"bytes,6,rep,name=shard_server_ids,json=shardServerIds,proto3" json:"shard_server_ids,omitempty"` // parallel to shard_servers
+	EncodedNs      int64                  `protobuf:"varint,7,opt,name=encoded_ns,json=encodedNs,proto3" json:"encoded_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EcVolume) Reset() {
+	*x = EcVolume{}
+	mi := &file_proto_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcVolume) ProtoMessage() {}
+
+func (x *EcVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcVolume.ProtoReflect.Descriptor instead.
+func (*EcVolume) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EcVolume) GetK() uint32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *EcVolume) GetM() uint32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *EcVolume) GetCell() uint64 {
+	if x != nil {
+		return x.Cell
+	}
+	return 0
+}
+
+func (x *EcVolume) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *EcVolume) GetShardServers() []string {
+	if x != nil {
+		return x.ShardServers
+	}
+	return nil
+}
+
+func (x *EcVolume) GetShardServerIds() []string {
+	if x != nil {
+		return x.ShardServerIds
+	}
+	return nil
+}
+
+func (x *EcVolume) GetEncodedNs() int64 {
+	if x != nil {
+		return x.EncodedNs
+	}
+	return 0
+}
+
+// ShardStat is one shard a data server holds.
+type ShardStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
+	Corrupt       bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardStat) Reset() {
+	*x = ShardStat{}
+	mi := &file_proto_meta_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardStat) ProtoMessage() {}
+
+func (x *ShardStat) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardStat.ProtoReflect.Descriptor instead.
+func (*ShardStat) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ShardStat) GetVolume() uint32 {
+	if x != nil {
+		return x.Volume
+	}
+	return 0
+}
+
+func (x *ShardStat) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ShardStat) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ShardStat) GetCorrupt() bool {
+	if x != nil {
+		return x.Corrupt
+	}
+	return false
+}
+
 type AuthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
@@ -2603,7 +2829,7 @@ type AuthRequest struct {
 
 func (x *AuthRequest) Reset() {
 	*x = AuthRequest{}
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2841,7 @@ func (x *AuthRequest) String() string {
 func (*AuthRequest) ProtoMessage() {}
 
 func (x *AuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2854,7 @@ func (x *AuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRequest.ProtoReflect.Descriptor instead.
 func (*AuthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{32}
+	return file_proto_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AuthRequest) GetAccessKey() string {
@@ -2659,7 +2885,7 @@ type AuthResponse struct {
 
 func (x *AuthResponse) Reset() {
 	*x = AuthResponse{}
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +2897,7 @@ func (x *AuthResponse) String() string {
 func (*AuthResponse) ProtoMessage() {}
 
 func (x *AuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +2910,7 @@ func (x *AuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthResponse.ProtoReflect.Descriptor instead.
 func (*AuthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{33}
+	return file_proto_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuthResponse) GetAccessKey() string {
@@ -2724,7 +2950,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2962,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2975,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{34}
+	return file_proto_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchRequest) GetAfter() uint64 {
@@ -2782,7 +3008,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +3020,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +3033,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{35}
+	return file_proto_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2872,7 +3098,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +3110,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +3123,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{36}
+	return file_proto_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Error) GetKind() uint32 {
@@ -2936,7 +3162,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3174,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3187,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{37}
+	return file_proto_meta_proto_rawDescGZIP(), []int{39}
 }
 
 type CreateUserRequest struct {
@@ -2972,7 +3198,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3210,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3223,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{38}
+	return file_proto_meta_proto_rawDescGZIP(), []int{40}
 }
 
 // CreateUserResponse carries a new access key and its secret. The secret is
@@ -3012,7 +3238,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3250,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3263,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{39}
+	return file_proto_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateUserResponse) GetAccessKey() string {
@@ -3068,7 +3294,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3306,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3319,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{40}
+	return file_proto_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *User) GetAccessKey() string {
@@ -3142,7 +3368,7 @@ type Needle struct {
 
 func (x *Needle) Reset() {
 	*x = Needle{}
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3380,7 @@ func (x *Needle) String() string {
 func (*Needle) ProtoMessage() {}
 
 func (x *Needle) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3393,7 @@ func (x *Needle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Needle.ProtoReflect.Descriptor instead.
 func (*Needle) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{41}
+	return file_proto_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Needle) GetVolume() uint32 {
@@ -3193,7 +3419,7 @@ type GarbageDone struct {
 
 func (x *GarbageDone) Reset() {
 	*x = GarbageDone{}
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3431,7 @@ func (x *GarbageDone) String() string {
 func (*GarbageDone) ProtoMessage() {}
 
 func (x *GarbageDone) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3444,7 @@ func (x *GarbageDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageDone.ProtoReflect.Descriptor instead.
 func (*GarbageDone) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{42}
+	return file_proto_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GarbageDone) GetNeedles() []*Needle {
@@ -3277,7 +3503,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +3515,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +3528,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{43}
+	return file_proto_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Command) GetNowNs() int64 {
@@ -3836,7 +4062,7 @@ type MountSessionMsg struct {
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +4074,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +4087,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -3911,7 +4137,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4149,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4162,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{45}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -3987,7 +4213,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4225,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4238,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -4062,7 +4288,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4074,7 +4300,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4313,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -4126,7 +4352,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4364,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4377,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -4216,7 +4442,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4454,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4467,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -4262,7 +4488,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4500,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4513,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4307,7 +4533,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4545,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4558,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4363,7 +4589,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4375,7 +4601,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4388,7 +4614,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -4423,7 +4649,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4435,7 +4661,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4448,7 +4674,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -4470,7 +4696,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4708,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4721,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4522,7 +4748,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4760,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4773,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -4584,7 +4810,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4822,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4835,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -4699,15 +4925,16 @@ func (x *ClusterServer) GetDisk() *DiskHealth {
 type ClusterVolume struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Live          uint32                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`    // replicas on live servers
-	Health        string                 `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"` // ok, degraded, repairing, lost
+	Live          uint32                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`                                   // replicas on live servers
+	Health        string                 `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"`                                // ok, degraded, repairing, lost
+	ShardHealth   []string               `protobuf:"bytes,350,rep,name=shard_health,json=shardHealth,proto3" json:"shard_health,omitempty"` // ec volumes: per shard ok, missing, corrupt
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4946,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4959,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -4756,6 +4983,13 @@ func (x *ClusterVolume) GetHealth() string {
 	return ""
 }
 
+func (x *ClusterVolume) GetShardHealth() []string {
+	if x != nil {
+		return x.ShardHealth
+	}
+	return nil
+}
+
 type ClusterRepair struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
@@ -4771,7 +5005,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4783,7 +5017,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4796,7 +5030,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -4855,13 +5089,16 @@ type ClusterStatusResponse struct {
 	Repairs           []*ClusterRepair       `protobuf:"bytes,3,rep,name=repairs,proto3" json:"repairs,omitempty"`
 	RepairsDone       uint64                 `protobuf:"varint,4,opt,name=repairs_done,json=repairsDone,proto3" json:"repairs_done,omitempty"`                       // since meta started
 	RepairBytesPerSec uint64                 `protobuf:"varint,5,opt,name=repair_bytes_per_sec,json=repairBytesPerSec,proto3" json:"repair_bytes_per_sec,omitempty"` // the throttle
+	Classes           []*StorageClass        `protobuf:"bytes,350,rep,name=classes,proto3" json:"classes,omitempty"`                                                 // configured storage classes
+	EcEncoded         uint64                 `protobuf:"varint,351,opt,name=ec_encoded,json=ecEncoded,proto3" json:"ec_encoded,omitempty"`                           // volumes encoded since meta started
+	EcRebuilt         uint64                 `protobuf:"varint,352,opt,name=ec_rebuilt,json=ecRebuilt,proto3" json:"ec_rebuilt,omitempty"`                           // shards rebuilt since meta started
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5110,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4886,7 +5123,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -4924,6 +5161,104 @@ func (x *ClusterStatusResponse) GetRepairBytesPerSec() uint64 {
 	return 0
 }
 
+func (x *ClusterStatusResponse) GetClasses() []*StorageClass {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetEcEncoded() uint64 {
+	if x != nil {
+		return x.EcEncoded
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetEcRebuilt() uint64 {
+	if x != nil {
+		return x.EcRebuilt
+	}
+	return 0
+}
+
+// StorageClass is one class meta places data by (meta/classes.go).
+type StorageClass struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	K             uint32                 `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"` // 0: replicated
+	M             uint32                 `protobuf:"varint,3,opt,name=m,proto3" json:"m,omitempty"`
+	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"` // replicas (replicated; an ec class while writable)
+	Media         string                 `protobuf:"bytes,5,opt,name=media,proto3" json:"media,omitempty"`              // servers labelled media=this only; "": any
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_proto_meta_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *StorageClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageClass) GetK() uint32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *StorageClass) GetM() uint32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *StorageClass) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *StorageClass) GetMedia() string {
+	if x != nil {
+		return x.Media
+	}
+	return ""
+}
+
 // S3User is a named owner of access keys (key s3u/{name}).
 type S3User struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4935,7 +5270,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +5282,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +5295,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *S3User) GetName() string {
@@ -4986,7 +5321,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4998,7 +5333,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5011,7 +5346,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -5030,7 +5365,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5377,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5390,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -5082,7 +5417,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5429,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5442,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -5161,7 +5496,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5508,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5521,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -5206,7 +5541,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5553,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5566,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -5259,7 +5594,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5271,7 +5606,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5284,7 +5619,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -5322,7 +5657,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5669,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5682,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5395,7 +5730,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5407,7 +5742,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5420,7 +5755,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5446,7 +5781,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5793,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5806,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -5495,7 +5830,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5507,7 +5842,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5520,7 +5855,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -5578,7 +5913,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5590,7 +5925,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5603,7 +5938,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -5649,7 +5984,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5996,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +6009,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -5772,7 +6107,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5784,7 +6119,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5797,7 +6132,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -5840,7 +6175,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +6187,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +6200,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -5942,7 +6277,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5954,7 +6289,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5967,7 +6302,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6005,7 +6340,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6352,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6365,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6079,7 +6414,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6091,7 +6426,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6104,7 +6439,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6138,7 +6473,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6150,7 +6485,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6163,7 +6498,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6195,7 +6530,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6207,7 +6542,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6220,7 +6555,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6269,7 +6604,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6281,7 +6616,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6294,7 +6629,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -6329,7 +6664,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6341,7 +6676,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6354,7 +6689,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6391,7 +6726,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6403,7 +6738,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6416,7 +6751,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -6464,7 +6799,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6811,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6824,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -6521,7 +6856,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6533,7 +6868,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6546,7 +6881,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -6596,7 +6931,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6608,7 +6943,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6621,7 +6956,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -6652,7 +6987,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6664,7 +6999,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6677,7 +7012,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -6725,7 +7060,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6737,7 +7072,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6750,7 +7085,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -6779,7 +7114,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6791,7 +7126,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6804,7 +7139,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -6846,7 +7181,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6858,7 +7193,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6871,7 +7206,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -6906,7 +7241,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6918,7 +7253,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6931,7 +7266,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -6957,7 +7292,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6969,7 +7304,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6982,7 +7317,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7003,7 +7338,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7015,7 +7350,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7028,7 +7363,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7057,7 +7392,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7069,7 +7404,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7082,7 +7417,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7158,7 +7493,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7170,7 +7505,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7183,7 +7518,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7258,7 +7593,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7270,7 +7605,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7283,7 +7618,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -7378,7 +7713,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7390,7 +7725,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7403,7 +7738,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -7446,7 +7781,7 @@ var File_proto_meta_proto protoreflect.FileDescriptor
 const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"\x10proto/meta.proto\x12\n" +
-	"cairn.meta\"\xe3\x01\n" +
+	"cairn.meta\"\x89\x02\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
@@ -7457,14 +7792,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"created_ns\x18\x04 \x01(\x03R\tcreatedNs\x12 \n" +
 	"\vreplication\x18\x05 \x01(\rR\vreplication\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x19\n" +
-	"\broot_ino\x18\a \x01(\x04R\arootIno\"\x9c\x01\n" +
+	"\broot_ino\x18\a \x01(\x04R\arootIno\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\"\xc2\x01\n" +
 	"\x16CreateNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
 	"\n" +
 	"visibility\x18\x03 \x01(\x0e2\x16.cairn.meta.VisibilityR\n" +
 	"visibility\x12 \n" +
-	"\vreplication\x18\x04 \x01(\rR\vreplication\"&\n" +
+	"\vreplication\x18\x04 \x01(\rR\vreplication\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\"&\n" +
 	"\x10NamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"b\n" +
 	"\x14SetVisibilityRequest\x12\x12\n" +
@@ -7634,7 +7971,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
 	"\r_content_typeB\v\n" +
-	"\t_atime_ns\"\xde\x01\n" +
+	"\t_atime_ns\"\xab\x02\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -7646,9 +7983,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\agarbage\x18\x06 \x01(\x04R\agarbage\x12\x1d\n" +
 	"\n" +
 	"server_ids\x18\a \x03(\tR\tserverIds\x12 \n" +
-	"\vreplication\x18P \x01(\rR\vreplication\"M\n" +
+	"\vreplication\x18P \x01(\rR\vreplication\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\x12%\n" +
+	"\x02ec\x18\xdf\x02 \x01(\v2\x14.cairn.meta.EcVolumeR\x02ec\"s\n" +
 	"\rAssignRequest\x12\x0e\n" +
-	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\x12\x12\n" +
 	"\x04full\x18\x02 \x03(\rR\x04full\x12\x18\n" +
 	"\asuspect\x18P \x03(\tR\asuspect\"Y\n" +
 	"\x0eAssignResponse\x12*\n" +
@@ -7667,7 +8007,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
 	"\agarbage\x18\x04 \x01(\x04R\agarbage\x12\x18\n" +
 	"\aneedles\x18\x05 \x01(\x04R\aneedles\x12\x1b\n" +
-	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xcf\x02\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xff\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12@\n" +
@@ -7675,16 +8015,33 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bcapacity\x18\x04 \x01(\x04R\bcapacity\x12\x12\n" +
 	"\x04free\x18\x05 \x01(\x04R\x04free\x120\n" +
 	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x12+\n" +
-	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
+	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x12.\n" +
+	"\x06shards\x18\xde\x02 \x03(\v2\x15.cairn.meta.ShardStatR\x06shards\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
 	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
 	"\x04drop\x18Q \x03(\rR\x04drop\x12\x19\n" +
 	"\blease_ns\x18R \x01(\x03R\aleaseNs\x12-\n" +
-	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\"D\n" +
+	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\x122\n" +
+	"\n" +
+	"ec_volumes\x18\xde\x02 \x03(\v2\x12.cairn.meta.VolumeR\tecVolumes\"\xbc\x01\n" +
+	"\bEcVolume\x12\f\n" +
+	"\x01k\x18\x01 \x01(\rR\x01k\x12\f\n" +
+	"\x01m\x18\x02 \x01(\rR\x01m\x12\x12\n" +
+	"\x04cell\x18\x03 \x01(\x04R\x04cell\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12#\n" +
+	"\rshard_servers\x18\x05 \x03(\tR\fshardServers\x12(\n" +
+	"\x10shard_server_ids\x18\x06 \x03(\tR\x0eshardServerIds\x12\x1d\n" +
+	"\n" +
+	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"g\n" +
+	"\tShardStat\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
+	"\acorrupt\x18\x04 \x01(\bR\acorrupt\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -7841,11 +8198,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
 	"\rClusterVolume\x12*\n" +
 	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\rR\x04live\x12\x16\n" +
-	"\x06health\x18\x03 \x01(\tR\x06health\"\xbe\x01\n" +
+	"\x06health\x18\x03 \x01(\tR\x06health\x12\"\n" +
+	"\fshard_health\x18\xde\x02 \x03(\tR\vshardHealth\"\xbe\x01\n" +
 	"\rClusterRepair\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -7856,13 +8214,24 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vbytes_total\x18\x06 \x01(\x04R\n" +
 	"bytesTotal\x12\x1d\n" +
 	"\n" +
-	"started_ns\x18\a \x01(\x03R\tstartedNs\"\x8a\x02\n" +
+	"started_ns\x18\a \x01(\x03R\tstartedNs\"\xff\x02\n" +
 	"\x15ClusterStatusResponse\x123\n" +
 	"\aservers\x18\x01 \x03(\v2\x19.cairn.meta.ClusterServerR\aservers\x123\n" +
 	"\avolumes\x18\x02 \x03(\v2\x19.cairn.meta.ClusterVolumeR\avolumes\x123\n" +
 	"\arepairs\x18\x03 \x03(\v2\x19.cairn.meta.ClusterRepairR\arepairs\x12!\n" +
 	"\frepairs_done\x18\x04 \x01(\x04R\vrepairsDone\x12/\n" +
-	"\x14repair_bytes_per_sec\x18\x05 \x01(\x04R\x11repairBytesPerSec\";\n" +
+	"\x14repair_bytes_per_sec\x18\x05 \x01(\x04R\x11repairBytesPerSec\x123\n" +
+	"\aclasses\x18\xde\x02 \x03(\v2\x18.cairn.meta.StorageClassR\aclasses\x12\x1e\n" +
+	"\n" +
+	"ec_encoded\x18\xdf\x02 \x01(\x04R\tecEncoded\x12\x1e\n" +
+	"\n" +
+	"ec_rebuilt\x18\xe0\x02 \x01(\x04R\tecRebuilt\"v\n" +
+	"\fStorageClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
+	"\x01k\x18\x02 \x01(\rR\x01k\x12\f\n" +
+	"\x01m\x18\x03 \x01(\rR\x01m\x12 \n" +
+	"\vreplication\x18\x04 \x01(\rR\vreplication\x12\x14\n" +
+	"\x05media\x18\x05 \x01(\tR\x05media\";\n" +
 	"\x06S3User\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -8190,7 +8559,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 121)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -8227,92 +8596,95 @@ var file_proto_meta_proto_goTypes = []any{
 	(*VolumeStat)(nil),              // 32: cairn.meta.VolumeStat
 	(*HeartbeatRequest)(nil),        // 33: cairn.meta.HeartbeatRequest
 	(*HeartbeatResponse)(nil),       // 34: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),             // 35: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),            // 36: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),            // 37: cairn.meta.WatchRequest
-	(*Event)(nil),                   // 38: cairn.meta.Event
-	(*Error)(nil),                   // 39: cairn.meta.Error
-	(*Empty)(nil),                   // 40: cairn.meta.Empty
-	(*CreateUserRequest)(nil),       // 41: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),      // 42: cairn.meta.CreateUserResponse
-	(*User)(nil),                    // 43: cairn.meta.User
-	(*Needle)(nil),                  // 44: cairn.meta.Needle
-	(*GarbageDone)(nil),             // 45: cairn.meta.GarbageDone
-	(*Command)(nil),                 // 46: cairn.meta.Command
-	(*MountSessionMsg)(nil),         // 47: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 48: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 49: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 50: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 51: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 52: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 53: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 54: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 55: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 56: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 57: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 58: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 59: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 60: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 61: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 62: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                  // 63: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 64: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 65: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 66: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 67: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 68: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 69: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 70: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 71: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 72: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 73: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 74: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 75: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 76: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 77: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 78: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 79: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 80: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 81: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 82: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 83: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 84: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 85: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 86: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 87: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 88: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 89: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
-	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 101: cairn.meta.Inode.HeadersEntry
-	nil,                             // 102: cairn.meta.Inode.TagsEntry
-	nil,                             // 103: cairn.meta.Inode.XattrsEntry
-	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 108: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 109: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 110: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 111: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 112: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 113: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 114: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 115: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 116: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 117: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 118: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 119: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 120: cairn.meta.S3Upload.TagsEntry
+	(*EcVolume)(nil),                // 35: cairn.meta.EcVolume
+	(*ShardStat)(nil),               // 36: cairn.meta.ShardStat
+	(*AuthRequest)(nil),             // 37: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),            // 38: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),            // 39: cairn.meta.WatchRequest
+	(*Event)(nil),                   // 40: cairn.meta.Event
+	(*Error)(nil),                   // 41: cairn.meta.Error
+	(*Empty)(nil),                   // 42: cairn.meta.Empty
+	(*CreateUserRequest)(nil),       // 43: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 44: cairn.meta.CreateUserResponse
+	(*User)(nil),                    // 45: cairn.meta.User
+	(*Needle)(nil),                  // 46: cairn.meta.Needle
+	(*GarbageDone)(nil),             // 47: cairn.meta.GarbageDone
+	(*Command)(nil),                 // 48: cairn.meta.Command
+	(*MountSessionMsg)(nil),         // 49: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 50: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 51: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 52: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 53: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 54: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 55: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 56: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 57: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 58: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 59: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 60: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 61: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 62: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 63: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 64: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),            // 65: cairn.meta.StorageClass
+	(*S3User)(nil),                  // 66: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 67: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 68: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 69: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 70: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 71: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 72: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 73: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 74: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 75: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 76: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 77: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 78: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 79: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 80: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 81: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 82: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 83: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 84: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 85: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 86: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 87: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 88: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 89: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 90: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 91: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 92: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 93: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 94: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 95: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 96: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 97: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 98: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 99: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 100: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 101: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 102: cairn.meta.MountLockResponse
+	nil,                             // 103: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 104: cairn.meta.Inode.HeadersEntry
+	nil,                             // 105: cairn.meta.Inode.TagsEntry
+	nil,                             // 106: cairn.meta.Inode.XattrsEntry
+	nil,                             // 107: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 108: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 109: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 110: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 111: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 112: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 113: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 114: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 115: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 116: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 117: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 118: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 119: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 120: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 121: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 122: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 123: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8320,220 +8692,224 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	103, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	104, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	105, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	106, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
 	11,  // 12: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
-	39,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
+	41,  // 13: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
 	13,  // 14: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	107, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	108, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	109, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	108, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	6,   // 35: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	18,  // 36: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	19,  // 37: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	22,  // 38: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	23,  // 39: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	25,  // 40: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	26,  // 41: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	27,  // 42: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	43,  // 43: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	45,  // 44: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	20,  // 45: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 46: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 47: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 48: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 49: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 50: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 51: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 52: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 53: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 54: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 55: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 56: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 57: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 58: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 59: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	97,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	87,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	109, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	96,  // 67: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 68: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 69: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 70: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 71: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 72: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	110, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	111, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 75: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	112, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 77: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 78: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 79: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	113, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	114, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	115, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	116, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	117, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	118, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	119, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	120, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 88: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 89: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 90: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 91: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 92: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 93: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 94: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 95: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 96: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 97: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 98: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 99: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 100: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 101: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 102: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 103: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 104: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 105: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 106: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 107: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 108: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 109: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 110: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 111: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 112: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 113: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 114: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 115: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 116: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 117: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 118: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 119: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 120: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 121: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 122: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 123: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 124: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 125: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 126: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 127: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 128: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 129: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 130: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 131: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 132: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 133: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 134: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 135: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 136: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 137: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 138: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 139: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 140: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 141: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 142: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 143: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 144: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 145: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 146: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 147: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 148: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 149: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 150: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 151: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 152: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 153: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 154: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 155: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 156: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 157: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 158: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 159: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 160: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 161: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 162: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 163: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 164: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 165: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 166: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 167: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 168: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 169: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 170: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 171: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 172: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 173: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 174: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 175: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 176: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 177: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 178: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 179: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 180: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 181: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 182: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 183: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 184: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 185: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 186: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 187: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 188: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 189: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 190: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 191: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 192: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 193: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 195: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 196: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 197: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 198: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 199: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 200: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 201: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 202: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 203: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 204: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 205: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 206: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 207: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 208: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 209: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 210: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 211: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 212: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 213: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	158, // [158:214] is the sub-list for method output_type
-	102, // [102:158] is the sub-list for method input_type
-	102, // [102:102] is the sub-list for extension type_name
-	102, // [102:102] is the sub-list for extension extendee
-	0,   // [0:102] is the sub-list for field type_name
+	35,  // 24: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
+	27,  // 25: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	27,  // 26: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	110, // 27: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	32,  // 28: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	99,  // 29: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	36,  // 30: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
+	27,  // 31: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	96,  // 32: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	27,  // 33: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
+	111, // 34: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	46,  // 35: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	4,   // 36: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	5,   // 37: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	6,   // 38: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	18,  // 39: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	19,  // 40: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	22,  // 41: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	23,  // 42: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	25,  // 43: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	26,  // 44: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	27,  // 45: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	45,  // 46: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	47,  // 47: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	20,  // 48: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	58,  // 49: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	59,  // 50: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	69,  // 51: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	70,  // 52: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	66,  // 53: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	67,  // 54: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	77,  // 55: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	78,  // 56: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	80,  // 57: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	83,  // 58: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	85,  // 59: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	81,  // 60: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	79,  // 61: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	51,  // 62: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	52,  // 63: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	53,  // 64: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	55,  // 65: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	100, // 66: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	90,  // 67: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	91,  // 68: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	112, // 69: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	99,  // 70: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 71: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	61,  // 72: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	62,  // 73: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	63,  // 74: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	65,  // 75: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	66,  // 76: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	113, // 77: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	114, // 78: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 79: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	115, // 80: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	73,  // 81: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	73,  // 82: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	76,  // 83: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	116, // 84: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	117, // 85: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	118, // 86: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	119, // 87: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	120, // 88: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	121, // 89: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	122, // 90: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	123, // 91: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 92: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	81,  // 93: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 94: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	81,  // 95: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	84,  // 96: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	81,  // 97: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 98: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	80,  // 99: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	80,  // 100: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 101: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 102: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 103: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 104: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 105: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 106: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 107: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 108: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	42,  // 109: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 110: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 111: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 112: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 113: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 114: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 115: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 116: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 117: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 118: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 119: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 120: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 121: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 122: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 123: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	37,  // 124: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	43,  // 125: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	39,  // 126: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	42,  // 127: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	42,  // 128: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	60,  // 129: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	42,  // 130: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	66,  // 131: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	67,  // 132: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	42,  // 133: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	71,  // 134: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	70,  // 135: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	67,  // 136: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	72,  // 137: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	70,  // 138: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 139: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	77,  // 140: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	78,  // 141: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	79,  // 142: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	80,  // 143: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	81,  // 144: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	83,  // 145: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	85,  // 146: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	81,  // 147: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	86,  // 148: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	88,  // 149: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	49,  // 150: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	51,  // 151: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	52,  // 152: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	53,  // 153: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	50,  // 154: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	55,  // 155: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	42,  // 156: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	92,  // 157: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	94,  // 158: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	97,  // 159: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	100, // 160: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	101, // 161: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 162: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	42,  // 163: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 164: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 165: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 166: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 167: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 168: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 169: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 170: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 171: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 172: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 173: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 174: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 175: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 176: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 177: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 178: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 179: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	38,  // 180: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	44,  // 181: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	40,  // 182: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	57,  // 183: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	64,  // 184: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	42,  // 185: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	42,  // 186: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	66,  // 187: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	42,  // 188: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	68,  // 189: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	74,  // 190: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	42,  // 191: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	75,  // 192: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	73,  // 193: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	74,  // 194: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	77,  // 195: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	77,  // 196: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 197: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 198: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	80,  // 199: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	80,  // 200: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	82,  // 201: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 202: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	42,  // 203: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	87,  // 204: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	89,  // 205: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	40,  // 206: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 207: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 208: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 209: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	54,  // 210: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	56,  // 211: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	42,  // 212: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	93,  // 213: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	95,  // 214: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	98,  // 215: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 216: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	102, // 217: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	162, // [162:218] is the sub-list for method output_type
+	106, // [106:162] is the sub-list for method input_type
+	106, // [106:106] is the sub-list for extension type_name
+	106, // [106:106] is the sub-list for extension extendee
+	0,   // [0:106] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8542,7 +8918,7 @@ func file_proto_meta_proto_init() {
 		return
 	}
 	file_proto_meta_proto_msgTypes[23].OneofWrappers = []any{}
-	file_proto_meta_proto_msgTypes[43].OneofWrappers = []any{
+	file_proto_meta_proto_msgTypes[45].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
 		(*Command_SetVisibility)(nil),
@@ -8583,7 +8959,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   118,
+			NumMessages:   121,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"cairn/ec"
 	"cairn/errors"
@@ -50,7 +51,13 @@ type ecVol struct {
 	deleted map[uint64]bool
 	shards  map[int]*localShard
 	servers []string // shard i's server from meta ("" lost); nil until told
+	// failed is when a peer's shard last failed a read: for a while reads
+	// rebuild without asking it (a dead server costs no round trip each).
+	failed sync.Map // int -> time.Time
 }
+
+// peerRetry is how long a peer's shard that failed is left out of reads.
+const peerRetry = 2 * time.Second
 
 type localShard struct {
 	f    *os.File
@@ -229,7 +236,10 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol) (*ec.Reader, error) {
 		if ls := ev.shards[i]; ls != nil {
 			shards[i] = ls.s
 		} else if i < len(ev.servers) && ev.servers[i] != "" && ev.servers[i] != s.cfg.Addr {
-			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i}
+			if t, ok := ev.failed.Load(i); ok && time.Since(t.(time.Time)) < peerRetry {
+				continue
+			}
+			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
 		}
 	}
 	return ec.NewReader(l, shards)
@@ -241,10 +251,15 @@ type remoteShard struct {
 	r   *Remote
 	vid uint32
 	idx int
+	ev  *ecVol // nil: do not remember failures
 }
 
 func (rs *remoteShard) ReadAt(p []byte, off int64) (int, error) {
-	return rs.r.ReadShard(rs.ctx, rs.vid, rs.idx, p, off)
+	n, err := rs.r.ReadShard(rs.ctx, rs.vid, rs.idx, p, off)
+	if err != nil && rs.ev != nil && rs.ctx.Err() == nil {
+		rs.ev.failed.Store(rs.idx, time.Now())
+	}
+	return n, err
 }
 
 // avoiding reads an ec.Reader without the shards in avoid.
@@ -270,14 +285,27 @@ func (s *Store) ecReadTo(ctx context.Context, ev *ecVol, key uint64, off, length
 	if err != nil {
 		return 0, errors.E(op, err)
 	}
-	n, err := volume.ReadLocated(avoiding{r: r}, key, loc, off, length, w)
+	// A needle whose record (data and block checksums) lies in local
+	// shards is read block by block as the verifier asks, straight from
+	// disk. One that needs a peer's shard, or a rebuild, is fetched whole
+	// first: one request (or one rebuild of K parallel reads) instead of
+	// one per block.
+	blocks := (loc.Size + volume.BlockSize - 1) / volume.BlockSize
+	rec := loc.Size + 4*blocks
+	var src io.ReaderAt = avoiding{r: r}
+	if rec <= prefetchMax && !s.allLocal(ev, loc.Data, rec) {
+		buf := make([]byte, rec)
+		if _, err := r.ReadAt(buf, loc.Data); err == nil {
+			src = window{base: loc.Data, b: buf, under: src}
+		}
+	}
+	n, err := volume.ReadLocated(src, key, loc, off, length, w)
 	if err == nil || !errors.Is(errors.Corrupt, err) {
 		return n, err
 	}
 	s.corrupt.Inc()
 	var avoid []int
-	blocks := (loc.Size + volume.BlockSize - 1) / volume.BlockSize
-	for _, pc := range ev.layout.Pieces(loc.Data, loc.Size+4*blocks) {
+	for _, pc := range ev.layout.Pieces(loc.Data, rec) {
 		if !slices.Contains(avoid, pc.Shard) {
 			avoid = append(avoid, pc.Shard)
 		}
@@ -293,6 +321,37 @@ func (s *Store) ecReadTo(ctx context.Context, ev *ecVol, key uint64, off, length
 	}
 	m, err := volume.ReadLocated(avoiding{r: r, avoid: avoid}, key, loc, off+n, length-n, w)
 	return n + m, err
+}
+
+// allLocal reports whether bytes [off, off+n) of the encoded file lie in
+// shards on this server.
+func (s *Store) allLocal(ev *ecVol, off, n int64) bool {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	for _, pc := range ev.layout.Pieces(off, n) {
+		if ev.shards[pc.Shard] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// prefetchMax bounds the record a read of an ec needle fetches whole.
+const prefetchMax = 16 << 20
+
+// window is a ReaderAt that answers from b (the bytes at base) what lies
+// in it, and from under the rest.
+type window struct {
+	base  int64
+	b     []byte
+	under io.ReaderAt
+}
+
+func (w window) ReadAt(p []byte, off int64) (int, error) {
+	if off >= w.base && off+int64(len(p)) <= w.base+int64(len(w.b)) {
+		return copy(p, w.b[off-w.base:]), nil
+	}
+	return w.under.ReadAt(p, off)
 }
 
 // ecSize is Size for an ec volume.

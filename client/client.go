@@ -162,6 +162,16 @@ func (c *Client) CreateNamespace(ctx context.Context, name, owner string, vis me
 	return c.meta.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: name, Owner: owner, Visibility: vis})
 }
 
+// CreateNamespaceClass is CreateNamespace with a storage class ("": the
+// default, replicated).
+func (c *Client) CreateNamespaceClass(ctx context.Context, name, owner string, vis metapb.Visibility, class string) (*metapb.Namespace, error) {
+	if err := pathname.ValidNamespace(name); err != nil {
+		return nil, err
+	}
+	defer c.cache.invalidateNS(name)
+	return c.meta.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: name, Owner: owner, Visibility: vis, StorageClass: class})
+}
+
 // SetVisibility changes a namespace's visibility.
 func (c *Client) SetVisibility(ctx context.Context, name string, vis metapb.Visibility) (*metapb.Namespace, error) {
 	defer c.cache.invalidateNS(name)

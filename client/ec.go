@@ -77,3 +77,25 @@ func (c *Client) ecIndex(ctx context.Context, v *metapb.Volume, key uint64) []ec
 	}
 	return nil
 }
+
+type classKey struct{}
+
+// WithStorageClass makes the writes made with ctx go to volumes of the
+// storage class named (meta/classes.go) instead of the namespace's: how
+// an S3 PUT's x-amz-storage-class places its object.
+func WithStorageClass(ctx context.Context, class string) context.Context {
+	return context.WithValue(ctx, classKey{}, class)
+}
+
+func storageClassOf(ctx context.Context) string {
+	c, _ := ctx.Value(classKey{}).(string)
+	return c
+}
+
+// assignSlot keys the writable volume cached for a namespace and class.
+func assignSlot(ns, class string) string {
+	if class == "" {
+		return ns
+	}
+	return ns + "\x00" + class
+}

@@ -253,8 +253,8 @@ func checkHeaders(h http.Header) error {
 		}
 		return errNotImplemented("the header " + lk + " is not supported")
 	}
-	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" {
-		return apiErr(http.StatusBadRequest, "InvalidStorageClass", "The storage class you specified is not valid: only STANDARD is supported")
+	if _, _, err := objectClass(h); err != nil { // STANDARD, STANDARD_IA, GLACIER_IR (class.go)
+		return err
 	}
 	if v := h.Get("X-Amz-Bucket-Object-Lock-Enabled"); v != "" && !strings.EqualFold(v, "false") {
 		return errNotImplemented("object lock is not supported")

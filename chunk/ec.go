@@ -53,7 +53,12 @@ type ecVol struct {
 	servers []string // shard i's server from meta ("" lost); nil until told
 	// failed is when a peer's shard last failed a read: for a while reads
 	// rebuild without asking it (a dead server costs no round trip each).
-	failed sync.Map // int -> time.Time
+	failed sync.Map // peerShard -> time.Time
+}
+
+type peerShard struct {
+	idx  int
+	addr string
 }
 
 // peerRetry is how long a peer's shard that failed is left out of reads.
@@ -227,7 +232,7 @@ func (s *Store) liveIndex(ev *ecVol) []byte {
 }
 
 // reader is an ec.Reader over this server's shards and its peers'.
-func (s *Store) ecReader(ctx context.Context, ev *ecVol) (*ec.Reader, error) {
+func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reader, error) {
 	s.ec.mu.RLock()
 	defer s.ec.mu.RUnlock()
 	l := ev.layout
@@ -236,7 +241,7 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol) (*ec.Reader, error) {
 		if ls := ev.shards[i]; ls != nil {
 			shards[i] = ls.s
 		} else if i < len(ev.servers) && ev.servers[i] != "" && ev.servers[i] != s.cfg.Addr {
-			if t, ok := ev.failed.Load(i); ok && time.Since(t.(time.Time)) < peerRetry {
+			if t, ok := ev.failed.Load(peerShard{i, ev.servers[i]}); ok && !askAll && time.Since(t.(time.Time)) < peerRetry {
 				continue
 			}
 			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
@@ -257,7 +262,7 @@ type remoteShard struct {
 func (rs *remoteShard) ReadAt(p []byte, off int64) (int, error) {
 	n, err := rs.r.ReadShard(rs.ctx, rs.vid, rs.idx, p, off)
 	if err != nil && rs.ev != nil && rs.ctx.Err() == nil {
-		rs.ev.failed.Store(rs.idx, time.Now())
+		rs.ev.failed.Store(peerShard{rs.idx, rs.r.Addr()}, time.Now())
 	}
 	return n, err
 }
@@ -281,9 +286,18 @@ func (s *Store) ecReadTo(ctx context.Context, ev *ecVol, key uint64, off, length
 	if !ok {
 		return 0, errors.E(op, errors.NotExist, volPath(ev.vid), "no such needle")
 	}
-	r, err := s.ecReader(ctx, ev)
+	n, err := s.ecReadOnce(ctx, ev, key, loc, off, length, w, false)
+	if n == 0 && err != nil && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Range, err) && ctx.Err() == nil {
+		// Too few shards among those not recently failed: ask every one.
+		return s.ecReadOnce(ctx, ev, key, loc, off, length, w, true)
+	}
+	return n, err
+}
+
+func (s *Store) ecReadOnce(ctx context.Context, ev *ecVol, key uint64, loc volume.Location, off, length int64, w io.Writer, askAll bool) (int64, error) {
+	r, err := s.ecReader(ctx, ev, askAll)
 	if err != nil {
-		return 0, errors.E(op, err)
+		return 0, errors.E(errors.Op("chunk.ecReadTo"), err)
 	}
 	// A needle whose record (data and block checksums) lies in local
 	// shards is read block by block as the verifier asks, straight from

@@ -41,6 +41,7 @@ type ecState struct {
 	mu        sync.RWMutex
 	vols      map[uint32]*ecVol
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
+	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
 }
 
 // ecVol is one erasure-coded volume this server holds shards of.
@@ -133,7 +134,10 @@ func (s *Store) loadEC(vid uint32) error {
 		ev.shards[i] = ls
 	}
 	s.ec.mu.Lock()
-	if old := s.ec.vols[vid]; old != nil {
+	if h, ok := s.ec.hint.Load(vid); ok {
+		ev.servers = h.([]string)
+	}
+	if old := s.ec.vols[vid]; old != nil && old.servers != nil {
 		ev.servers = old.servers
 		for _, ls := range old.shards {
 			ls.f.Close() // a reader still holding it fails and rebuilds
@@ -436,8 +440,13 @@ func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) erro
 }
 
 // PutShardIndex stores volume vid's needle index (before its shards).
-func (s *Store) PutShardIndex(vid uint32, b []byte) error {
+// servers, if given, says where every shard goes: reads may need them
+// before meta's heartbeat answer says so.
+func (s *Store) PutShardIndex(vid uint32, b []byte, servers []string) error {
 	const op = errors.Op("chunk.PutShardIndex")
+	if len(servers) > 0 {
+		s.ec.hint.Store(vid, slices.Clone(servers))
+	}
 	got, _, err := ec.ParseIndex(b)
 	if err != nil {
 		return errors.E(op, errors.Invalid, err)
@@ -542,7 +551,7 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 	}
 	index := ec.MarshalIndex(vid, needles)
 	for _, addr := range to {
-		if err := s.peer(addr).PutShardIndex(ctx, vid, index); err != nil {
+		if err := s.peer(addr).PutShardIndex(ctx, vid, index, to); err != nil {
 			return 0, errors.E(op, errors.Path(addr), err)
 		}
 	}
@@ -596,7 +605,7 @@ func (s *Store) RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layo
 			}
 			b, err := s.peer(addr).ShardIndex(ctx, vid)
 			if err == nil {
-				err = s.PutShardIndex(vid, b)
+				err = s.PutShardIndex(vid, b, nil)
 			}
 			if err == nil {
 				lastErr = nil

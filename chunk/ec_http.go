@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"cairn"
 	"cairn/capability"
@@ -88,7 +89,11 @@ func (s *Store) handlePutIndex(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var b []byte
 		if b, err = io.ReadAll(io.LimitReader(r.Body, 1<<30)); err == nil {
-			err = s.PutShardIndex(vid, b)
+			var servers []string
+			if h := r.Header.Get("Cairn-Ec-Servers"); h != "" {
+				servers = strings.Split(h, ",")
+			}
+			err = s.PutShardIndex(vid, b, servers)
 		}
 	}
 	if err != nil {
@@ -178,8 +183,12 @@ func (r *Remote) ecURL(vid uint32, rest string) string {
 }
 
 // PutShardIndex sends a volume's needle index.
-func (r *Remote) PutShardIndex(ctx context.Context, vid uint32, b []byte) error {
-	resp, err := r.do(ctx, "chunk.Remote.PutShardIndex", http.MethodPut, r.ecURL(vid, "/index"), r.token(ctx, capability.Admin, vid, 0), b, nil)
+func (r *Remote) PutShardIndex(ctx context.Context, vid uint32, b []byte, servers []string) error {
+	var hdr http.Header
+	if len(servers) > 0 {
+		hdr = http.Header{"Cairn-Ec-Servers": {strings.Join(servers, ",")}}
+	}
+	resp, err := r.do(ctx, "chunk.Remote.PutShardIndex", http.MethodPut, r.ecURL(vid, "/index"), r.token(ctx, capability.Admin, vid, 0), b, hdr)
 	if err != nil {
 		return err
 	}

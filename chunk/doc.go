@@ -38,6 +38,7 @@
 //	GET    /local                               none                {"socket":"@cairn-chunk-ID"}: the
 //	       local-read socket (local.go), which checks its peer's uid; 404 when off
 //	PUT    /ec/{vid}/index                      admin vid           store an encoded volume's needle index
+//	       (header Cairn-Ec-Servers: a,b,c: where every shard goes, until meta's heartbeat says)
 //	GET    /ec/{vid}/index                      admin vid           the index (deleted needles left out)
 //	GET    /ec/{vid}/index/{key}                read vid/key        the same, for a reader finding its shard
 //	PUT    /ec/{vid}/shards/{i}                 admin vid           store shard i (a whole shard file)

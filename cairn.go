@@ -17,6 +17,8 @@ package cairn
 import (
 	"context"
 	"io"
+
+	"cairn/ec"
 )
 
 // Chunks is the data plane of one data server: needles inside volumes.
@@ -59,4 +61,21 @@ type Replicas interface {
 	// the source no longer has are deleted. Calling it again copies only
 	// what changed since.
 	CopyFrom(ctx context.Context, vid uint32, gen uint64, from string, rate int64) error
+}
+
+// Shards is what meta asks of a data server for erasure-coded volumes
+// (storage classes; package ec, chunk/ec.go). Implemented by *chunk.Store
+// and *chunk.Remote.
+type Shards interface {
+	// EncodeVolume encodes this server's copy of sealed volume vid (at
+	// generation gen; it turns read-only first) with a k+m code in cells
+	// of cell bytes, and stores shard i on the server at to[i], with the
+	// volume's needle index beside each. It returns once every shard is
+	// durable, with the size of the encoded file.
+	EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m int, cell int64, to []string) (size int64, err error)
+
+	// RebuildShard makes shard idx of volume vid on this server from the
+	// other shards (servers[i] holds shard i; "" is lost), durable when it
+	// returns.
+	RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layout, servers []string) error
 }

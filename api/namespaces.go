@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"cairn/errors"
@@ -22,6 +23,7 @@ type Namespace struct {
 	Visibility Visibility `json:"visibility"`
 	Owner      string     `json:"owner"`
 	Created    time.Time  `json:"created"`
+	Class      string     `json:"storage_class,omitempty"` // storage class (tiers)
 }
 
 // Namespaces lists the namespaces the caller can see.
@@ -44,13 +46,24 @@ func (c *Client) Namespaces(ctx context.Context) ([]Namespace, error) {
 // is errors.Exist and nothing changes. A public namespace is created
 // private and then opened, so that it is never briefly more open than asked.
 func (c *Client) CreateNamespace(ctx context.Context, name string, vis Visibility) (*Namespace, error) {
+	return c.CreateNamespaceClass(ctx, name, vis, "")
+}
+
+// CreateNamespaceClass is CreateNamespace with a storage class (a name
+// meta knows: "replicated", "ec-4+2", or one it is configured with; ""
+// is replicated).
+func (c *Client) CreateNamespaceClass(ctx context.Context, name string, vis Visibility, class string) (*Namespace, error) {
 	const op = errors.Op("api.CreateNamespace")
 	if err := validVisibility(op, name, vis); err != nil {
 		return nil, err
 	}
 	// No visibility parameter: on an existing namespace the PUT is then a
 	// no-op that answers 200, which tells us it was there.
-	ns, status, err := c.putNamespace(ctx, op, name, "")
+	query := ""
+	if class != "" {
+		query = "class=" + url.QueryEscape(class)
+	}
+	ns, status, err := c.putNamespace(ctx, op, name, query)
 	if err != nil {
 		return nil, err
 	}

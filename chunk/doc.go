@@ -37,6 +37,18 @@
 //	POST   /v/{vid}/{key}/repair                read vid/key        restore a corrupt needle from a peer
 //	GET    /local                               none                {"socket":"@cairn-chunk-ID"}: the
 //	       local-read socket (local.go), which checks its peer's uid; 404 when off
+//	PUT    /ec/{vid}/index                      admin vid           store an encoded volume's needle index
+//	       (header Cairn-Ec-Servers: a,b,c: where every shard goes, until meta's heartbeat says)
+//	GET    /ec/{vid}/index                      admin vid           the index (deleted needles left out)
+//	GET    /ec/{vid}/index/{key}                read vid/key        the same, for a reader finding its shard
+//	PUT    /ec/{vid}/shards/{i}                 admin vid           store shard i (a whole shard file)
+//	GET    /ec/{vid}/shards/{i}?off=&n=         admin vid           n cell bytes of shard i (a peer's rebuild)
+//	POST   /ec/{vid}/encode                     admin vid           {"gen","k","m","cell","to":[...]}: encode
+//	       this server's copy onto the servers in to -> {"size":N} once all shards are durable
+//	POST   /ec/{vid}/rebuild/{i}                admin vid           {"k","m","cell","size","servers":[...]}:
+//	       rebuild shard i here from the others -> 200 once durable
+//	A GET/HEAD/DELETE of /v/{vid}/{key} of an erasure-coded volume works on
+//	any of its shard servers (ec.go).
 //
 // "admin vid" and "write vid" need a capability of every key of the
 // volume. Until meta's first heartbeat answer brings the keys, every

@@ -108,6 +108,7 @@ func (s *Store) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/volumes", s.guard(need{capability.Admin, false, false}, s.handleList))
 	mux.HandleFunc("POST /admin/volumes/{vid}/compact", s.guard(need{capability.Admin, true, false}, s.handleCompact))
 	s.clusterRoutes(mux)
+	s.ecRoutes(mux)
 	return mux
 }
 

@@ -242,6 +242,9 @@ func (s *Store) locate(vid uint32, key uint64) (loc volume.Location, err error) 
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
+		if s.ecVolume(vid) != nil {
+			return loc, errors.E(op, errors.Unavailable, volPath(vid), "erasure-coded: read it over HTTP")
+		}
 		return loc, err
 	}
 	return v.Locate(key)

@@ -268,10 +268,14 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 	if l := r.localReader(ctx); l != nil {
 		n, err := l.readTo(ctx, vid, key, off, length, w)
 		down, ok := err.(errLocalDown)
-		if !ok {
+		switch {
+		case ok:
+			r.localFailed(l, down)
+		case n == 0 && errors.Is(errors.Unavailable, err):
+			// an erasure-coded volume: its shards are read over HTTP
+		default:
 			return n, err
 		}
-		r.localFailed(l, down)
 	}
 	hdr := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+length-1)}}
 	resp, err := r.do(ctx, op, http.MethodGet, r.needleURL(vid, key), r.token(ctx, capability.Read, vid, key), nil, hdr)
@@ -309,6 +313,9 @@ func (r *Remote) ReadLocal(ctx context.Context, vid uint32, key uint64, p []byte
 	if down, ok := err.(errLocalDown); ok {
 		r.localFailed(l, down)
 		return 0, false, nil
+	}
+	if n == 0 && errors.Is(errors.Unavailable, err) {
+		return 0, false, nil // an erasure-coded volume: read over HTTP
 	}
 	return n, true, err
 }

@@ -160,6 +160,7 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 	s.setMaxVolumeSize(int64(resp.MaxVolumeSize))
 	s.setCapKeys(resp.CapKeys)
 	s.setRevoked(resp.Revoked)
+	s.ecHeartbeat(resp.EcVolumes)
 	sets := map[uint32]replicaSet{}
 	for _, v := range resp.Volumes {
 		sets[v.Id] = replicaSet{gen: v.Generation, addrs: slices.Clone(v.Servers)}

@@ -97,6 +97,7 @@ func (s *Store) scrubPass(ctx context.Context, th *throttle, rate int64) (checke
 			}
 		}
 	}
+	bad += s.scrubShards() // erasure-coded shards, cell by cell (ec.go)
 	return checked, bad
 }
 

@@ -46,6 +46,7 @@ type Store struct {
 	closed     bool
 
 	repl  replication // replica sets, lease, copies (replicate.go)
+	ec    ecState     // erasure-coded shards held here (ec.go)
 	scrub scrubState  // the scrub and corrupt-read repairs (scrub.go)
 	// caps verifies the data plane's capabilities and signs calls to
 	// peers (auth.go): Config.Caps, or keys from meta's heartbeats.
@@ -125,16 +126,8 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".dat")
-		if !ok {
-			continue
-		}
-		vid, err := strconv.ParseUint(name, 10, 32)
-		if err != nil {
-			continue
-		}
-		v, err := volume.Open(cfg.Dir, uint32(vid), cfg.volumeOptions())
+	for _, vid := range volumeIDs(ents, ".dat") {
+		v, err := volume.Open(cfg.Dir, vid, cfg.volumeOptions())
 		if err != nil {
 			s.Close()
 			return nil, errors.E(op, err)
@@ -142,7 +135,11 @@ func Open(cfg Config) (*Store, error) {
 		if st := v.Stats(); st.Truncated > 0 || st.Damaged > 0 {
 			s.log.Warn("volume repaired at open", "volume", vid, "truncated_bytes", st.Truncated, "damaged_records", st.Damaged)
 		}
-		s.vols[uint32(vid)] = v
+		s.vols[vid] = v
+	}
+	if err := s.openShards(); err != nil {
+		s.Close()
+		return nil, errors.E(op, errors.IO, err)
 	}
 	return s, nil
 }
@@ -271,6 +268,9 @@ func (s *Store) ReadTo(ctx context.Context, vid uint32, key uint64, off, length 
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
+		if ev := s.ecVolume(vid); ev != nil {
+			return s.ecReadTo(ctx, ev, key, off, length, w)
+		}
 		return 0, err
 	}
 	n, err = v.ReadTo(key, off, length, w)
@@ -291,6 +291,9 @@ func (s *Store) Size(ctx context.Context, vid uint32, key uint64) (n int64, err 
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
+		if ev := s.ecVolume(vid); ev != nil {
+			return s.ecSize(ev, key)
+		}
 		return 0, err
 	}
 	return v.Size(key)
@@ -309,6 +312,9 @@ func (s *Store) Delete(ctx context.Context, vid uint32, gen uint64, key uint64) 
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
+		if ev := s.ecVolume(vid); ev != nil {
+			return s.ecDelete(ev, key) // every shard server keeps the index
+		}
 		return err
 	}
 	return v.Delete(gen, key)
@@ -482,6 +488,7 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 	}
 	req := &metapb.HeartbeatRequest{
 		ServerId: s.id, Addr: s.cfg.Addr, Labels: s.cfg.Labels, Volumes: s.Stats(), Disk: s.DiskHealth(),
+		Shards: s.ShardStats(),
 	}
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(s.cfg.Dir, &fs); err == nil {

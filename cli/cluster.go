@@ -130,6 +130,7 @@ func printClusterStatus(w io.Writer, st *metapb.ClusterStatusResponse, now time.
 			max(v.Volume.Replication, 1), v.Health, mode, bench.FormatSize(int64(v.Volume.Size)), strings.Join(v.Volume.Servers, ","))
 	}
 	tw.Flush()
+	printShards(w, st)
 	fmt.Fprintf(w, "\nvolumes: %d ok, %d degraded, %d repairing, %d lost; repairs done since meta started: %d; throttle %s/s\n",
 		health["ok"], health["degraded"], health["repairing"], health["lost"], st.RepairsDone, bench.FormatSize(int64(st.RepairBytesPerSec)))
 	if len(st.Repairs) > 0 {
@@ -170,4 +171,50 @@ func printDiskHealth(w io.Writer, servers []*metapb.ClusterServer, now time.Time
 			bench.FormatSize(int64(d.ScrubBytesPerSec)), d.Corrupt, d.Repaired, d.NoSpaceVolumes, d.FailedVolumes)
 	}
 	tw.Flush()
+}
+
+// printShards shows the storage classes and, per erasure-coded volume,
+// the health of each shard and where it lies.
+func printShards(w io.Writer, st *metapb.ClusterStatusResponse) {
+	var ecs []*metapb.ClusterVolume
+	for _, v := range st.Volumes {
+		if v.Volume.Ec != nil {
+			ecs = append(ecs, v)
+		}
+	}
+	if len(ecs) == 0 && len(st.Classes) <= 1 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLASS\tCODE\tREPLICAS\tMEDIA")
+	for _, c := range st.Classes {
+		code := "replicated"
+		if c.K > 0 {
+			code = fmt.Sprintf("ec %d+%d", c.K, c.M)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.Name, code, c.Replication, c.Media)
+	}
+	tw.Flush()
+	if len(ecs) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EC VOLUME\tCLASS\tCODE\tSHARDS\tHEALTH\tSIZE\tSHARD HEALTH (server)")
+	for _, v := range ecs {
+		e := v.Volume.Ec
+		var per []string
+		for i, h := range v.ShardHealth {
+			addr := ""
+			if i < len(e.ShardServers) {
+				addr = e.ShardServers[i]
+			}
+			per = append(per, fmt.Sprintf("%d:%s(%s)", i, h, addr))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d+%d\t%d/%d\t%s\t%s\t%s\n", v.Volume.Id, v.Volume.StorageClass, e.K, e.M, v.Live, e.K+e.M,
+			v.Health, bench.FormatSize(int64(e.Size)), strings.Join(per, " "))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "erasure coding since meta started: %d volumes encoded, %d shards rebuilt\n", st.EcEncoded, st.EcRebuilt)
 }

@@ -78,6 +78,13 @@ func runCommands(t *testing.T, c cairn) {
 	if out := c.ok("ns", "ls", "-l"); !strings.Contains(out, "private") || !strings.Contains(out, "cli-test") {
 		t.Fatalf("ns ls -l:\n%s", out)
 	}
+	// Storage classes: an erasure-coded namespace shows its class; an
+	// unknown class is refused.
+	c.ok("ns", "create", "cli-cold", "--class", "ec-4+2")
+	c.fails("unknown storage class", "ns", "create", "cli-bad", "--class", "no-such-class")
+	if out := c.ok("ns", "ls", "-l"); !strings.Contains(out, "ec-4+2") || !strings.Contains(out, "replicated") {
+		t.Fatalf("ns ls -l does not show the classes:\n%s", out)
+	}
 
 	// put: to a name, into a directory, from stdin, a tree.
 	c.ok("put", write("a.txt", "hello"), "cli-test/docs/a.txt")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -58,7 +59,7 @@ func (l *lister) namespaces(ctx context.Context) error {
 	tw := tabwriter.NewWriter(l.w, 0, 0, 2, ' ', 0)
 	for _, ns := range list {
 		if l.long {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ns.Visibility, ns.Owner, ns.Created.Local().Format(time.DateTime), ns.Name)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ns.Visibility, ns.Owner, ns.Created.Local().Format(time.DateTime), cmp.Or(ns.Class, "replicated"), ns.Name)
 		} else {
 			fmt.Fprintln(tw, ns.Name)
 		}

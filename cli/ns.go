@@ -15,9 +15,10 @@ func nsCmd(o *options) *cobra.Command {
 		Short: "Create, list, remove namespaces and set who may read them",
 	}
 	var public bool
+	var class string
 	create := &cobra.Command{
-		Use:   "create NAME [--public]",
-		Short: "Create a namespace (private unless --public)",
+		Use:   "create NAME [--public] [--class CLASS]",
+		Short: "Create a namespace (private unless --public; replicated unless --class)",
 		Args:  nArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			vis := api.Private
@@ -25,12 +26,13 @@ func nsCmd(o *options) *cobra.Command {
 				vis = api.Public
 			}
 			return withNamespace(o, args[0], func(c *api.Client) error {
-				_, err := c.CreateNamespace(cmd.Context(), args[0], vis)
+				_, err := c.CreateNamespaceClass(cmd.Context(), args[0], vis, class)
 				return err
 			})
 		},
 	}
 	create.Flags().BoolVar(&public, "public", false, "anyone may read it, without credentials")
+	create.Flags().StringVar(&class, "class", "", `storage class: "replicated" (default), "ec-K+M", or one meta's --class names`)
 	long := false
 	ls := &cobra.Command{
 		Use:   "ls [-l]",

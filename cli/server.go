@@ -184,7 +184,8 @@ func metaCmd() *cobra.Command {
 	var dead time.Duration = 10 * time.Second
 	var repairRate int64 = 64 << 20
 	var rebalanceOnJoin, pprof bool
-	var sans []string
+	var sans, classFlags []string
+	var ecCell int64
 	var grp metaGroupFlags
 	cmd := &cobra.Command{
 		Use:   "meta",
@@ -197,6 +198,14 @@ certificate from it, and data servers and gateways join with tokens from
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
+			}
+			var classes []meta.Class
+			for _, f := range classFlags {
+				c, err := meta.ParseClass(f)
+				if err != nil {
+					return err
+				}
+				classes = append(classes, c)
 			}
 			ca, err := pki.LoadOrCreateCA(dir, "cairn cluster")
 			if err != nil {
@@ -223,6 +232,7 @@ certificate from it, and data servers and gateways join with tokens from
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
 				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve, Group: group,
+				Classes: classes, ECCell: ecCell,
 			})
 			if err != nil {
 				return err
@@ -277,6 +287,8 @@ certificate from it, and data servers and gateways join with tokens from
 	fs.StringArrayVar(&sans, "san", nil, "extra host name or address in meta's certificate, for clients that reach it by another name (repeatable)")
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	grp.flags(fs)
+	fs.StringArrayVar(&classFlags, "class", nil, "storage class NAME=replicated[:RF] or NAME=ec:K+M, with ,media=LABEL and (ec) ,rf=N; repeatable (ec-K+M names work unconfigured)")
+	sizeFlag(fs, &ecCell, "ec-cell", "cell size sealed volumes are erasure-coded with (default 1 MiB)")
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }

@@ -76,6 +76,8 @@ type Client struct {
 	done   chan struct{}
 
 	dataLoss atomic.Uint64 // see DataLoss
+
+	ecIdx sync.Map // volume id -> []ec.Needle: encoded volumes' needle indexes (ec.go)
 }
 
 // New returns a Client; Close stops its change-stream watcher.
@@ -158,6 +160,16 @@ func (c *Client) CreateNamespace(ctx context.Context, name, owner string, vis me
 	}
 	defer c.cache.invalidateNS(name)
 	return c.meta.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: name, Owner: owner, Visibility: vis})
+}
+
+// CreateNamespaceClass is CreateNamespace with a storage class ("": the
+// default, replicated).
+func (c *Client) CreateNamespaceClass(ctx context.Context, name, owner string, vis metapb.Visibility, class string) (*metapb.Namespace, error) {
+	if err := pathname.ValidNamespace(name); err != nil {
+		return nil, err
+	}
+	defer c.cache.invalidateNS(name)
+	return c.meta.CreateNamespace(ctx, &metapb.CreateNamespaceRequest{Name: name, Owner: owner, Visibility: vis, StorageClass: class})
 }
 
 // SetVisibility changes a namespace's visibility.

@@ -173,10 +173,15 @@ func (c *Client) readNeedle(ctx context.Context, vid uint32, key uint64, off, n 
 		if err != nil {
 			return done, err
 		}
-		first := c.firstReplica(v.Servers, key)
-		for i := range v.Servers {
-			addr := v.Servers[(first+i)%len(v.Servers)]
-			last := i == len(v.Servers)-1 && (attempt == 1 || len(v.Servers) == 1)
+		servers, first := v.Servers, 0
+		if v.Ec != nil {
+			servers = c.ecServers(ctx, v, key) // the needle's data shard first
+		} else {
+			first = c.firstReplica(servers, key)
+		}
+		for i := range servers {
+			addr := servers[(first+i)%len(servers)]
+			last := i == len(servers)-1 && (attempt == 1 || len(servers) == 1)
 			// A data server checks each block before it sends it, so the
 			// bytes that arrived before a failure (a corrupt block past the
 			// first, a server dying mid-stream) are good.

@@ -310,20 +310,22 @@ func failedServer(err error, primary string) string {
 }
 
 func (c *Client) writable(ctx context.Context, ns string, full []uint32, suspect []string) (*metapb.Volume, error) {
+	class := storageClassOf(ctx)
+	slot := assignSlot(ns, class)
 	if len(full) == 0 {
 		c.mu.Lock()
-		v := c.assign[ns]
+		v := c.assign[slot]
 		c.mu.Unlock()
 		if v != nil && c.caps.writeFresh(v.Id) {
 			return v, nil
 		}
 	}
-	r, err := c.meta.Assign(ctx, &metapb.AssignRequest{Ns: ns, Full: full, Suspect: suspect})
+	r, err := c.meta.Assign(ctx, &metapb.AssignRequest{Ns: ns, Full: full, Suspect: suspect, StorageClass: class})
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.assign[ns] = r.Volume
+	c.assign[slot] = r.Volume
 	c.volumes[r.Volume.Id] = r.Volume
 	c.mu.Unlock()
 	return r.Volume, nil
@@ -331,8 +333,10 @@ func (c *Client) writable(ctx context.Context, ns string, full []uint32, suspect
 
 func (c *Client) dropAssign(ns string, vid uint32) {
 	c.mu.Lock()
-	if v := c.assign[ns]; v != nil && v.Id == vid {
-		delete(c.assign, ns)
+	for slot, v := range c.assign {
+		if v.Id == vid && (slot == ns || strings.HasPrefix(slot, ns+"\x00")) {
+			delete(c.assign, slot)
+		}
 	}
 	delete(c.volumes, vid)
 	c.mu.Unlock()

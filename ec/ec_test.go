@@ -253,3 +253,46 @@ func BenchmarkRead155K(b *testing.B) {
 }
 
 func fmtCode(k, m int) string { return fmt.Sprintf("%d+%d", k, m) }
+
+func FuzzParseIndex(f *testing.F) {
+	f.Add(MarshalIndex(7, []Needle{{Key: 1, Data: 88, Size: 100}, {Key: 5, Data: 4096, Size: 0}}))
+	f.Add(MarshalIndex(1, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vol, ns, err := ParseIndex(b)
+		if err != nil {
+			return
+		}
+		for i, n := range ns {
+			if n.Key == 0 || i > 0 && n.Key <= ns[i-1].Key || n.Data < 0 || n.Size < 0 {
+				t.Fatalf("accepted a bad entry %+v", n)
+			}
+		}
+		if !bytes.Equal(MarshalIndex(vol, ns), b) {
+			t.Fatal("index does not round-trip")
+		}
+	})
+}
+
+func TestIndexFind(t *testing.T) {
+	ns := []Needle{{Key: 2, Data: 100, Size: 10}, {Key: 9, Data: 2 << 20, Size: 5}}
+	vol, got, err := ParseIndex(MarshalIndex(3, ns))
+	if err != nil || vol != 3 || len(got) != 2 {
+		t.Fatalf("round trip: %v %d %v", err, vol, got)
+	}
+	l := Layout{K: 4, M: 2, Cell: 1 << 20, Size: 8 << 20}
+	for _, c := range []struct {
+		key  uint64
+		ok   bool
+		home int
+	}{{2, true, 0}, {9, true, 2}, {3, false, 0}} {
+		n, ok := Find(got, c.key)
+		if ok != c.ok || ok && l.Home(n) != c.home {
+			t.Errorf("key %d: found %v home %d, want %v %d", c.key, ok, l.Home(n), c.ok, c.home)
+		}
+	}
+	b := MarshalIndex(3, ns)
+	b[20] ^= 1
+	if _, _, err := ParseIndex(b); err == nil {
+		t.Error("a damaged index parsed")
+	}
+}

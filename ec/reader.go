@@ -2,6 +2,7 @@ package ec
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"sync"
@@ -31,11 +32,28 @@ func NewReader(l Layout, shards []io.ReaderAt) (*Reader, error) {
 	if len(shards) != l.K+l.M {
 		return nil, errors.Errorf("ec.NewReader", errors.Invalid, "%d shards for a %d+%d code", len(shards), l.K, l.M)
 	}
-	enc, err := reedsolomon.New(l.K, l.M)
+	enc, err := encoder(l.K, l.M)
 	if err != nil {
 		return nil, errors.E(errors.Op("ec.NewReader"), errors.Invalid, err)
 	}
 	return &Reader{l: l, shards: shards, enc: enc}, nil
+}
+
+// encoders keeps one encoder per code: making one inverts matrices and
+// allocates, and a data server makes a Reader per needle read. Encoders
+// are safe for concurrent use.
+var encoders sync.Map // [2]int -> reedsolomon.Encoder
+
+func encoder(k, m int) (reedsolomon.Encoder, error) {
+	if e, ok := encoders.Load([2]int{k, m}); ok {
+		return e.(reedsolomon.Encoder), nil
+	}
+	e, err := reedsolomon.New(k, m)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := encoders.LoadOrStore([2]int{k, m}, e)
+	return actual.(reedsolomon.Encoder), nil
 }
 
 // Layout returns the layout the reader was made with.
@@ -92,21 +110,45 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 		rows = make([][]byte, all)
 	}
 	defer r.pool.Put(rows)
-	have := 0
+	// Read K shards at once (remote shards cost a round trip each); if
+	// some fail, as many more as are missing.
+	var cands []int
 	for i := 0; i < all; i++ {
 		rows[i] = rows[i][:0]
-		if i == want || have == r.l.K || r.shards[i] == nil || contains(avoid, i) {
-			continue
+		if i != want && r.shards[i] != nil && !contains(avoid, i) {
+			cands = append(cands, i)
 		}
-		b := growTo(rows[i], len(dst))
-		if _, err := r.shards[i].ReadAt(b, off); err != nil {
-			continue // another shard may still answer
+	}
+	have := 0
+	var firstErr error
+	for next := 0; have < r.l.K && next < len(cands); {
+		batch := cands[next:min(next+r.l.K-have, len(cands))]
+		next += len(batch)
+		errs := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for bi, i := range batch {
+			wg.Go(func() {
+				b := growTo(rows[i], len(dst))
+				if _, errs[bi] = r.shards[i].ReadAt(b, off); errs[bi] == nil {
+					rows[i] = b
+				}
+			})
 		}
-		rows[i] = b
-		have++
+		wg.Wait()
+		for _, err := range errs {
+			if err == nil {
+				have++
+			} else if firstErr == nil {
+				firstErr = err
+			}
+		}
 	}
 	if have < r.l.K {
-		return errors.Errorf(op, errors.Unavailable, "shard %d: only %d of the %d shards needed to rebuild it answered", want, have, r.l.K)
+		msg := fmt.Sprintf("shard %d: only %d of the %d shards needed to rebuild it answered", want, have, r.l.K)
+		if firstErr != nil {
+			msg += " (" + firstErr.Error() + ")"
+		}
+		return errors.E(op, errors.Unavailable, msg)
 	}
 	var err error
 	if want < r.l.K {

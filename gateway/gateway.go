@@ -217,6 +217,7 @@ type nsJSON struct {
 	Visibility string `json:"visibility"`
 	Owner      string `json:"owner"`
 	Created    string `json:"created"`
+	Class      string `json:"storage_class"` // tiers: "replicated" or the class's name
 }
 
 func toNSJSON(n *metapb.Namespace) nsJSON {
@@ -224,8 +225,12 @@ func toNSJSON(n *metapb.Namespace) nsJSON {
 	if n.Visibility == metapb.Visibility_PUBLIC_READ {
 		v = "public"
 	}
+	class := n.StorageClass
+	if class == "" {
+		class = "replicated"
+	}
 	return nsJSON{Name: n.Name, Visibility: v, Owner: n.Owner,
-		Created: time.Unix(0, n.CreatedNs).UTC().Format(time.RFC3339)}
+		Created: time.Unix(0, n.CreatedNs).UTC().Format(time.RFC3339), Class: class}
 }
 
 func parseVisibility(s string) (metapb.Visibility, error) {
@@ -281,7 +286,7 @@ func (g *Gateway) putNamespace(w http.ResponseWriter, r *http.Request, p princip
 	if err != nil {
 		return writeError(w, err)
 	}
-	n, err := g.client.CreateNamespace(r.Context(), name, p.key, vis)
+	n, err := g.client.CreateNamespaceClass(r.Context(), name, p.key, vis, q.Get("class"))
 	if errors.Is(errors.Exist, err) {
 		if _, aerr := g.authorize(r.Context(), p, name, write); aerr != nil {
 			return writeError(w, errors.E(errors.Exist, errors.Path(name), "namespace exists and is owned by someone else"))

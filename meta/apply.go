@@ -290,7 +290,7 @@ func (t *txn) createNamespace(r *metapb.CreateNamespaceRequest) error {
 	}
 	ns := &metapb.Namespace{
 		Name: r.Name, Owner: r.Owner, Visibility: r.Visibility, CreatedNs: t.now,
-		Replication: r.Replication, Version: 1, RootIno: root.Ino,
+		Replication: r.Replication, Version: 1, RootIno: root.Ino, StorageClass: r.StorageClass,
 	}
 	if err := t.put(inodeKey(root.Ino), root); err != nil {
 		return err

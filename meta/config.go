@@ -9,6 +9,7 @@ import (
 
 	"cairn"
 	"cairn/capability"
+	"cairn/ec"
 	"cairn/errors"
 	"cairn/pki"
 )
@@ -113,6 +114,16 @@ type Config struct {
 	// (raft.go). Nil: meta alone, every command applied and synced
 	// directly, as `cairn server` runs it.
 	Group *GroupConfig
+
+	// Classes are the storage classes namespaces may take besides
+	// "replicated" (meta/classes.go); "ec-K+M" names work unconfigured.
+	Classes []Class
+	// ECCell is the cell size sealed volumes are encoded with (package
+	// ec). Default ec.DefaultCell (1 MiB).
+	ECCell int64
+	// ECRate is the bytes per second an encoding or shard rebuild may
+	// read. Default 256 MiB/s; negative: unthrottled.
+	ECRate int64
 }
 
 const (
@@ -162,6 +173,12 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.ECCell == 0 {
+		c.ECCell = ec.DefaultCell
+	}
+	if c.ECRate == 0 {
+		c.ECRate = 256 << 20
+	}
 }
 
 // Validate reports a configuration Open would refuse.
@@ -182,5 +199,5 @@ func (c *Config) Validate() error {
 		c.CapTTL > 24*time.Hour && c.CapRotate == 0:
 		return errors.E(op, errors.Invalid, "CapRotate must exceed CapTTL (a capability must outlive no more than one rotation)")
 	}
-	return nil
+	return validateClasses(c.Classes)
 }

@@ -163,7 +163,7 @@ func (s *Service) collect() (more bool, err error) {
 		s.pmu.Unlock()
 		ok := true
 		if vol != nil {
-			for _, addr := range vol.Servers {
+			for _, addr := range gcTargets(vol) {
 				if failed[addr] {
 					ok = false
 					continue

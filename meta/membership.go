@@ -219,6 +219,7 @@ func (s *Service) heartbeatAnswer(id string, reported []*metapb.VolumeStat) *met
 			resp.Volumes = append(resp.Volumes, v)
 		}
 	}
+	resp.EcVolumes = s.ecVolumesOf(id)
 	for _, st := range reported {
 		v := s.volumes[st.Id]
 		if v == nil || slices.Contains(v.ServerIds, id) {

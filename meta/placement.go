@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -26,6 +27,8 @@ type dataServer struct {
 	lastSeen       time.Time
 	vols           map[uint32]*metapb.VolumeStat // as last reported
 	disk           *metapb.DiskHealth            // as last reported
+	shards         []*metapb.ShardStat           // as last reported (ec.go)
+	shardsAt       time.Time                     // when shards was reported
 }
 
 func (s *Service) alive(d *dataServer, now time.Time) bool {
@@ -72,6 +75,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 	}
 	d.addr, d.labels, d.capacity, d.free, d.lastSeen = req.Addr, req.Labels, req.Capacity, req.Free, now
 	d.disk = req.Disk
+	d.shards, d.shardsAt = req.Shards, now
 	d.vols, d.used = map[uint32]*metapb.VolumeStat{}, 0
 	for _, st := range req.Volumes {
 		d.vols[st.Id] = st
@@ -159,22 +163,29 @@ func (s *Service) Assign(ctx context.Context, req *metapb.AssignRequest) (*metap
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
+	cl, err := s.class(cmp.Or(req.StorageClass, ns.StorageClass))
+	if err != nil {
+		return nil, errors.E(op, errors.Path(req.Ns), err)
+	}
 	rf := max(ns.Replication, 1)
+	if cl.Replication > 0 {
+		rf = cl.Replication
+	}
 	s.markSuspect(req.Suspect)
 	if err := s.markReadOnly(req.Full); err != nil {
 		return nil, err
 	}
-	if v := s.pickWritable(rf); v != nil {
+	if v := s.pickWritable(rf, cl); v != nil {
 		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 	}
 	// One creation at a time: concurrent Assigns that all found nothing
 	// writable wait here and then take the volume the first one made.
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
-	if v := s.pickWritable(rf); v != nil {
+	if v := s.pickWritable(rf, cl); v != nil {
 		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 	}
-	v, err := s.createVolume(ctx, rf)
+	v, err := s.createVolume(ctx, rf, cl)
 	if err != nil {
 		return nil, errors.E(op, errors.Path(req.Ns), err)
 	}
@@ -202,13 +213,13 @@ func (s *Service) markReadOnly(ids []uint32) error {
 
 // pickWritable picks a writable volume with rf replicas, all of them on
 // servers placement may use (alive, not suspect, not draining).
-func (s *Service) pickWritable(rf uint32) *metapb.Volume {
+func (s *Service) pickWritable(rf uint32, cl Class) *metapb.Volume {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	now := time.Now()
 	var cands []*metapb.Volume
 	for _, v := range s.volumes {
-		if v.ReadOnly || len(v.ServerIds) == 0 || max(v.Replication, 1) != rf {
+		if v.ReadOnly || len(v.ServerIds) == 0 || max(v.Replication, 1) != rf || v.StorageClass != volumeClass(cl.Name) {
 			continue
 		}
 		if st := s.vstats[v.Id]; st != nil && (st.ReadOnly || st.Size >= s.cfg.MaxVolumeSize) {
@@ -217,7 +228,7 @@ func (s *Service) pickWritable(rf uint32) *metapb.Volume {
 		ok := true
 		for _, id := range v.ServerIds {
 			d := s.servers[id]
-			ok = ok && d != nil && s.placeable(d, now)
+			ok = ok && d != nil && s.placeable(d, now) && mediaOK(cl, d)
 		}
 		if ok {
 			cands = append(cands, v)
@@ -237,7 +248,7 @@ func (s *Service) pickWritable(rf uint32) *metapb.Volume {
 // choose, and records it. Called with assignMu held, so ids are not raced
 // for. A server that fails to create its copy is suspected and another is
 // chosen; the copies already made are reused on the next attempt (same id).
-func (s *Service) createVolume(ctx context.Context, rf uint32) (*metapb.Volume, error) {
+func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metapb.Volume, error) {
 	ctx = s.dataCtx(ctx) // meta signs its calls to the data servers
 	if s.cfg.Chunks == nil {
 		return nil, errors.E(errors.Unavailable, "no data plane configured")
@@ -256,12 +267,12 @@ func (s *Service) createVolume(ctx context.Context, rf uint32) (*metapb.Volume, 
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		s.pmu.Lock()
-		chosen := s.choose(int(rf), s.placementCandidates(time.Now(), nil), nil)
+		chosen := s.choose(int(rf), s.classCandidates(cl, s.placementCandidates(time.Now(), nil)), nil)
 		s.pmu.Unlock()
 		if len(chosen) < int(rf) {
 			return nil, errors.E(errors.Unavailable, fmt.Sprintf("%d replicas wanted, %d data servers can take them", rf, len(chosen)))
 		}
-		vol := &metapb.Volume{Id: id, Generation: gen, Replication: rf}
+		vol := &metapb.Volume{Id: id, Generation: gen, Replication: rf, StorageClass: volumeClass(cl.Name)}
 		for _, d := range chosen {
 			vol.Servers = append(vol.Servers, d.addr)
 			vol.ServerIds = append(vol.ServerIds, d.id)

@@ -31,35 +31,19 @@ type repairJob struct {
 // every second, at once when a server joins or dies or an operator asks.
 func (s *Service) repairLoop() {
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.closing
-		cancel()
-	}()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-tick.C:
-		case <-s.cl.kick:
+	s.background(s.cl.kick, func(ctx context.Context) bool {
+		j := s.nextRepair(time.Now())
+		if j == nil {
+			return false
 		}
-		for ctx.Err() == nil && s.leading() { // followers leave repair to the leader
-
-			j := s.nextRepair(time.Now())
-			if j == nil {
-				break
+		if err := s.repair(ctx, j); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("repair failed; will retry", "volume", j.vol.Id, "kind", j.kind, "from", j.from.addr, "to", j.to.addr, "err", err)
 			}
-			if err := s.repair(ctx, j); err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("repair failed; will retry", "volume", j.vol.Id, "kind", j.kind, "from", j.from.addr, "to", j.to.addr, "err", err)
-				}
-				break // re-plan on the next tick: the failure may have been a death
-			}
+			return false // re-plan on the next tick: the failure may have been a death
 		}
-	}
+		return true
+	})
 }
 
 // nextRepair plans the most urgent move: the volume with the fewest live

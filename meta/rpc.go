@@ -26,6 +26,9 @@ func (s *Service) CreateNamespace(ctx context.Context, req *metapb.CreateNamespa
 	if r.Replication == 0 {
 		r.Replication = s.cfg.DefaultReplication
 	}
+	if err := s.namespaceClass(r); err != nil {
+		return nil, errors.E(op, errors.Path(req.Name), err)
+	}
 	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CreateNamespace{CreateNamespace: r}})
 	if err != nil {
 		return nil, err

@@ -55,6 +55,7 @@ type Service struct {
 	vstats   map[uint32]*metapb.VolumeStat
 	assignMu sync.Mutex // one volume creation at a time
 	cl       membership // drain, suspects, repairs (membership.go, repair.go)
+	ec       ecState    // erasure coding: encodes, shard rebuilds (ec.go)
 
 	genUser, genSecret string
 	clusterID          string      // chosen at the first start (setupClusterID)
@@ -121,6 +122,7 @@ func Open(cfg Config) (*Service, error) {
 	go s.gcLoop()
 	go s.repairLoop()
 	go s.capLoop()
+	s.ecStart()
 	return s, nil
 }
 

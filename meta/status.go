@@ -56,8 +56,10 @@ func (s *Service) ClusterStatus(ctx context.Context, _ *metapb.Empty) (*metapb.C
 		default:
 			cv.Health = "ok"
 		}
+		s.ecStatus(cv, v, now)
 		out.Volumes = append(out.Volumes, cv)
 	}
+	s.ecStatusTotals(out)
 	slices.SortFunc(out.Volumes, func(a, b *metapb.ClusterVolume) int { return cmp.Compare(a.Volume.Id, b.Volume.Id) })
 	for vid, j := range s.cl.repairs {
 		r := &metapb.ClusterRepair{Volume: vid, Kind: j.kind, From: j.from.addr, To: j.to.addr,

@@ -37,6 +37,7 @@ type Server struct {
 
 type namespace struct {
 	name, visibility, owner string
+	class                   string // storage class
 	created                 time.Time
 	files                   map[string]*file
 	dirs                    map[string]bool // explicit directories (mkdir)
@@ -163,7 +164,7 @@ func (s *Server) listNamespaces(w http.ResponseWriter) {
 
 func nsJSON(ns *namespace) map[string]any {
 	return map[string]any{"name": ns.name, "visibility": ns.visibility, "owner": ns.owner,
-		"created": ns.created.Format(time.RFC3339)}
+		"created": ns.created.Format(time.RFC3339), "storage_class": ns.class}
 }
 
 func (s *Server) serveNamespace(w http.ResponseWriter, r *http.Request, name string, ns *namespace) {
@@ -174,9 +175,18 @@ func (s *Server) serveNamespace(w http.ResponseWriter, r *http.Request, name str
 			writeError(w, fail(400, "InvalidArgument", "visibility must be public or private"), name)
 			return
 		}
+		// Storage classes as a meta without --class knows them.
+		class := r.URL.Query().Get("class")
+		if class == "" {
+			class = "replicated"
+		}
+		if class != "replicated" && !strings.HasPrefix(class, "ec-") {
+			writeError(w, fail(400, "InvalidArgument", "unknown storage class "+class), name)
+			return
+		}
 		status := 200
 		if ns == nil {
-			ns = &namespace{name: name, visibility: "private", owner: s.AccessKey, created: time.Now(),
+			ns = &namespace{name: name, visibility: "private", owner: s.AccessKey, created: time.Now(), class: class,
 				files: map[string]*file{}, dirs: map[string]bool{}}
 			s.ns[name] = ns
 			status = 201

@@ -471,3 +471,28 @@ func TestExpectedOwnerAndSize(t *testing.T) {
 	complete.MpuObjectSize = aws.Int64(3)
 	must(c.CompleteMultipartUpload(ctx, complete))
 }
+
+// TestStorageClass: a PUT with STANDARD_IA is stored (its bytes placed in
+// an ec-4+2 volume) and HEAD answers its class; a class Cairn does not
+// offer is InvalidStorageClass.
+func TestStorageClass(t *testing.T) {
+	s := start(t)
+	c := root(t, s)
+	ctx := context.Background()
+	must(c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("tiers")}))
+	must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("tiers"), Key: aws.String("cold"), Body: strings.NewReader("cold bytes"),
+		StorageClass: types.StorageClassStandardIa}))
+	h := must(c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("tiers"), Key: aws.String("cold")}))
+	if h.StorageClass != types.StorageClassStandardIa {
+		t.Fatalf("HEAD storage class %q, want STANDARD_IA", h.StorageClass)
+	}
+	got := must(c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("tiers"), Key: aws.String("cold")}))
+	if b := must(io.ReadAll(got.Body)); string(b) != "cold bytes" {
+		t.Fatalf("GET %q", b)
+	}
+	_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("tiers"), Key: aws.String("deep"), Body: strings.NewReader("x"),
+		StorageClass: types.StorageClassDeepArchive})
+	if err == nil || !strings.Contains(err.Error(), "InvalidStorageClass") {
+		t.Fatalf("DEEP_ARCHIVE: %v, want InvalidStorageClass", err)
+	}
+}

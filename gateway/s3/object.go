@@ -102,6 +102,9 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	if std, err = withObjectClass(q, std); err != nil {
+		return err
+	}
 	tags, err := parseTagging(q.r.Header.Get("X-Amz-Tagging"))
 	if err != nil {
 		return err

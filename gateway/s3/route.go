@@ -282,8 +282,8 @@ func checkHeaders(h http.Header) error {
 		}
 		return errNotImplemented("the header " + lk + " is not supported")
 	}
-	if sc := h.Get("X-Amz-Storage-Class"); sc != "" && sc != "STANDARD" {
-		return apiErr(http.StatusBadRequest, "InvalidStorageClass", "The storage class you specified is not valid: only STANDARD is supported")
+	if _, _, err := objectClass(h); err != nil { // STANDARD, STANDARD_IA, GLACIER_IR (class.go)
+		return err
 	}
 	if v := h.Get("X-Amz-Object-Ownership"); v != "" && v != "BucketOwnerEnforced" {
 		return errNotImplemented("object ownership is always BucketOwnerEnforced: objects follow the bucket's ACL")

@@ -246,8 +246,11 @@ type Namespace struct {
 	S3Versioning       S3Versioning `protobuf:"varint,250,opt,name=s3_versioning,json=s3Versioning,proto3,enum=cairn.meta.S3Versioning" json:"s3_versioning,omitempty"`
 	S3ObjectLock       bool         `protobuf:"varint,251,opt,name=s3_object_lock,json=s3ObjectLock,proto3" json:"s3_object_lock,omitempty"`                  // set at creation only; requires versioning
 	S3DefaultRetention *S3Retention `protobuf:"bytes,252,opt,name=s3_default_retention,json=s3DefaultRetention,proto3" json:"s3_default_retention,omitempty"` // applied to new versions when set
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Storage class of the namespace's files (tiers, meta/classes.go):
+	// "" or "replicated", or a class meta is configured with ("ec-4+2").
+	StorageClass  string `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Namespace) Reset() {
@@ -350,12 +353,20 @@ func (x *Namespace) GetS3DefaultRetention() *S3Retention {
 	return nil
 }
 
+func (x *Namespace) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
 type CreateNamespaceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	Visibility    Visibility             `protobuf:"varint,3,opt,name=visibility,proto3,enum=cairn.meta.Visibility" json:"visibility,omitempty"`
-	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"` // 0: the server's default
+	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"`                        // 0: the server's default
+	StorageClass  string                 `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // "": replicated (meta/classes.go)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +427,13 @@ func (x *CreateNamespaceRequest) GetReplication() uint32 {
 		return x.Replication
 	}
 	return 0
+}
+
+func (x *CreateNamespaceRequest) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
 }
 
 type NamespaceRequest struct {
@@ -2146,15 +2164,20 @@ func (x *SetAttrRequest) GetAccess() bool {
 }
 
 type Volume struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Servers       []string               `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"` // data-plane addresses (host:port); primary first
-	ReadOnly      bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	Size          uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
-	Garbage       uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
-	ServerIds     []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
-	Replication   uint32                 `protobuf:"varint,80,opt,name=replication,proto3" json:"replication,omitempty"`            // replicas the volume should have (0: 1)
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Generation  uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Servers     []string               `protobuf:"bytes,3,rep,name=servers,proto3" json:"servers,omitempty"` // data-plane addresses (host:port); primary first
+	ReadOnly    bool                   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Size        uint64                 `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`                           // bytes in the volume file, last reported
+	Garbage     uint64                 `protobuf:"varint,6,opt,name=garbage,proto3" json:"garbage,omitempty"`                     // bytes of deleted needles, last reported
+	ServerIds   []string               `protobuf:"bytes,7,rep,name=server_ids,json=serverIds,proto3" json:"server_ids,omitempty"` // stable ids of servers, parallel to servers
+	Replication uint32                 `protobuf:"varint,80,opt,name=replication,proto3" json:"replication,omitempty"`            // replicas the volume should have (0: 1)
+	// Storage class (tiers): "" replicated; an ec class's volume is written
+	// replicated, then once sealed encoded into shards (ec set) and its
+	// replicas dropped (servers and server_ids empty).
+	StorageClass  string    `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	Ec            *EcVolume `protobuf:"bytes,351,opt,name=ec,proto3" json:"ec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2245,10 +2268,25 @@ func (x *Volume) GetReplication() uint32 {
 	return 0
 }
 
+func (x *Volume) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
+func (x *Volume) GetEc() *EcVolume {
+	if x != nil {
+		return x.Ec
+	}
+	return nil
+}
+
 type AssignRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Ns    string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Full  []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"` // volumes the client found full or read-only
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Ns           string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	StorageClass string                 `protobuf:"bytes,350,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // "": the namespace's class
+	Full         []uint32               `protobuf:"varint,2,rep,packed,name=full,proto3" json:"full,omitempty"`                               // volumes the client found full or read-only
 	// Data-plane addresses that failed a write (a dead or cut-off replica):
 	// placement avoids them until they prove alive again.
 	Suspect       []string `protobuf:"bytes,80,rep,name=suspect,proto3" json:"suspect,omitempty"`
@@ -2289,6 +2327,13 @@ func (*AssignRequest) Descriptor() ([]byte, []int) {
 func (x *AssignRequest) GetNs() string {
 	if x != nil {
 		return x.Ns
+	}
+	return ""
+}
+
+func (x *AssignRequest) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
 	}
 	return ""
 }
@@ -2542,7 +2587,8 @@ type HeartbeatRequest struct {
 	Capacity      uint64                 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"` // bytes
 	Free          uint64                 `protobuf:"varint,5,opt,name=free,proto3" json:"free,omitempty"`
 	Volumes       []*VolumeStat          `protobuf:"bytes,6,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	Disk          *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"` // scrub and disk faults (see "Disk health")
+	Disk          *DiskHealth            `protobuf:"bytes,200,opt,name=disk,proto3" json:"disk,omitempty"`     // scrub and disk faults (see "Disk health")
+	Shards        []*ShardStat           `protobuf:"bytes,350,rep,name=shards,proto3" json:"shards,omitempty"` // erasure-coded shards held (tiers)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2626,6 +2672,13 @@ func (x *HeartbeatRequest) GetDisk() *DiskHealth {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetShards() []*ShardStat {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
 type HeartbeatResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	MaxVolumeSize uint64                 `protobuf:"varint,1,opt,name=max_volume_size,json=maxVolumeSize,proto3" json:"max_volume_size,omitempty"` // bytes; data server refuses writes past it
@@ -2644,7 +2697,10 @@ type HeartbeatResponse struct {
 	CapKeys []*CapKey `protobuf:"bytes,100,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`
 	// Revoked certificates (branch trust): the data server refuses their
 	// holders on its listener and as peers.
-	Revoked       []*RevokedCert `protobuf:"bytes,400,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	Revoked []*RevokedCert `protobuf:"bytes,400,rep,name=revoked,proto3" json:"revoked,omitempty"`
+	// Erasure-coded volumes with a shard on this server (tiers): where the
+	// other shards lie, for reads that meet a missing one.
+	EcVolumes     []*Volume `protobuf:"bytes,350,rep,name=ec_volumes,json=ecVolumes,proto3" json:"ec_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2721,6 +2777,176 @@ func (x *HeartbeatResponse) GetRevoked() []*RevokedCert {
 	return nil
 }
 
+func (x *HeartbeatResponse) GetEcVolumes() []*Volume {
+	if x != nil {
+		return x.EcVolumes
+	}
+	return nil
+}
+
+// EcVolume is where the shards of an erasure-coded volume lie (package
+// ec): shard i on shard_servers[i]; "" is a lost shard being rebuilt.
+type EcVolume struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	K              uint32                 `protobuf:"varint,1,opt,name=k,proto3" json:"k,omitempty"`
+	M              uint32                 `protobuf:"varint,2,opt,name=m,proto3" json:"m,omitempty"`
+	Cell           uint64                 `protobuf:"varint,3,opt,name=cell,proto3" json:"cell,omitempty"`                                            // bytes per cell
+	Size           uint64                 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`                                            // bytes of the encoded .dat
+	ShardServers   []string               `protobuf:"bytes,5,rep,name=shard_servers,json=shardServers,proto3" json:"shard_servers,omitempty"`         // data-plane addresses
+	ShardServerIds []string               `protobuf:"bytes,6,rep,name=shard_server_ids,json=shardServerIds,proto3" json:"shard_server_ids,omitempty"` // parallel to shard_servers
+	EncodedNs      int64                  `protobuf:"varint,7,opt,name=encoded_ns,json=encodedNs,proto3" json:"encoded_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EcVolume) Reset() {
+	*x = EcVolume{}
+	mi := &file_proto_meta_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EcVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EcVolume) ProtoMessage() {}
+
+func (x *EcVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EcVolume.ProtoReflect.Descriptor instead.
+func (*EcVolume) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EcVolume) GetK() uint32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *EcVolume) GetM() uint32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *EcVolume) GetCell() uint64 {
+	if x != nil {
+		return x.Cell
+	}
+	return 0
+}
+
+func (x *EcVolume) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *EcVolume) GetShardServers() []string {
+	if x != nil {
+		return x.ShardServers
+	}
+	return nil
+}
+
+func (x *EcVolume) GetShardServerIds() []string {
+	if x != nil {
+		return x.ShardServerIds
+	}
+	return nil
+}
+
+func (x *EcVolume) GetEncodedNs() int64 {
+	if x != nil {
+		return x.EncodedNs
+	}
+	return 0
+}
+
+// ShardStat is one shard a data server holds.
+type ShardStat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
+	Corrupt       bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardStat) Reset() {
+	*x = ShardStat{}
+	mi := &file_proto_meta_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardStat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardStat) ProtoMessage() {}
+
+func (x *ShardStat) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardStat.ProtoReflect.Descriptor instead.
+func (*ShardStat) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ShardStat) GetVolume() uint32 {
+	if x != nil {
+		return x.Volume
+	}
+	return 0
+}
+
+func (x *ShardStat) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ShardStat) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ShardStat) GetCorrupt() bool {
+	if x != nil {
+		return x.Corrupt
+	}
+	return false
+}
+
 type AuthRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AccessKey     string                 `protobuf:"bytes,1,opt,name=access_key,json=accessKey,proto3" json:"access_key,omitempty"`
@@ -2731,7 +2957,7 @@ type AuthRequest struct {
 
 func (x *AuthRequest) Reset() {
 	*x = AuthRequest{}
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2969,7 @@ func (x *AuthRequest) String() string {
 func (*AuthRequest) ProtoMessage() {}
 
 func (x *AuthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[32]
+	mi := &file_proto_meta_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2982,7 @@ func (x *AuthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthRequest.ProtoReflect.Descriptor instead.
 func (*AuthRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{32}
+	return file_proto_meta_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AuthRequest) GetAccessKey() string {
@@ -2787,7 +3013,7 @@ type AuthResponse struct {
 
 func (x *AuthResponse) Reset() {
 	*x = AuthResponse{}
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3025,7 @@ func (x *AuthResponse) String() string {
 func (*AuthResponse) ProtoMessage() {}
 
 func (x *AuthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[33]
+	mi := &file_proto_meta_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3038,7 @@ func (x *AuthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthResponse.ProtoReflect.Descriptor instead.
 func (*AuthResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{33}
+	return file_proto_meta_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AuthResponse) GetAccessKey() string {
@@ -2852,7 +3078,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3090,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[34]
+	mi := &file_proto_meta_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3103,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{34}
+	return file_proto_meta_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WatchRequest) GetAfter() uint64 {
@@ -2910,7 +3136,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3148,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[35]
+	mi := &file_proto_meta_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3161,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{35}
+	return file_proto_meta_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -3000,7 +3226,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3238,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[36]
+	mi := &file_proto_meta_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3251,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{36}
+	return file_proto_meta_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Error) GetKind() uint32 {
@@ -3064,7 +3290,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3302,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[37]
+	mi := &file_proto_meta_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3315,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{37}
+	return file_proto_meta_proto_rawDescGZIP(), []int{39}
 }
 
 type CreateUserRequest struct {
@@ -3100,7 +3326,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3338,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[38]
+	mi := &file_proto_meta_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3351,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{38}
+	return file_proto_meta_proto_rawDescGZIP(), []int{40}
 }
 
 // CreateUserResponse carries a new access key and its secret. The secret is
@@ -3140,7 +3366,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3152,7 +3378,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[39]
+	mi := &file_proto_meta_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3165,7 +3391,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{39}
+	return file_proto_meta_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateUserResponse) GetAccessKey() string {
@@ -3196,7 +3422,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3434,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[40]
+	mi := &file_proto_meta_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3447,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{40}
+	return file_proto_meta_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *User) GetAccessKey() string {
@@ -3270,7 +3496,7 @@ type Needle struct {
 
 func (x *Needle) Reset() {
 	*x = Needle{}
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3508,7 @@ func (x *Needle) String() string {
 func (*Needle) ProtoMessage() {}
 
 func (x *Needle) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[41]
+	mi := &file_proto_meta_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3521,7 @@ func (x *Needle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Needle.ProtoReflect.Descriptor instead.
 func (*Needle) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{41}
+	return file_proto_meta_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Needle) GetVolume() uint32 {
@@ -3321,7 +3547,7 @@ type GarbageDone struct {
 
 func (x *GarbageDone) Reset() {
 	*x = GarbageDone{}
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3333,7 +3559,7 @@ func (x *GarbageDone) String() string {
 func (*GarbageDone) ProtoMessage() {}
 
 func (x *GarbageDone) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[42]
+	mi := &file_proto_meta_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3346,7 +3572,7 @@ func (x *GarbageDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GarbageDone.ProtoReflect.Descriptor instead.
 func (*GarbageDone) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{42}
+	return file_proto_meta_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GarbageDone) GetNeedles() []*Needle {
@@ -3410,7 +3636,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3648,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[43]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3661,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{43}
+	return file_proto_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Command) GetNowNs() int64 {
@@ -4045,7 +4271,7 @@ type MountSessionMsg struct {
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4057,7 +4283,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4070,7 +4296,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -4120,7 +4346,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4132,7 +4358,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4145,7 +4371,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{45}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -4196,7 +4422,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4434,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4447,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -4271,7 +4497,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4509,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4522,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -4335,7 +4561,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4347,7 +4573,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4360,7 +4586,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -4425,7 +4651,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4437,7 +4663,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4450,7 +4676,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -4471,7 +4697,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4483,7 +4709,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4496,7 +4722,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4516,7 +4742,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4528,7 +4754,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4541,7 +4767,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4572,7 +4798,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4584,7 +4810,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4597,7 +4823,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -4632,7 +4858,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4644,7 +4870,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4657,7 +4883,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -4679,7 +4905,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4691,7 +4917,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4704,7 +4930,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4731,7 +4957,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4969,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +4982,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -4793,7 +5019,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +5031,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +5044,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -4908,15 +5134,16 @@ func (x *ClusterServer) GetDisk() *DiskHealth {
 type ClusterVolume struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Live          uint32                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`    // replicas on live servers
-	Health        string                 `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"` // ok, degraded, repairing, lost
+	Live          uint32                 `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`                                   // replicas on live servers
+	Health        string                 `protobuf:"bytes,3,opt,name=health,proto3" json:"health,omitempty"`                                // ok, degraded, repairing, lost
+	ShardHealth   []string               `protobuf:"bytes,350,rep,name=shard_health,json=shardHealth,proto3" json:"shard_health,omitempty"` // ec volumes: per shard ok, missing, corrupt
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4928,7 +5155,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4941,7 +5168,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -4965,6 +5192,13 @@ func (x *ClusterVolume) GetHealth() string {
 	return ""
 }
 
+func (x *ClusterVolume) GetShardHealth() []string {
+	if x != nil {
+		return x.ShardHealth
+	}
+	return nil
+}
+
 type ClusterRepair struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
@@ -4980,7 +5214,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5226,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5239,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -5064,13 +5298,16 @@ type ClusterStatusResponse struct {
 	Repairs           []*ClusterRepair       `protobuf:"bytes,3,rep,name=repairs,proto3" json:"repairs,omitempty"`
 	RepairsDone       uint64                 `protobuf:"varint,4,opt,name=repairs_done,json=repairsDone,proto3" json:"repairs_done,omitempty"`                       // since meta started
 	RepairBytesPerSec uint64                 `protobuf:"varint,5,opt,name=repair_bytes_per_sec,json=repairBytesPerSec,proto3" json:"repair_bytes_per_sec,omitempty"` // the throttle
+	Classes           []*StorageClass        `protobuf:"bytes,350,rep,name=classes,proto3" json:"classes,omitempty"`                                                 // configured storage classes
+	EcEncoded         uint64                 `protobuf:"varint,351,opt,name=ec_encoded,json=ecEncoded,proto3" json:"ec_encoded,omitempty"`                           // volumes encoded since meta started
+	EcRebuilt         uint64                 `protobuf:"varint,352,opt,name=ec_rebuilt,json=ecRebuilt,proto3" json:"ec_rebuilt,omitempty"`                           // shards rebuilt since meta started
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5082,7 +5319,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5095,7 +5332,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -5133,6 +5370,104 @@ func (x *ClusterStatusResponse) GetRepairBytesPerSec() uint64 {
 	return 0
 }
 
+func (x *ClusterStatusResponse) GetClasses() []*StorageClass {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+func (x *ClusterStatusResponse) GetEcEncoded() uint64 {
+	if x != nil {
+		return x.EcEncoded
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetEcRebuilt() uint64 {
+	if x != nil {
+		return x.EcRebuilt
+	}
+	return 0
+}
+
+// StorageClass is one class meta places data by (meta/classes.go).
+type StorageClass struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	K             uint32                 `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"` // 0: replicated
+	M             uint32                 `protobuf:"varint,3,opt,name=m,proto3" json:"m,omitempty"`
+	Replication   uint32                 `protobuf:"varint,4,opt,name=replication,proto3" json:"replication,omitempty"` // replicas (replicated; an ec class while writable)
+	Media         string                 `protobuf:"bytes,5,opt,name=media,proto3" json:"media,omitempty"`              // servers labelled media=this only; "": any
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_proto_meta_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *StorageClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageClass) GetK() uint32 {
+	if x != nil {
+		return x.K
+	}
+	return 0
+}
+
+func (x *StorageClass) GetM() uint32 {
+	if x != nil {
+		return x.M
+	}
+	return 0
+}
+
+func (x *StorageClass) GetReplication() uint32 {
+	if x != nil {
+		return x.Replication
+	}
+	return 0
+}
+
+func (x *StorageClass) GetMedia() string {
+	if x != nil {
+		return x.Media
+	}
+	return ""
+}
+
 // S3User is a named owner of access keys (key s3u/{name}).
 type S3User struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5144,7 +5479,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5156,7 +5491,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5169,7 +5504,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *S3User) GetName() string {
@@ -5195,7 +5530,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5207,7 +5542,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5220,7 +5555,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -5239,7 +5574,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5251,7 +5586,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5264,7 +5599,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -5291,7 +5626,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5303,7 +5638,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5316,7 +5651,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -5370,7 +5705,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5382,7 +5717,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5395,7 +5730,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -5415,7 +5750,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5427,7 +5762,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5440,7 +5775,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -5468,7 +5803,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5480,7 +5815,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5493,7 +5828,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -5531,7 +5866,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5543,7 +5878,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5556,7 +5891,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5604,7 +5939,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5616,7 +5951,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5629,7 +5964,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5655,7 +5990,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5667,7 +6002,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5680,7 +6015,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -5704,7 +6039,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5716,7 +6051,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5729,7 +6064,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -5787,7 +6122,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5799,7 +6134,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5812,7 +6147,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -5859,7 +6194,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5871,7 +6206,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5884,7 +6219,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -5989,7 +6324,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6001,7 +6336,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6014,7 +6349,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -6057,7 +6392,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6069,7 +6404,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6082,7 +6417,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -6159,7 +6494,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6171,7 +6506,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6184,7 +6519,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6222,7 +6557,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6234,7 +6569,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6247,7 +6582,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6296,7 +6631,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6308,7 +6643,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6321,7 +6656,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6355,7 +6690,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6367,7 +6702,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6380,7 +6715,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6412,7 +6747,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6424,7 +6759,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6437,7 +6772,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6486,7 +6821,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6498,7 +6833,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6511,7 +6846,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -6546,7 +6881,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6558,7 +6893,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6571,7 +6906,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6608,7 +6943,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6620,7 +6955,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6633,7 +6968,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -6681,7 +7016,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6693,7 +7028,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6706,7 +7041,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -6738,7 +7073,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6750,7 +7085,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6763,7 +7098,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -6813,7 +7148,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6825,7 +7160,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6838,7 +7173,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -6869,7 +7204,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6881,7 +7216,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6894,7 +7229,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -6942,7 +7277,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6954,7 +7289,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6967,7 +7302,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -6996,7 +7331,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7008,7 +7343,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7021,7 +7356,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -7063,7 +7398,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7075,7 +7410,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7088,7 +7423,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -7123,7 +7458,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7135,7 +7470,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7148,7 +7483,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -7174,7 +7509,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7186,7 +7521,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7199,7 +7534,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7220,7 +7555,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7232,7 +7567,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7245,7 +7580,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7274,7 +7609,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7286,7 +7621,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7299,7 +7634,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7375,7 +7710,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7387,7 +7722,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7400,7 +7735,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7475,7 +7810,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7487,7 +7822,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7500,7 +7835,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -7595,7 +7930,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7607,7 +7942,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7620,7 +7955,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -7672,7 +8007,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7684,7 +8019,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7697,7 +8032,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -7731,7 +8066,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7743,7 +8078,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7756,7 +8091,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -7780,7 +8115,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7792,7 +8127,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7805,7 +8140,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *MetaMember) GetId() string {
@@ -7848,7 +8183,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7860,7 +8195,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7873,7 +8208,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -7914,7 +8249,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7926,7 +8261,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7939,7 +8274,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -7966,7 +8301,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7978,7 +8313,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7991,7 +8326,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -8015,7 +8350,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8027,7 +8362,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8040,7 +8375,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -8084,7 +8419,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8096,7 +8431,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8109,7 +8444,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -8167,7 +8502,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8179,7 +8514,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8192,7 +8527,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *S3Version) GetKey() string {
@@ -8263,7 +8598,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8275,7 +8610,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8288,7 +8623,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -8334,7 +8669,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8346,7 +8681,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8359,7 +8694,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -8423,7 +8758,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8435,7 +8770,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8448,7 +8783,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -8481,7 +8816,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8493,7 +8828,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8506,7 +8841,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -8570,7 +8905,7 @@ var File_proto_meta_proto protoreflect.FileDescriptor
 const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"\x10proto/meta.proto\x12\n" +
-	"cairn.meta\"\x96\x03\n" +
+	"cairn.meta\"\xbc\x03\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
@@ -8584,14 +8919,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\broot_ino\x18\a \x01(\x04R\arootIno\x12>\n" +
 	"\rs3_versioning\x18\xfa\x01 \x01(\x0e2\x18.cairn.meta.S3VersioningR\fs3Versioning\x12%\n" +
 	"\x0es3_object_lock\x18\xfb\x01 \x01(\bR\fs3ObjectLock\x12J\n" +
-	"\x14s3_default_retention\x18\xfc\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\x12s3DefaultRetention\"\x9c\x01\n" +
+	"\x14s3_default_retention\x18\xfc\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\x12s3DefaultRetention\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\"\xc2\x01\n" +
 	"\x16CreateNamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x126\n" +
 	"\n" +
 	"visibility\x18\x03 \x01(\x0e2\x16.cairn.meta.VisibilityR\n" +
 	"visibility\x12 \n" +
-	"\vreplication\x18\x04 \x01(\rR\vreplication\"&\n" +
+	"\vreplication\x18\x04 \x01(\rR\vreplication\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\"&\n" +
 	"\x10NamespaceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"b\n" +
 	"\x14SetVisibilityRequest\x12\x12\n" +
@@ -8767,7 +9104,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\t_mtime_nsB\a\n" +
 	"\x05_sizeB\x0f\n" +
 	"\r_content_typeB\v\n" +
-	"\t_atime_ns\"\xde\x01\n" +
+	"\t_atime_ns\"\xab\x02\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\rR\x02id\x12\x1e\n" +
 	"\n" +
@@ -8779,9 +9116,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\agarbage\x18\x06 \x01(\x04R\agarbage\x12\x1d\n" +
 	"\n" +
 	"server_ids\x18\a \x03(\tR\tserverIds\x12 \n" +
-	"\vreplication\x18P \x01(\rR\vreplication\"M\n" +
+	"\vreplication\x18P \x01(\rR\vreplication\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\x12%\n" +
+	"\x02ec\x18\xdf\x02 \x01(\v2\x14.cairn.meta.EcVolumeR\x02ec\"s\n" +
 	"\rAssignRequest\x12\x0e\n" +
-	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12$\n" +
+	"\rstorage_class\x18\xde\x02 \x01(\tR\fstorageClass\x12\x12\n" +
 	"\x04full\x18\x02 \x03(\rR\x04full\x12\x18\n" +
 	"\asuspect\x18P \x03(\tR\asuspect\"Y\n" +
 	"\x0eAssignResponse\x12*\n" +
@@ -8800,7 +9140,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
 	"\agarbage\x18\x04 \x01(\x04R\agarbage\x12\x18\n" +
 	"\aneedles\x18\x05 \x01(\x04R\aneedles\x12\x1b\n" +
-	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xcf\x02\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\"\xff\x02\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12@\n" +
@@ -8808,17 +9148,34 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bcapacity\x18\x04 \x01(\x04R\bcapacity\x12\x12\n" +
 	"\x04free\x18\x05 \x01(\x04R\x04free\x120\n" +
 	"\avolumes\x18\x06 \x03(\v2\x16.cairn.meta.VolumeStatR\avolumes\x12+\n" +
-	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
+	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x12.\n" +
+	"\x06shards\x18\xde\x02 \x03(\v2\x15.cairn.meta.ShardStatR\x06shards\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
 	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
 	"\x04drop\x18Q \x03(\rR\x04drop\x12\x19\n" +
 	"\blease_ns\x18R \x01(\x03R\aleaseNs\x12-\n" +
 	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\x122\n" +
-	"\arevoked\x18\x90\x03 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked\"D\n" +
+	"\arevoked\x18\x90\x03 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked\x122\n" +
+	"\n" +
+	"ec_volumes\x18\xde\x02 \x03(\v2\x12.cairn.meta.VolumeR\tecVolumes\"\xbc\x01\n" +
+	"\bEcVolume\x12\f\n" +
+	"\x01k\x18\x01 \x01(\rR\x01k\x12\f\n" +
+	"\x01m\x18\x02 \x01(\rR\x01m\x12\x12\n" +
+	"\x04cell\x18\x03 \x01(\x04R\x04cell\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12#\n" +
+	"\rshard_servers\x18\x05 \x03(\tR\fshardServers\x12(\n" +
+	"\x10shard_server_ids\x18\x06 \x03(\tR\x0eshardServerIds\x12\x1d\n" +
+	"\n" +
+	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"g\n" +
+	"\tShardStat\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
+	"\acorrupt\x18\x04 \x01(\bR\acorrupt\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -8981,11 +9338,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04disk\x18\xc8\x01 \x01(\v2\x16.cairn.meta.DiskHealthR\x04disk\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"g\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
 	"\rClusterVolume\x12*\n" +
 	"\x06volume\x18\x01 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x12\x12\n" +
 	"\x04live\x18\x02 \x01(\rR\x04live\x12\x16\n" +
-	"\x06health\x18\x03 \x01(\tR\x06health\"\xbe\x01\n" +
+	"\x06health\x18\x03 \x01(\tR\x06health\x12\"\n" +
+	"\fshard_health\x18\xde\x02 \x03(\tR\vshardHealth\"\xbe\x01\n" +
 	"\rClusterRepair\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
@@ -8996,13 +9354,24 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vbytes_total\x18\x06 \x01(\x04R\n" +
 	"bytesTotal\x12\x1d\n" +
 	"\n" +
-	"started_ns\x18\a \x01(\x03R\tstartedNs\"\x8a\x02\n" +
+	"started_ns\x18\a \x01(\x03R\tstartedNs\"\xff\x02\n" +
 	"\x15ClusterStatusResponse\x123\n" +
 	"\aservers\x18\x01 \x03(\v2\x19.cairn.meta.ClusterServerR\aservers\x123\n" +
 	"\avolumes\x18\x02 \x03(\v2\x19.cairn.meta.ClusterVolumeR\avolumes\x123\n" +
 	"\arepairs\x18\x03 \x03(\v2\x19.cairn.meta.ClusterRepairR\arepairs\x12!\n" +
 	"\frepairs_done\x18\x04 \x01(\x04R\vrepairsDone\x12/\n" +
-	"\x14repair_bytes_per_sec\x18\x05 \x01(\x04R\x11repairBytesPerSec\";\n" +
+	"\x14repair_bytes_per_sec\x18\x05 \x01(\x04R\x11repairBytesPerSec\x123\n" +
+	"\aclasses\x18\xde\x02 \x03(\v2\x18.cairn.meta.StorageClassR\aclasses\x12\x1e\n" +
+	"\n" +
+	"ec_encoded\x18\xdf\x02 \x01(\x04R\tecEncoded\x12\x1e\n" +
+	"\n" +
+	"ec_rebuilt\x18\xe0\x02 \x01(\x04R\tecRebuilt\"v\n" +
+	"\fStorageClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
+	"\x01k\x18\x02 \x01(\rR\x01k\x12\f\n" +
+	"\x01m\x18\x03 \x01(\rR\x01m\x12 \n" +
+	"\vreplication\x18\x04 \x01(\rR\vreplication\x12\x14\n" +
+	"\x05media\x18\x05 \x01(\tR\x05media\";\n" +
 	"\x06S3User\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -9420,7 +9789,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 131)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -9458,366 +9827,373 @@ var file_proto_meta_proto_goTypes = []any{
 	(*VolumeStat)(nil),              // 33: cairn.meta.VolumeStat
 	(*HeartbeatRequest)(nil),        // 34: cairn.meta.HeartbeatRequest
 	(*HeartbeatResponse)(nil),       // 35: cairn.meta.HeartbeatResponse
-	(*AuthRequest)(nil),             // 36: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),            // 37: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),            // 38: cairn.meta.WatchRequest
-	(*Event)(nil),                   // 39: cairn.meta.Event
-	(*Error)(nil),                   // 40: cairn.meta.Error
-	(*Empty)(nil),                   // 41: cairn.meta.Empty
-	(*CreateUserRequest)(nil),       // 42: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),      // 43: cairn.meta.CreateUserResponse
-	(*User)(nil),                    // 44: cairn.meta.User
-	(*Needle)(nil),                  // 45: cairn.meta.Needle
-	(*GarbageDone)(nil),             // 46: cairn.meta.GarbageDone
-	(*Command)(nil),                 // 47: cairn.meta.Command
-	(*MountSessionMsg)(nil),         // 48: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 49: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 50: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 51: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 52: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 53: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 54: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 55: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 56: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 57: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 58: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 59: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 60: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 61: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 62: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 63: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                  // 64: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 65: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 66: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 67: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 68: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 69: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 70: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 71: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 72: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 73: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 74: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 75: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 76: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 77: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 78: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 79: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 80: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 81: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 82: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 83: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 84: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 85: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 86: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 87: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 88: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 89: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 90: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 91: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 92: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 93: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 94: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 95: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 96: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 97: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 98: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 99: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 100: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 101: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 102: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 103: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 104: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 105: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 106: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 107: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 108: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 109: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 110: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 111: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 112: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 113: cairn.meta.S3LockRequest
-	nil,                             // 114: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 115: cairn.meta.Inode.HeadersEntry
-	nil,                             // 116: cairn.meta.Inode.TagsEntry
-	nil,                             // 117: cairn.meta.Inode.XattrsEntry
-	nil,                             // 118: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 119: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 120: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 121: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 122: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 123: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 124: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 125: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 126: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 127: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 128: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 129: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 130: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 131: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 132: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 133: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 134: cairn.meta.S3Upload.TagsEntry
+	(*EcVolume)(nil),                // 36: cairn.meta.EcVolume
+	(*ShardStat)(nil),               // 37: cairn.meta.ShardStat
+	(*AuthRequest)(nil),             // 38: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),            // 39: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),            // 40: cairn.meta.WatchRequest
+	(*Event)(nil),                   // 41: cairn.meta.Event
+	(*Error)(nil),                   // 42: cairn.meta.Error
+	(*Empty)(nil),                   // 43: cairn.meta.Empty
+	(*CreateUserRequest)(nil),       // 44: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),      // 45: cairn.meta.CreateUserResponse
+	(*User)(nil),                    // 46: cairn.meta.User
+	(*Needle)(nil),                  // 47: cairn.meta.Needle
+	(*GarbageDone)(nil),             // 48: cairn.meta.GarbageDone
+	(*Command)(nil),                 // 49: cairn.meta.Command
+	(*MountSessionMsg)(nil),         // 50: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 51: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 52: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 53: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 54: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 55: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 56: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 57: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 58: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 59: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 60: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 61: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 62: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 63: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 64: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 65: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),            // 66: cairn.meta.StorageClass
+	(*S3User)(nil),                  // 67: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 68: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 69: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 70: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 71: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 72: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 73: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 74: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 75: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 76: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 77: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 78: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 79: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 80: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 81: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 82: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 83: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 84: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 85: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 86: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 87: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 88: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 89: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 90: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 91: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 92: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 93: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 94: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 95: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 96: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 97: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 98: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 99: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 100: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 101: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 102: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 103: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 104: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 105: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 106: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 107: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 108: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 109: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 110: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 111: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 112: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 113: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 114: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 115: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 116: cairn.meta.S3LockRequest
+	nil,                             // 117: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 118: cairn.meta.Inode.HeadersEntry
+	nil,                             // 119: cairn.meta.Inode.TagsEntry
+	nil,                             // 120: cairn.meta.Inode.XattrsEntry
+	nil,                             // 121: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 122: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 123: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 124: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 125: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 126: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 127: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 128: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 129: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 130: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 131: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 132: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 133: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 134: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 135: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 136: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 137: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	107, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	110, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	114, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	115, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	116, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	117, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	107, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	117, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	118, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	119, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	120, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	110, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
 	12,  // 15: cairn.meta.ResolveResult.response:type_name -> cairn.meta.ResolveResponse
-	40,  // 16: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
+	42,  // 16: cairn.meta.ResolveResult.error:type_name -> cairn.meta.Error
 	14,  // 17: cairn.meta.BatchResolveResponse.results:type_name -> cairn.meta.ResolveResult
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	118, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	119, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	120, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	107, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	121, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	122, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	123, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	110, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
-	28,  // 28: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
-	28,  // 29: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	121, // 30: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
-	33,  // 31: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	97,  // 32: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 33: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	94,  // 34: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	101, // 35: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
-	122, // 36: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	45,  // 37: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	5,   // 38: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	6,   // 39: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	7,   // 40: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	19,  // 41: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	20,  // 42: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	23,  // 43: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	24,  // 44: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	26,  // 45: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	27,  // 46: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	28,  // 47: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	44,  // 48: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	46,  // 49: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	21,  // 50: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	57,  // 51: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	58,  // 52: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	67,  // 53: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	68,  // 54: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	64,  // 55: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	65,  // 56: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	75,  // 57: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	76,  // 58: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	78,  // 59: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	81,  // 60: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	83,  // 61: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	79,  // 62: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	77,  // 63: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	50,  // 64: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	51,  // 65: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	52,  // 66: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	54,  // 67: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	98,  // 68: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	88,  // 69: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	89,  // 70: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	101, // 71: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	108, // 72: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	110, // 73: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	110, // 74: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	113, // 75: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	123, // 76: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	97,  // 77: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 78: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	60,  // 79: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	61,  // 80: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	62,  // 81: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	64,  // 82: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	124, // 83: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	125, // 84: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 85: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	126, // 86: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	71,  // 87: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	71,  // 88: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	74,  // 89: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	127, // 90: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	128, // 91: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	129, // 92: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	130, // 93: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	131, // 94: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	132, // 95: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	133, // 96: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	134, // 97: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 98: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	79,  // 99: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 100: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	79,  // 101: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	82,  // 102: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	79,  // 103: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 104: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	78,  // 105: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	78,  // 106: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 107: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	101, // 108: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	103, // 109: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 110: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	107, // 111: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 112: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 113: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	109, // 114: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	107, // 115: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 116: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 117: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 118: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 119: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 120: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 121: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 122: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	41,  // 123: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 124: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 125: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 126: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 127: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 128: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 129: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 130: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 131: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 132: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 133: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 134: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 135: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 136: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 137: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	36,  // 138: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	42,  // 139: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	38,  // 140: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	41,  // 141: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	41,  // 142: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	59,  // 143: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	41,  // 144: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	64,  // 145: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	65,  // 146: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	41,  // 147: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	69,  // 148: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	68,  // 149: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	65,  // 150: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	70,  // 151: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	68,  // 152: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 153: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	75,  // 154: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	76,  // 155: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	77,  // 156: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	78,  // 157: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	79,  // 158: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	81,  // 159: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	83,  // 160: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	79,  // 161: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	84,  // 162: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	86,  // 163: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	108, // 164: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	110, // 165: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	110, // 166: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	110, // 167: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	111, // 168: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	113, // 169: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	48,  // 170: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	50,  // 171: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	51,  // 172: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	52,  // 173: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	49,  // 174: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	54,  // 175: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	41,  // 176: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	90,  // 177: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	92,  // 178: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	41,  // 179: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	105, // 180: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	105, // 181: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	41,  // 182: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	95,  // 183: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	98,  // 184: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	99,  // 185: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	101, // 186: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 187: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	41,  // 188: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 189: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 190: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 191: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 192: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 193: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 194: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 195: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 196: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 197: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 198: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 199: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 200: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 201: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 202: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 203: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 204: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	37,  // 205: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	43,  // 206: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	39,  // 207: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	56,  // 208: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	63,  // 209: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	41,  // 210: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	41,  // 211: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	64,  // 212: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	41,  // 213: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	66,  // 214: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	72,  // 215: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	41,  // 216: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	73,  // 217: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	71,  // 218: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	72,  // 219: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	75,  // 220: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	75,  // 221: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 222: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 223: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	78,  // 224: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	78,  // 225: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	80,  // 226: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 227: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	41,  // 228: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	85,  // 229: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	87,  // 230: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 231: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	109, // 232: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	109, // 233: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	109, // 234: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	112, // 235: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	109, // 236: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	39,  // 237: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 238: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 239: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 240: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	53,  // 241: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	55,  // 242: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	41,  // 243: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	91,  // 244: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	93,  // 245: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	104, // 246: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	41,  // 247: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	41,  // 248: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	106, // 249: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	96,  // 250: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 251: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	100, // 252: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	102, // 253: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	187, // [187:254] is the sub-list for method output_type
-	120, // [120:187] is the sub-list for method input_type
-	120, // [120:120] is the sub-list for extension type_name
-	120, // [120:120] is the sub-list for extension extendee
-	0,   // [0:120] is the sub-list for field type_name
+	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
+	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
+	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
+	124, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
+	100, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
+	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
+	97,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	104, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
+	125, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	7,   // 43: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	19,  // 44: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	20,  // 45: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	23,  // 46: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	24,  // 47: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	26,  // 48: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	27,  // 49: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	28,  // 50: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	46,  // 51: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	48,  // 52: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	21,  // 53: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	59,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	60,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	70,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	71,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	67,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	68,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	78,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	79,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	81,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	84,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	86,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	82,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	52,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	53,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	54,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	56,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	101, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	91,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	92,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	104, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	111, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	113, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	113, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	116, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	126, // 79: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	100, // 80: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 81: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	62,  // 82: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	63,  // 83: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	64,  // 84: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	66,  // 85: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	67,  // 86: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	127, // 87: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	128, // 88: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 89: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	129, // 90: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	74,  // 91: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	74,  // 92: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	77,  // 93: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	130, // 94: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	131, // 95: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	132, // 96: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	133, // 97: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	134, // 98: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	135, // 99: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	136, // 100: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	137, // 101: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 102: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	82,  // 103: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	83,  // 104: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	82,  // 105: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	85,  // 106: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	82,  // 107: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	83,  // 108: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	81,  // 109: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	81,  // 110: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 111: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	104, // 112: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	106, // 113: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 114: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	110, // 115: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 116: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 117: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	112, // 118: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	110, // 119: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 120: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 121: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 122: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 123: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 124: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 125: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 126: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 127: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 128: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 129: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 130: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 131: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 132: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 133: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 134: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 135: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 136: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 137: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 138: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 139: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 140: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 141: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 142: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 143: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 144: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 145: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 146: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	61,  // 147: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 148: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	67,  // 149: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	68,  // 150: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 151: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	72,  // 152: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	71,  // 153: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	68,  // 154: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	73,  // 155: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	71,  // 156: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 157: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	78,  // 158: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	79,  // 159: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	80,  // 160: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	81,  // 161: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	82,  // 162: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	84,  // 163: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	86,  // 164: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	82,  // 165: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	87,  // 166: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	89,  // 167: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	111, // 168: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	113, // 169: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	113, // 170: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	113, // 171: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	114, // 172: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	116, // 173: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	50,  // 174: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	52,  // 175: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	53,  // 176: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	54,  // 177: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	51,  // 178: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	56,  // 179: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 180: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	93,  // 181: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	95,  // 182: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 183: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	108, // 184: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	108, // 185: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 186: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	98,  // 187: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	101, // 188: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	102, // 189: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	104, // 190: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 191: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 192: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 193: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 194: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 195: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 196: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 197: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 198: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 199: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 200: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 201: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 202: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 203: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 204: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 205: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 206: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 207: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 208: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 209: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 210: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 211: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	58,  // 212: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	65,  // 213: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 214: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 215: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	67,  // 216: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 217: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	69,  // 218: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	75,  // 219: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 220: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	76,  // 221: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	74,  // 222: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	75,  // 223: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	78,  // 224: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	78,  // 225: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 226: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 227: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	81,  // 228: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	81,  // 229: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	83,  // 230: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 231: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 232: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	88,  // 233: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	90,  // 234: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 235: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	112, // 236: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	112, // 237: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	112, // 238: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	115, // 239: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	112, // 240: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 241: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 242: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 243: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 244: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	55,  // 245: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	57,  // 246: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 247: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	94,  // 248: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	96,  // 249: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	107, // 250: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 251: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 252: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	109, // 253: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	99,  // 254: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 255: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	103, // 256: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	105, // 257: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	191, // [191:258] is the sub-list for method output_type
+	124, // [124:191] is the sub-list for method input_type
+	124, // [124:124] is the sub-list for extension type_name
+	124, // [124:124] is the sub-list for extension extendee
+	0,   // [0:124] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -9826,7 +10202,7 @@ func file_proto_meta_proto_init() {
 		return
 	}
 	file_proto_meta_proto_msgTypes[23].OneofWrappers = []any{}
-	file_proto_meta_proto_msgTypes[43].OneofWrappers = []any{
+	file_proto_meta_proto_msgTypes[45].OneofWrappers = []any{
 		(*Command_CreateNamespace)(nil),
 		(*Command_DeleteNamespace)(nil),
 		(*Command_SetVisibility)(nil),
@@ -9872,7 +10248,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   131,
+			NumMessages:   134,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

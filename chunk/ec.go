@@ -1,0 +1,727 @@
+package chunk
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"cairn/ec"
+	"cairn/errors"
+	"cairn/proto/metapb"
+	"cairn/volume"
+)
+
+// Erasure-coded volumes on a data server (tiers; package ec has the
+// format). A sealed volume of an ec class is encoded by the server holding
+// its primary replica (EncodeVolume) into K+M shard files sent to the K+M
+// servers meta chose; each keeps
+//
+//	{vid}.ec{NN}   shard NN (ec's shard file: header, cells, footer)
+//	{vid}.ecx      the volume's needle index: where each live needle's
+//	               data lies in the encoded .dat
+//	{vid}.ecd      keys deleted since encoding, 8 bytes each
+//
+// A needle read on any shard server finds the needle in the index and
+// reads it with volume's verifying reader over an ec.Reader whose shards
+// are this server's own files and its peers' (GET /ec/{vid}/shards/{i}):
+// straight from the data shard that holds it, rebuilt from any K others
+// when that one is missing or returns bytes that fail the needle's CRCs.
+// Meta learns of the shards from heartbeats (ShardStat) and tells each
+// server where the others lie (HeartbeatResponse.ec_volumes).
+
+type ecState struct {
+	mu        sync.RWMutex
+	vols      map[uint32]*ecVol
+	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
+	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
+}
+
+// ecVol is one erasure-coded volume this server holds shards of.
+type ecVol struct {
+	vid     uint32
+	layout  ec.Layout
+	idx     []ec.Needle // by key
+	deleted map[uint64]bool
+	shards  map[int]*localShard
+	servers []string // shard i's server from meta ("" lost); nil until told
+	// failed is when a peer's shard last failed a read: for a while reads
+	// rebuild without asking it (a dead server costs no round trip each).
+	failed sync.Map // peerShard -> time.Time
+}
+
+type peerShard struct {
+	idx  int
+	addr string
+}
+
+// peerRetry is how long a peer's shard that failed is left out of reads.
+const peerRetry = 2 * time.Second
+
+type localShard struct {
+	f    *os.File
+	s    *ec.Shard
+	size int64
+}
+
+func ecIndexPath(dir string, vid uint32) string {
+	return filepath.Join(dir, strconv.FormatUint(uint64(vid), 10)+".ecx")
+}
+
+func ecDeletedPath(dir string, vid uint32) string {
+	return filepath.Join(dir, strconv.FormatUint(uint64(vid), 10)+".ecd")
+}
+
+func ecShardPath(dir string, vid uint32, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("%d.ec%02d", vid, i))
+}
+
+// openShards finds the shard files in the data directory (at Open).
+func (s *Store) openShards() error {
+	s.ec.vols = map[uint32]*ecVol{}
+	ents, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	for _, vid := range volumeIDs(ents, ".ecx") {
+		if err := s.loadEC(vid); err != nil {
+			s.log.Warn("erasure-coded volume not loaded", "volume", vid, "err", err)
+		}
+	}
+	return nil
+}
+
+// loadEC (re)reads volume vid's index, deletions and shard files.
+func (s *Store) loadEC(vid uint32) error {
+	b, err := os.ReadFile(ecIndexPath(s.cfg.Dir, vid))
+	if err != nil {
+		return err
+	}
+	got, locs, err := ec.ParseIndex(b)
+	if err != nil {
+		return err
+	}
+	if got != vid {
+		return errors.Errorf("chunk.loadEC", errors.Corrupt, "index of volume %d in the file of %d", got, vid)
+	}
+	ev := &ecVol{vid: vid, idx: locs, deleted: map[uint64]bool{}, shards: map[int]*localShard{}}
+	if d, err := os.ReadFile(ecDeletedPath(s.cfg.Dir, vid)); err == nil {
+		for i := 0; i+8 <= len(d); i += 8 {
+			ev.deleted[binary.LittleEndian.Uint64(d[i:])] = true
+		}
+	}
+	for i := 0; i < ec.MaxShards; i++ {
+		ls, err := openLocalShard(ecShardPath(s.cfg.Dir, vid, i))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			s.log.Warn("shard file refused", "volume", vid, "shard", i, "err", err)
+			continue
+		}
+		if ls.s.Index != i || ls.s.Volume != vid {
+			ls.f.Close()
+			continue
+		}
+		ev.layout = ls.s.Layout
+		ev.shards[i] = ls
+	}
+	s.ec.mu.Lock()
+	if h, ok := s.ec.hint.Load(vid); ok {
+		ev.servers = h.([]string)
+	}
+	if old := s.ec.vols[vid]; old != nil && old.servers != nil {
+		ev.servers = old.servers
+		for _, ls := range old.shards {
+			ls.f.Close() // a reader still holding it fails and rebuilds
+		}
+	}
+	s.ec.vols[vid] = ev
+	s.ec.mu.Unlock()
+	return nil
+}
+
+func openLocalShard(path string) (*localShard, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	sh, err := ec.OpenShard(f, fi.Size())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &localShard{f: f, s: sh, size: fi.Size()}, nil
+}
+
+func (s *Store) ecVolume(vid uint32) *ecVol {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	return s.ec.vols[vid]
+}
+
+// ShardStats is what the heartbeat reports of the shards held here.
+func (s *Store) ShardStats() []*metapb.ShardStat {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	var out []*metapb.ShardStat
+	for _, ev := range s.ec.vols {
+		for i, ls := range ev.shards {
+			out = append(out, &metapb.ShardStat{Volume: ev.vid, Index: uint32(i), Size: uint64(ls.size)})
+		}
+	}
+	slices.SortFunc(out, func(a, b *metapb.ShardStat) int {
+		return int(int64(a.Volume)<<8+int64(a.Index)) - int(int64(b.Volume)<<8+int64(b.Index))
+	})
+	return out
+}
+
+// ecHeartbeat applies meta's word on the ec volumes with a shard here:
+// where every shard lies.
+func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
+	known := map[uint32]*metapb.Volume{}
+	for _, v := range vols {
+		if v.Ec != nil {
+			known[v.Id] = v
+		}
+	}
+	s.ec.mu.Lock()
+	for vid, ev := range s.ec.vols {
+		if v := known[vid]; v != nil {
+			ev.servers = slices.Clone(v.Ec.ShardServers)
+		}
+	}
+	s.ec.mu.Unlock()
+}
+
+// locate finds needle key of an ec volume.
+func (s *Store) ecLocate(ev *ecVol, key uint64) (volume.Location, bool) {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	return ev.locate(key)
+}
+
+// locate is ecLocate with s.ec.mu held.
+func (ev *ecVol) locate(key uint64) (volume.Location, bool) {
+	n, ok := ec.Find(ev.idx, key)
+	if !ok || ev.deleted[key] {
+		return volume.Location{}, false
+	}
+	return volume.Location{Data: n.Data, Size: n.Size}, true
+}
+
+// liveIndex is the index without the needles deleted since encoding.
+func (s *Store) liveIndex(ev *ecVol) []byte {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	live := make([]ec.Needle, 0, len(ev.idx))
+	for _, n := range ev.idx {
+		if !ev.deleted[n.Key] {
+			live = append(live, n)
+		}
+	}
+	return ec.MarshalIndex(ev.vid, live)
+}
+
+// reader is an ec.Reader over this server's shards and its peers'.
+func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reader, error) {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	l := ev.layout
+	shards := make([]io.ReaderAt, l.K+l.M)
+	for i := range shards {
+		if ls := ev.shards[i]; ls != nil {
+			shards[i] = ls.s
+		} else if i < len(ev.servers) && ev.servers[i] != "" && ev.servers[i] != s.cfg.Addr {
+			if t, ok := ev.failed.Load(peerShard{i, ev.servers[i]}); ok && !askAll && time.Since(t.(time.Time)) < peerRetry {
+				continue
+			}
+			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
+		}
+	}
+	return ec.NewReader(l, shards)
+}
+
+// remoteShard reads a peer's shard over the data plane.
+type remoteShard struct {
+	ctx context.Context
+	r   *Remote
+	vid uint32
+	idx int
+	ev  *ecVol // nil: do not remember failures
+}
+
+func (rs *remoteShard) ReadAt(p []byte, off int64) (int, error) {
+	n, err := rs.r.ReadShard(rs.ctx, rs.vid, rs.idx, p, off)
+	if err != nil && rs.ev != nil && rs.ctx.Err() == nil {
+		rs.ev.failed.Store(peerShard{rs.idx, rs.r.Addr()}, time.Now())
+	}
+	return n, err
+}
+
+// avoiding reads an ec.Reader without the shards in avoid.
+type avoiding struct {
+	r     *ec.Reader
+	avoid []int
+}
+
+func (a avoiding) ReadAt(p []byte, off int64) (int, error) {
+	return a.r.ReadAtAvoiding(p, off, a.avoid)
+}
+
+// ecReadTo is ReadTo of a needle of an erasure-coded volume. A read whose
+// bytes fail the needle's checksums is read again with the data shards
+// that held it rebuilt from the others, from where the good bytes ended.
+func (s *Store) ecReadTo(ctx context.Context, ev *ecVol, key uint64, off, length int64, w io.Writer) (int64, error) {
+	const op = errors.Op("chunk.ecReadTo")
+	loc, ok := s.ecLocate(ev, key)
+	if !ok {
+		return 0, errors.E(op, errors.NotExist, volPath(ev.vid), "no such needle")
+	}
+	n, err := s.ecReadOnce(ctx, ev, key, loc, off, length, w, false)
+	if n == 0 && err != nil && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Range, err) && ctx.Err() == nil {
+		// Too few shards among those not recently failed: ask every one.
+		return s.ecReadOnce(ctx, ev, key, loc, off, length, w, true)
+	}
+	return n, err
+}
+
+func (s *Store) ecReadOnce(ctx context.Context, ev *ecVol, key uint64, loc volume.Location, off, length int64, w io.Writer, askAll bool) (int64, error) {
+	r, err := s.ecReader(ctx, ev, askAll)
+	if err != nil {
+		return 0, errors.E(errors.Op("chunk.ecReadTo"), err)
+	}
+	// A needle whose record (data and block checksums) lies in local
+	// shards is read block by block as the verifier asks, straight from
+	// disk. One that needs a peer's shard, or a rebuild, is fetched whole
+	// first: one request (or one rebuild of K parallel reads) instead of
+	// one per block.
+	blocks := (loc.Size + volume.BlockSize - 1) / volume.BlockSize
+	rec := loc.Size + 4*blocks
+	var src io.ReaderAt = avoiding{r: r}
+	if rec <= prefetchMax && !s.allLocal(ev, loc.Data, rec) {
+		buf := make([]byte, rec)
+		if _, err := r.ReadAt(buf, loc.Data); err == nil {
+			src = window{base: loc.Data, b: buf, under: src}
+		}
+	}
+	n, err := volume.ReadLocated(src, key, loc, off, length, w)
+	if err == nil || !errors.Is(errors.Corrupt, err) {
+		return n, err
+	}
+	s.corrupt.Inc()
+	var avoid []int
+	for _, pc := range ev.layout.Pieces(loc.Data, rec) {
+		if !slices.Contains(avoid, pc.Shard) {
+			avoid = append(avoid, pc.Shard)
+		}
+	}
+	s.log.Warn("needle of an erasure-coded volume failed its checksum; rebuilding it from the other shards", "volume", ev.vid, "key", key, "shards", avoid)
+	for _, i := range avoid {
+		s.ec.mu.RLock()
+		local := ev.shards[i] != nil
+		s.ec.mu.RUnlock()
+		if local {
+			go s.scrubShard(ev, i) // a damaged shard is dropped and rebuilt
+		}
+	}
+	m, err := volume.ReadLocated(avoiding{r: r, avoid: avoid}, key, loc, off+n, length-n, w)
+	return n + m, err
+}
+
+// allLocal reports whether bytes [off, off+n) of the encoded file lie in
+// shards on this server.
+func (s *Store) allLocal(ev *ecVol, off, n int64) bool {
+	s.ec.mu.RLock()
+	defer s.ec.mu.RUnlock()
+	for _, pc := range ev.layout.Pieces(off, n) {
+		if ev.shards[pc.Shard] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// prefetchMax bounds the record a read of an ec needle fetches whole.
+const prefetchMax = 16 << 20
+
+// window is a ReaderAt that answers from b (the bytes at base) what lies
+// in it, and from under the rest.
+type window struct {
+	base  int64
+	b     []byte
+	under io.ReaderAt
+}
+
+func (w window) ReadAt(p []byte, off int64) (int, error) {
+	if off >= w.base && off+int64(len(p)) <= w.base+int64(len(w.b)) {
+		return copy(p, w.b[off-w.base:]), nil
+	}
+	return w.under.ReadAt(p, off)
+}
+
+// ecSize is Size for an ec volume.
+func (s *Store) ecSize(ev *ecVol, key uint64) (int64, error) {
+	loc, ok := s.ecLocate(ev, key)
+	if !ok {
+		return 0, errors.E(errors.Op("chunk.Size"), errors.NotExist, volPath(ev.vid), "no such needle")
+	}
+	return loc.Size, nil
+}
+
+// ecDelete records a needle deleted: appended to the .ecd and synced
+// before the answer. Its bytes stay in the shards (they are immutable);
+// the space comes back when the volume is re-encoded (not yet done).
+func (s *Store) ecDelete(ev *ecVol, key uint64) error {
+	const op = errors.Op("chunk.ecDelete")
+	s.ec.mu.Lock()
+	defer s.ec.mu.Unlock()
+	if _, ok := ev.locate(key); !ok {
+		return nil
+	}
+	f, err := os.OpenFile(ecDeletedPath(s.cfg.Dir, ev.vid), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	defer f.Close()
+	if _, err := f.Write(binary.LittleEndian.AppendUint64(nil, key)); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	if err := f.Sync(); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	ev.deleted[key] = true
+	return nil
+}
+
+// writeFileSynced writes a file whole under a temporary name, syncs it,
+// renames it into place and syncs the directory: it exists complete or
+// not at all. check, if set, vets the synced file before the rename.
+func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) error) (int64, error) {
+	tmp, err := os.CreateTemp(dir, name+".tmp*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	n, err := io.Copy(tmp, body)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil && check != nil {
+		err = check(tmp)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return n, err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return n, err
+	}
+	defer d.Close()
+	return n, d.Sync()
+}
+
+// PutShardIndex stores volume vid's needle index (before its shards).
+// servers, if given, says where every shard goes: reads may need them
+// before meta's heartbeat answer says so.
+func (s *Store) PutShardIndex(vid uint32, b []byte, servers []string) error {
+	const op = errors.Op("chunk.PutShardIndex")
+	if len(servers) > 0 {
+		s.ec.hint.Store(vid, slices.Clone(servers))
+	}
+	got, _, err := ec.ParseIndex(b)
+	if err != nil {
+		return errors.E(op, errors.Invalid, err)
+	}
+	if got != vid {
+		return errors.Errorf(op, errors.Invalid, "index of volume %d sent for %d", got, vid)
+	}
+	name := filepath.Base(ecIndexPath(s.cfg.Dir, vid))
+	if _, err := writeFileSynced(s.cfg.Dir, name, strings.NewReader(string(b)), nil); err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	return nil
+}
+
+// PutShard stores shard idx of volume vid from body (a whole shard file),
+// durable and checked (header, size) before it is used; then the volume
+// is loaded again with it.
+func (s *Store) PutShard(vid uint32, idx int, body io.Reader) error {
+	const op = errors.Op("chunk.PutShard")
+	if _, err := os.Stat(ecIndexPath(s.cfg.Dir, vid)); err != nil {
+		return errors.E(op, errors.Invalid, volPath(vid), "shard sent before the volume's index")
+	}
+	name := filepath.Base(ecShardPath(s.cfg.Dir, vid, idx))
+	_, err := writeFileSynced(s.cfg.Dir, name, body, func(f *os.File) error {
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		sh, err := ec.OpenShard(f, fi.Size())
+		if err != nil {
+			return err
+		}
+		if sh.Volume != vid || sh.Index != idx {
+			return errors.Errorf(op, errors.Invalid, "shard %d of volume %d sent as %d of %d", sh.Index, sh.Volume, idx, vid)
+		}
+		return nil
+	})
+	if err != nil {
+		return errors.E(op, errors.IO, volPath(vid), err)
+	}
+	return s.loadEC(vid)
+}
+
+// readShard reads cell bytes of a local shard (a peer's reconstruction).
+func (s *Store) readShard(vid uint32, idx int, p []byte, off int64) error {
+	ev := s.ecVolume(vid)
+	if ev == nil || ev.shards[idx] == nil {
+		return errors.E(errors.Op("chunk.readShard"), errors.NotExist, volPath(vid), fmt.Sprintf("no shard %d here", idx))
+	}
+	_, err := ev.shards[idx].s.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		return errors.E(errors.Op("chunk.readShard"), errors.IO, volPath(vid), err)
+	}
+	return nil
+}
+
+// EncodeVolume encodes this server's copy of volume vid (which must be
+// at generation gen) into the shards of code k+m with cells of cell
+// bytes, sending shard i to to[i] (index first). The volume turns
+// read-only here first, so that the copy encoded is the whole volume.
+// The shards are durable on their servers when it returns; the caller
+// (meta) records them and only then drops the replicas.
+func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m int, cell int64, to []string) (size int64, err error) {
+	const op = errors.Op("chunk.EncodeVolume")
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return 0, err
+	}
+	if v.Gen() != gen {
+		return 0, errors.Errorf(op, errors.Stale, "volume %d is at generation %d, not %d", vid, v.Gen(), gen)
+	}
+	if len(to) != k+m {
+		return 0, errors.Errorf(op, errors.Invalid, "%d servers for a %d+%d code", len(to), k, m)
+	}
+	if err := v.SetReadOnly(true); err != nil {
+		return 0, errors.E(op, err)
+	}
+	if !s.startCompacting(vid) {
+		return 0, errors.E(op, errors.Unavailable, volPath(vid), "volume is being compacted")
+	}
+	defer s.stopCompacting(vid)
+	f, inst, release, err := v.Share()
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	defer release()
+	locInst, locs := v.Locations()
+	if locInst != inst {
+		return 0, errors.E(op, errors.Stale, volPath(vid), "volume file changed while encoding started")
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, errors.E(op, errors.IO, err)
+	}
+	l := ec.Layout{K: k, M: m, Cell: cell, Size: fi.Size()}
+	if err := l.Validate(); err != nil {
+		return 0, errors.E(op, err)
+	}
+	needles := make([]ec.Needle, len(locs))
+	for i, l := range locs {
+		needles[i] = ec.Needle{Key: l.Key, Data: l.Data, Size: l.Size}
+	}
+	index := ec.MarshalIndex(vid, needles)
+	for _, addr := range to {
+		if err := s.peer(addr).PutShardIndex(ctx, vid, index, to); err != nil {
+			return 0, errors.E(op, errors.Path(addr), err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	writers := make([]io.Writer, len(to))
+	pipes := make([]*io.PipeWriter, len(to))
+	errs := make([]error, len(to))
+	var wg sync.WaitGroup
+	for i, addr := range to {
+		pr, pw := io.Pipe()
+		writers[i], pipes[i] = pw, pw
+		wg.Go(func() {
+			errs[i] = s.peer(addr).PutShard(ctx, vid, i, pr, l.FileSize())
+			pr.CloseWithError(errs[i]) // unblocks the encoder if the upload failed
+		})
+	}
+	encErr := ec.Encode(f, vid, l, writers)
+	for _, pw := range pipes {
+		pw.CloseWithError(encErr)
+	}
+	wg.Wait()
+	if encErr != nil {
+		return 0, errors.E(op, encErr)
+	}
+	for i, err := range errs {
+		if err != nil {
+			return 0, errors.E(op, errors.Path(to[i]), err)
+		}
+	}
+	s.log.Info("volume encoded", "volume", vid, "code", fmt.Sprintf("%d+%d", k, m), "bytes", l.Size, "needles", len(locs))
+	return l.Size, nil
+}
+
+// RebuildShard makes shard idx of volume vid here from the other shards
+// (servers[i] holds shard i; "" is lost), its index from the first
+// server that has it. Durable when it returns.
+func (s *Store) RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layout, servers []string) error {
+	const op = errors.Op("chunk.RebuildShard")
+	if err := l.Validate(); err != nil {
+		return errors.E(op, err)
+	}
+	if len(servers) != l.K+l.M || idx < 0 || idx >= len(servers) {
+		return errors.Errorf(op, errors.Invalid, "shard %d of %d servers for a %d+%d code", idx, len(servers), l.K, l.M)
+	}
+	if s.ecVolume(vid) == nil {
+		var lastErr error = errors.E(op, errors.Unavailable, "no server sent the index")
+		for i, addr := range servers {
+			if addr == "" || i == idx {
+				continue
+			}
+			b, err := s.peer(addr).ShardIndex(ctx, vid)
+			if err == nil {
+				err = s.PutShardIndex(vid, b, nil)
+			}
+			if err == nil {
+				lastErr = nil
+				break
+			}
+			lastErr = err
+		}
+		if lastErr != nil {
+			return errors.E(op, lastErr)
+		}
+		if err := s.loadEC(vid); err != nil {
+			return errors.E(op, err)
+		}
+	}
+	shards := make([]io.ReaderAt, l.K+l.M)
+	for i, addr := range servers {
+		if addr != "" && i != idx {
+			shards[i] = &remoteShard{ctx: ctx, r: s.peer(addr), vid: vid, idx: i}
+		}
+	}
+	r, err := ec.NewReader(l, shards)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(r.RebuildShard(vid, idx, pw)) }()
+	err = s.PutShard(vid, idx, pr)
+	pr.CloseWithError(err)
+	if err != nil {
+		return errors.E(op, err)
+	}
+	s.log.Info("shard rebuilt", "volume", vid, "shard", idx)
+	return nil
+}
+
+// scrubShards checks every local shard's cells against its footer (the
+// scrub pass); it returns how many were found damaged.
+func (s *Store) scrubShards() (damaged int) {
+	s.ec.mu.RLock()
+	type one struct {
+		ev *ecVol
+		i  int
+	}
+	var all []one
+	for _, ev := range s.ec.vols {
+		for i := range ev.shards {
+			all = append(all, one{ev, i})
+		}
+	}
+	s.ec.mu.RUnlock()
+	for _, o := range all {
+		if s.scrubShard(o.ev, o.i) {
+			damaged++
+		}
+	}
+	return damaged
+}
+
+// scrubShard checks local shard i of ev; a damaged shard is removed, so
+// that its absence from the next heartbeat has meta rebuild it (reads
+// rebuild around it meanwhile). It reports whether it was damaged.
+func (s *Store) scrubShard(ev *ecVol, i int) bool {
+	key := [2]uint32{ev.vid, uint32(i)}
+	if _, busy := s.ec.scrubbing.LoadOrStore(key, true); busy {
+		return false
+	}
+	defer s.ec.scrubbing.Delete(key)
+	s.ec.mu.RLock()
+	ls := ev.shards[i]
+	s.ec.mu.RUnlock()
+	if ls == nil {
+		return false
+	}
+	bad, err := ls.s.Scrub()
+	if err == nil && len(bad) == 0 {
+		return false
+	}
+	s.corrupt.Inc()
+	s.log.Error("shard damaged; removing it so that meta rebuilds it", "volume", ev.vid, "shard", i, "bad_cells", len(bad), "err", err)
+	s.ec.mu.Lock()
+	if ev.shards[i] == ls {
+		delete(ev.shards, i)
+	}
+	s.ec.mu.Unlock()
+	os.Remove(ecShardPath(s.cfg.Dir, ev.vid, i))
+	// ls.f stays open for readers still holding it; the collector closes it.
+	return true
+}
+
+func (s *Store) startCompacting(vid uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.compacting[vid] {
+		return false
+	}
+	s.compacting[vid] = true
+	return true
+}
+
+func (s *Store) stopCompacting(vid uint32) {
+	s.mu.Lock()
+	delete(s.compacting, vid)
+	s.mu.Unlock()
+}
+
+// volumeIDs are the volume ids of the directory entries named {vid}{suffix}.
+func volumeIDs(ents []os.DirEntry, suffix string) []uint32 {
+	var out []uint32
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), suffix)
+		if !ok {
+			continue
+		}
+		if vid, err := strconv.ParseUint(name, 10, 32); err == nil {
+			out = append(out, uint32(vid))
+		}
+	}
+	return out
+}

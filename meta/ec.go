@@ -1,0 +1,393 @@
+package meta
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"cairn"
+	"cairn/ec"
+	"cairn/errors"
+	"cairn/proto/metapb"
+)
+
+// Erasure coding, driven by meta (tiers). A volume of an ec class is
+// written replicated like any other; once it is sealed (full, read-only)
+// ecLoop has the server holding its primary replica encode it into K+M
+// shards on K+M distinct servers (spread over zones and racks as replicas
+// are), and only after every shard is durable on its server records the
+// shards in the volume (PutVolume: ec set, servers emptied). The old
+// replicas are then not the volume's, and their servers drop them at
+// their next heartbeat: copy, then switch. A crash before the record
+// leaves the replicas in charge and the loop encodes again; shard files
+// of the lost attempt are overwritten.
+//
+// The same loop rebuilds lost shards: a shard whose server is dead, or
+// alive but no longer reporting it (a lost disk, a shard scrub found
+// damaged), is rebuilt on a server holding no other shard of the volume
+// from any K others. Volumes with the fewest surviving shards go first.
+
+// ecState is meta's soft state of erasure coding; guarded by its mu.
+type ecState struct {
+	mu      sync.Mutex
+	encoded uint64 // volumes encoded since start
+	rebuilt uint64 // shards rebuilt since start
+	running string // the job in progress, for status
+	// changed is when meta last recorded a volume's shards: a server's
+	// report older than that says nothing about a shard it just got.
+	changed map[uint32]time.Time
+	kick    chan struct{}
+	m       ecMetrics
+}
+
+type ecMetrics struct {
+	encoded, encodedBytes, rebuilt, rebuiltBytes prometheus.Counter
+}
+
+func ecCounter(reg prometheus.Registerer, name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "ec", Name: name, Help: help})
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	if err := reg.Register(c); err != nil {
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			if ex, ok := are.ExistingCollector.(prometheus.Counter); ok {
+				return ex
+			}
+		}
+	}
+	return c
+}
+
+func (s *Service) ecStart() {
+	s.ec.changed = map[uint32]time.Time{}
+	s.ec.kick = make(chan struct{}, 1)
+	reg := s.cfg.Registerer
+	s.ec.m = ecMetrics{
+		encoded:      ecCounter(reg, "volumes_encoded_total", "Sealed volumes erasure-coded into shards."),
+		encodedBytes: ecCounter(reg, "encoded_bytes_total", "Bytes of volumes erasure-coded."),
+		rebuilt:      ecCounter(reg, "shards_rebuilt_total", "Lost shards rebuilt."),
+		rebuiltBytes: ecCounter(reg, "rebuilt_bytes_total", "Bytes of shard files rebuilt."),
+	}
+	s.wg.Add(1)
+	go s.ecLoop()
+}
+
+// ecJob is one encode (idx < 0) or one shard rebuild.
+type ecJob struct {
+	vol       *metapb.Volume
+	class     Class
+	idx       int
+	surviving int
+	to        []*dataServer // encode: K+M servers; rebuild: one
+}
+
+func (s *Service) ecLoop() {
+	defer s.wg.Done()
+	s.background(s.ec.kick, func(ctx context.Context) bool {
+		j := s.nextEC(time.Now())
+		if j == nil {
+			return false
+		}
+		if err := s.runEC(s.dataCtx(ctx), j); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("erasure coding job failed; will retry", "volume", j.vol.Id, "shard", j.idx, "err", err)
+			}
+			return false
+		}
+		return true
+	})
+}
+
+// background calls step every second and when kick fires, again at once
+// while it reports more work done, until the service closes; on a member
+// of a meta group only while it leads.
+func (s *Service) background(kick <-chan struct{}, step func(ctx context.Context) bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.closing
+		cancel()
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-tick.C:
+		case <-kick:
+		}
+		for ctx.Err() == nil && s.leading() && step(ctx) { // followers leave the work to the leader
+		}
+	}
+}
+
+// shardMissing reports whether shard i of v is lost: its server dead, or
+// alive and reporting its shards (since the volume's shards last changed)
+// without this one. Called with pmu.
+func (s *Service) shardMissing(v *metapb.Volume, i int, now time.Time) bool {
+	e := v.Ec
+	if i >= len(e.ShardServerIds) || e.ShardServerIds[i] == "" {
+		return true
+	}
+	id := e.ShardServerIds[i]
+	if s.dead(id, now) {
+		return true
+	}
+	d := s.servers[id]
+	if d == nil {
+		return false // not heard from yet since meta started: wait
+	}
+	s.ec.mu.Lock()
+	changed := s.ec.changed[v.Id]
+	s.ec.mu.Unlock()
+	if !d.shardsAt.After(changed) || d.shardsAt.UnixNano() <= e.EncodedNs {
+		return false
+	}
+	for _, st := range d.shards {
+		if st.Volume == v.Id && int(st.Index) == i {
+			return false
+		}
+	}
+	return true
+}
+
+// nextEC plans the most urgent job: a rebuild of the volume with the
+// fewest surviving shards, else an encode of a sealed volume.
+func (s *Service) nextEC(now time.Time) *ecJob {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	var rebuilds []*ecJob
+	for _, v := range s.volumes {
+		if v.Ec == nil {
+			continue
+		}
+		n := int(v.Ec.K + v.Ec.M)
+		var missing []int
+		for i := range n {
+			if s.shardMissing(v, i, now) {
+				missing = append(missing, i)
+			}
+		}
+		if len(missing) == 0 || n-len(missing) < int(v.Ec.K) {
+			continue // whole, or lost (status shows it)
+		}
+		cl, _ := s.class(v.StorageClass)
+		rebuilds = append(rebuilds, &ecJob{vol: v, class: cl, idx: missing[0], surviving: n - len(missing)})
+	}
+	slices.SortFunc(rebuilds, func(a, b *ecJob) int {
+		return cmp.Or(cmp.Compare(a.surviving, b.surviving), cmp.Compare(a.vol.Id, b.vol.Id))
+	})
+	for _, j := range rebuilds {
+		// A server holding no other shard of the volume; the shard's own
+		// server if it is alive (it lost the file).
+		var others []string
+		var with []*dataServer
+		for i, id := range j.vol.Ec.ShardServerIds {
+			if i != j.idx && id != "" {
+				others = append(others, id)
+				if d := s.servers[id]; d != nil {
+					with = append(with, d)
+				}
+			}
+		}
+		to := s.choose(1, s.classCandidates(j.class, s.placementCandidates(now, others)), with)
+		if len(to) == 1 {
+			j.to = to
+			return j
+		}
+	}
+	for _, v := range s.volumes {
+		if v.Ec != nil || !v.ReadOnly || len(v.Servers) == 0 || v.StorageClass == "" {
+			continue
+		}
+		cl, err := s.class(v.StorageClass)
+		if err != nil || !cl.EC() {
+			continue
+		}
+		if d := s.servers[v.ServerIds[0]]; d == nil || !s.alive(d, now) {
+			continue // the primary encodes; wait for it (or its repair)
+		}
+		if s.cl.repairs[v.Id] != nil {
+			continue
+		}
+		to := s.choose(cl.K+cl.M, s.classCandidates(cl, s.placementCandidates(now, nil)), nil)
+		if len(to) < cl.K+cl.M {
+			continue // too few servers: the volume stays replicated
+		}
+		return &ecJob{vol: proto.Clone(v).(*metapb.Volume), class: cl, idx: -1, to: to}
+	}
+	return nil
+}
+
+func (s *Service) runEC(ctx context.Context, j *ecJob) error {
+	if j.idx < 0 {
+		return s.encode(ctx, j)
+	}
+	return s.rebuildShard(ctx, j)
+}
+
+// encode has the volume's primary encode it, then records the shards.
+func (s *Service) encode(ctx context.Context, j *ecJob) error {
+	const op = errors.Op("meta.encode")
+	v := j.vol
+	src, ok := s.cfg.Chunks(v.Servers[0]).(cairn.Shards)
+	if !ok {
+		return errors.E(op, errors.Invalid, "the data plane cannot erasure-code")
+	}
+	addrs := make([]string, len(j.to))
+	ids := make([]string, len(j.to))
+	for i, d := range j.to {
+		addrs[i], ids[i] = d.addr, d.id
+	}
+	s.setRunning(fmt.Sprintf("encode volume %d (%d+%d) from %s", v.Id, j.class.K, j.class.M, v.Servers[0]))
+	defer s.setRunning("")
+	start := time.Now()
+	// Deletes wait: one that reached the replicas after the index was
+	// taken would be lost to the shards (garbage kept, never wrong data).
+	s.cl.gcMu.Lock()
+	defer s.cl.gcMu.Unlock()
+	size, err := src.EncodeVolume(ctx, v.Id, v.Generation, j.class.K, j.class.M, s.cfg.ECCell, addrs)
+	if err != nil {
+		return errors.E(op, errors.Path(v.Servers[0]), err)
+	}
+	next := proto.Clone(v).(*metapb.Volume)
+	next.Generation++
+	next.ReadOnly = true
+	next.Servers, next.ServerIds = nil, nil
+	next.Size, next.Garbage = 0, 0
+	next.Ec = &metapb.EcVolume{K: uint32(j.class.K), M: uint32(j.class.M), Cell: uint64(s.cfg.ECCell), Size: uint64(size),
+		ShardServers: addrs, ShardServerIds: ids, EncodedNs: time.Now().UnixNano()}
+	if err := s.recordShards(next, &s.ec.encoded, s.ec.m.encoded, s.ec.m.encodedBytes, size); err != nil {
+		return err
+	}
+	s.log.Info("volume erasure-coded; its replicas will be dropped", "volume", v.Id, "class", j.class.Name,
+		"bytes", size, "took", time.Since(start), "shards", addrs)
+	return nil
+}
+
+// rebuildShard has the chosen server rebuild the lost shard, then records it.
+func (s *Service) rebuildShard(ctx context.Context, j *ecJob) error {
+	const op = errors.Op("meta.rebuildShard")
+	v := j.vol
+	to := j.to[0]
+	dst, ok := s.cfg.Chunks(to.addr).(cairn.Shards)
+	if !ok {
+		return errors.E(op, errors.Invalid, "the data plane cannot erasure-code")
+	}
+	now := time.Now()
+	servers := make([]string, len(v.Ec.ShardServers))
+	s.pmu.Lock()
+	for i, addr := range v.Ec.ShardServers {
+		if i != j.idx && !s.shardMissing(v, i, now) {
+			servers[i] = addr
+		}
+	}
+	s.pmu.Unlock()
+	l := ec.Layout{K: int(v.Ec.K), M: int(v.Ec.M), Cell: int64(v.Ec.Cell), Size: int64(v.Ec.Size)}
+	s.setRunning(fmt.Sprintf("rebuild shard %d of volume %d on %s", j.idx, v.Id, to.addr))
+	defer s.setRunning("")
+	start := time.Now()
+	if err := dst.RebuildShard(ctx, v.Id, j.idx, l, servers); err != nil {
+		return errors.E(op, errors.Path(to.addr), err)
+	}
+	s.pmu.Lock()
+	next := proto.Clone(s.volumes[v.Id]).(*metapb.Volume)
+	s.pmu.Unlock()
+	next.Ec.ShardServers[j.idx], next.Ec.ShardServerIds[j.idx] = to.addr, to.id
+	if err := s.recordShards(next, &s.ec.rebuilt, s.ec.m.rebuilt, s.ec.m.rebuiltBytes, l.FileSize()); err != nil {
+		return err
+	}
+	s.log.Info("shard rebuilt", "volume", v.Id, "shard", j.idx, "on", to.addr, "surviving_before", j.surviving, "took", time.Since(start))
+	return nil
+}
+
+// recordShards records a volume whose shards changed and counts the job.
+func (s *Service) recordShards(next *metapb.Volume, count *uint64, jobs, bytes prometheus.Counter, n int64) error {
+	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: next}}); err != nil {
+		return err
+	}
+	s.ec.mu.Lock()
+	*count++
+	s.ec.changed[next.Id] = time.Now()
+	s.ec.mu.Unlock()
+	jobs.Inc()
+	bytes.Add(float64(n))
+	return nil
+}
+
+func (s *Service) setRunning(what string) {
+	s.ec.mu.Lock()
+	s.ec.running = what
+	s.ec.mu.Unlock()
+}
+
+// ecStatus fills in an ec volume's line of ClusterStatus: per shard ok,
+// missing (its server dead or without it) or rebuilding. Called with pmu.
+func (s *Service) ecStatus(cv *metapb.ClusterVolume, v *metapb.Volume, now time.Time) {
+	if v.Ec == nil {
+		return
+	}
+	n := int(v.Ec.K + v.Ec.M)
+	live := 0
+	cv.ShardHealth = make([]string, n)
+	for i := range n {
+		if s.shardMissing(v, i, now) {
+			cv.ShardHealth[i] = "missing"
+			continue
+		}
+		cv.ShardHealth[i] = "ok"
+		live++
+	}
+	cv.Live = uint32(live)
+	switch {
+	case live == n:
+		cv.Health = "ok"
+	case live >= int(v.Ec.K):
+		cv.Health = "degraded"
+	default:
+		cv.Health = "lost"
+	}
+}
+
+// ecStatusTotals fills in the cluster-wide erasure-coding figures.
+func (s *Service) ecStatusTotals(out *metapb.ClusterStatusResponse) {
+	out.Classes = s.classList()
+	s.ec.mu.Lock()
+	out.EcEncoded, out.EcRebuilt = s.ec.encoded, s.ec.rebuilt
+	s.ec.mu.Unlock()
+}
+
+// ecVolumesOf is the ec volumes with a shard on server id, for its
+// heartbeat answer. Called with pmu.
+func (s *Service) ecVolumesOf(id string) []*metapb.Volume {
+	var out []*metapb.Volume
+	for _, v := range s.volumes {
+		if v.Ec != nil && slices.Contains(v.Ec.ShardServerIds, id) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// gcTargets is where a needle of vol is deleted: its replicas, or every
+// server holding a shard (each keeps the needle index).
+func gcTargets(vol *metapb.Volume) []string {
+	if vol.Ec == nil {
+		return vol.Servers
+	}
+	var out []string
+	for _, a := range vol.Ec.ShardServers {
+		if a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -26,8 +26,10 @@ type fileState struct {
 	sized  bool  // size was set by a write since the last flush
 	commit uint64
 	opens  int
-	// orphan is where the file was moved when unlinked while open.
-	orphan atomic.Pointer[string]
+	// gone: unlinked (or renamed over) here while open; held: open here
+	// and announced to meta, which keeps it by inode number (open.go).
+	gone atomic.Bool
+	held atomic.Bool
 	// queuedAt is the path work was last queued for: the node's path when
 	// the kernel has not linked it into the tree yet (a create's commit
 	// may run before Create returns) or has already forgotten it (queued
@@ -188,7 +190,7 @@ func (n *node) base(ctx context.Context) (base, error) {
 func (n *node) resolveExtents(ctx context.Context, p string) (*metapb.ResolveResponse, error) {
 	var r *metapb.ResolveResponse
 	err := retry(ctx, func() (err error) {
-		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true, Ino: n.openIno()})
 		return err
 	})
 	return r, err
@@ -386,7 +388,9 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			Ns: n.ns, Path: p, Size: uint64(size), Extents: merged,
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
 			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
-			MtimeNs: mtime, AtimeNs: a.AtimeNs,
+			MtimeNs: mtime, AtimeNs: a.AtimeNs}
+		if !n.f.creating {
+			req.OpenIno = n.openIno()
 		}
 		if !n.f.creating {
 			req.IfMatch = tag

@@ -124,7 +124,7 @@ func (n *node) unlinked() {
 // has none left, a directory at least its "." and "..".
 func (n *node) nlink(a *metapb.Inode) uint32 {
 	switch {
-	case n.f.orphan.Load() != nil:
+	case n.f.gone.Load():
 		return 0
 	case a.Type == metapb.FileType_DIRECTORY:
 		return max(a.Nlink, 2)

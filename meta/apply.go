@@ -20,6 +20,9 @@ type txn struct {
 	v   *view
 	now int64
 	res *result
+	// held and keepUnlinked: see Command.held (open.go).
+	held         map[uint64]bool
+	keepUnlinked bool
 }
 
 type needle struct {
@@ -44,7 +47,13 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 		}
 	}
 	defer v.close()
-	t := &txn{b: b, v: v, now: cmd.NowNs, res: &result{}}
+	t := &txn{b: b, v: v, now: cmd.NowNs, res: &result{}, keepUnlinked: cmd.KeepUnlinked}
+	if len(cmd.Held) > 0 {
+		t.held = make(map[uint64]bool, len(cmd.Held))
+		for _, ino := range cmd.Held {
+			t.held[ino] = true
+		}
+	}
 	var (
 		err error
 		op  errors.Op
@@ -114,6 +123,9 @@ func (s *Service) apply(b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*r
 	case *metapb.Command_UseJoinToken:
 		op = "meta.Join"
 		err = t.useJoinToken(c.UseJoinToken)
+	case *metapb.Command_ReclaimOrphans:
+		op = "meta.ReclaimOrphans"
+		err = t.reclaimOrphans(c.ReclaimOrphans)
 	case *metapb.Command_SetClusterId:
 		op = "meta.SetClusterId"
 		err = t.setClusterID(c.SetClusterId.Id)
@@ -581,6 +593,9 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	if err != nil {
 		return err
 	}
+	if r.OpenIno != 0 && !r.IfNoneMatch && r.Ino == 0 && !t.names(ns, p, r.OpenIno) {
+		return t.commitOpen(r)
+	}
 	if p == "" {
 		return errors.E(errors.IsDir, "the root is a directory")
 	}
@@ -928,6 +943,10 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 		return err
 	}
 	ino, isDir, err := t.v.walk(ns.RootIno, p)
+	if r.OpenIno != 0 && (err != nil || ino != r.OpenIno) {
+		// An open file whose name went (open.go): changed by inode.
+		ino, isDir, err, p = r.OpenIno, false, nil, ""
+	}
 	if err != nil {
 		return err
 	}
@@ -975,7 +994,11 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 		n.MtimeNs = *r.MtimeNs
 	}
 	t.res.inode = n
-	t.event(r.Ns, p, false)
+	if p == "" && r.OpenIno == ino {
+		t.inodeEvent(r.Ns, ino)
+	} else {
+		t.event(r.Ns, p, false)
+	}
 	return t.put(inodeKey(ino), n)
 }
 

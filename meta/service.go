@@ -62,6 +62,7 @@ type Service struct {
 
 	mountSessions sessionTable // see session.go
 	locks         lockTable    // see locks.go
+	opens         openTable    // see open.go
 	callers       callerCache  // verified credentials (caller.go)
 
 	gcKick  chan struct{}
@@ -120,6 +121,10 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	if err := s.setupCaps(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadOrphans(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -208,15 +213,17 @@ func (s *Service) Ops() *metrics.Ops { return s.ops }
 // result is what apply returns: the record the RPC answers with and the
 // events to publish once the batch is visible.
 type result struct {
-	ns      *metapb.Namespace
-	inode   *metapb.Inode
-	volume  *metapb.Volume
-	events  []*metapb.Event
-	garbage bool // needles were queued: wake the collector
-	server  *metapb.ClusterServerState
-	first   uint64          // MountReserve: the first inode number reserved
-	inodes  []*metapb.Inode // CommitBatch: one per commit
-	seqs    []*metapb.Event // CommitBatch: each commit's event
+	ns        *metapb.Namespace
+	inode     *metapb.Inode
+	volume    *metapb.Volume
+	events    []*metapb.Event
+	garbage   bool // needles were queued: wake the collector
+	server    *metapb.ClusterServerState
+	first     uint64          // MountReserve: the first inode number reserved
+	inodes    []*metapb.Inode // CommitBatch: one per commit
+	seqs      []*metapb.Event // CommitBatch: each commit's event
+	orphans   []uint64        // files unlinked while open (open.go)
+	reclaimed []uint64        // ReclaimOrphans: the files removed
 
 	joinRole string // UseJoinToken: the role the spent token allows
 }
@@ -258,6 +265,9 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 		return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 	}
 	s.hub.publish(res.events)
+	if len(res.orphans) > 0 {
+		s.openFiles().orphaned(res.orphans, res.events[len(res.events)-1].Seq)
+	}
 	if res.inode != nil && len(res.events) > 0 {
 		res.inode.Seq = res.events[len(res.events)-1].Seq // stored already; only the answer carries it
 	}

@@ -776,10 +776,14 @@ func (x *Inode) GetSeq() uint64 {
 }
 
 type ResolveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // clean path inside ns; "" is the root directory
-	WantExtents   bool                   `protobuf:"varint,3,opt,name=want_extents,json=wantExtents,proto3" json:"want_extents,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // clean path inside ns; "" is the root directory
+	WantExtents bool                   `protobuf:"varint,3,opt,name=want_extents,json=wantExtents,proto3" json:"want_extents,omitempty"`
+	// Open files are inodes (mountx, 300-349): the file with this inode
+	// number, found at path or, when path names another file or none (another
+	// client renamed or unlinked it), through the caller session's open of it.
+	Ino           uint64 `protobuf:"varint,300,opt,name=ino,proto3" json:"ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -833,6 +837,13 @@ func (x *ResolveRequest) GetWantExtents() bool {
 		return x.WantExtents
 	}
 	return false
+}
+
+func (x *ResolveRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
 }
 
 type ResolveResponse struct {
@@ -1345,27 +1356,30 @@ func (x *MkdirRequest) GetModeExact() bool {
 // CommitRequest creates or atomically replaces a file whose data is
 // already stored in needles. Readers see the old or the new file, never a mix.
 type CommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
-	Etag          string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
-	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Mode          uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
-	Uid           uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
-	Gid           uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
-	IfMatch       string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
-	IfNoneMatch   bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
-	Parents       bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
-	MtimeNs       int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
-	Headers       map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
-	Tags          map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino           uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
-	ModeExact     bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
-	AtimeNs       int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
-	PartSizes     []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Size        uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Extents     []*Extent              `protobuf:"bytes,4,rep,name=extents,proto3" json:"extents,omitempty"` // sorted, disjoint, within [0, size); gaps read as zeros (sparse)
+	Etag        string                 `protobuf:"bytes,5,opt,name=etag,proto3" json:"etag,omitempty"`
+	ContentType string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta    map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Mode        uint32                 `protobuf:"varint,8,opt,name=mode,proto3" json:"mode,omitempty"` // 0: 0644
+	Uid         uint32                 `protobuf:"varint,9,opt,name=uid,proto3" json:"uid,omitempty"`
+	Gid         uint32                 `protobuf:"varint,10,opt,name=gid,proto3" json:"gid,omitempty"`
+	IfMatch     string                 `protobuf:"bytes,11,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`                                                            // commit only if the current etag equals this
+	IfNoneMatch bool                   `protobuf:"varint,12,opt,name=if_none_match,json=ifNoneMatch,proto3" json:"if_none_match,omitempty"`                                             // commit only if the file does not exist
+	Parents     bool                   `protobuf:"varint,13,opt,name=parents,proto3" json:"parents,omitempty"`                                                                          // create missing parent directories
+	MtimeNs     int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
+	Headers     map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
+	Tags        map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Ino         uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
+	ModeExact   bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs     int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
+	PartSizes   []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	// An open file's flush: when path names another file or none, the
+	// commit goes to this inode, which the caller's session holds open.
+	OpenIno       uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1538,6 +1552,13 @@ func (x *CommitRequest) GetPartSizes() []uint64 {
 		return x.PartSizes
 	}
 	return nil
+}
+
+func (x *CommitRequest) GetOpenIno() uint64 {
+	if x != nil {
+		return x.OpenIno
+	}
+	return 0
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -1720,11 +1741,14 @@ func (x *AppendRequest) GetContentType() string {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Recursive     bool                   `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"` // delete a non-empty directory
-	IfMatch       string                 `protobuf:"bytes,4,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Ns        string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive bool                   `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"` // delete a non-empty directory
+	IfMatch   string                 `protobuf:"bytes,4,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	// The caller holds the file open (mountx): its data stays until the
+	// caller's session closes it.
+	HeldIno       uint64 `protobuf:"varint,300,opt,name=held_ino,json=heldIno,proto3" json:"held_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1787,6 +1811,13 @@ func (x *DeleteRequest) GetIfMatch() string {
 	return ""
 }
 
+func (x *DeleteRequest) GetHeldIno() uint64 {
+	if x != nil {
+		return x.HeldIno
+	}
+	return 0
+}
+
 // DeleteResponse carries the sequence number of the deletion's event (a
 // mount recognizes its own change by it and keeps its caches).
 type DeleteResponse struct {
@@ -1840,6 +1871,7 @@ type RenameRequest struct {
 	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
 	NoReplace     bool                   `protobuf:"varint,4,opt,name=no_replace,json=noReplace,proto3" json:"no_replace,omitempty"` // fail with Exist if `to` exists
 	Parents       bool                   `protobuf:"varint,5,opt,name=parents,proto3" json:"parents,omitempty"`
+	HeldIno       uint64                 `protobuf:"varint,300,opt,name=held_ino,json=heldIno,proto3" json:"held_ino,omitempty"` // the replaced file is open at the caller (see DeleteRequest.held_ino)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1909,6 +1941,13 @@ func (x *RenameRequest) GetParents() bool {
 	return false
 }
 
+func (x *RenameRequest) GetHeldIno() uint64 {
+	if x != nil {
+		return x.HeldIno
+	}
+	return 0
+}
+
 type SetAttrRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
@@ -1922,7 +1961,8 @@ type SetAttrRequest struct {
 	AtimeNs     *int64                 `protobuf:"varint,140,opt,name=atime_ns,json=atimeNs,proto3,oneof" json:"atime_ns,omitempty"`
 	// An access moves atime (relatime): no ctime, version or change event,
 	// so readers' caches of the file stay.
-	Access        bool `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
+	Access        bool   `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
+	OpenIno       uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"` // see CommitRequest.open_ino
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2025,6 +2065,13 @@ func (x *SetAttrRequest) GetAccess() bool {
 		return x.Access
 	}
 	return false
+}
+
+func (x *SetAttrRequest) GetOpenIno() uint64 {
+	if x != nil {
+		return x.OpenIno
+	}
+	return 0
 }
 
 type Volume struct {
@@ -2775,7 +2822,10 @@ type Event struct {
 	// On a mount session only: another mount holds an uncommitted change of
 	// ns/path (written behind); drop it and acknowledge with notice_ack, so
 	// that the next look asks meta (which recalls the change first).
-	MountNotice   uint64 `protobuf:"varint,61,opt,name=mount_notice,json=mountNotice,proto3" json:"mount_notice,omitempty"`
+	MountNotice uint64 `protobuf:"varint,61,opt,name=mount_notice,json=mountNotice,proto3" json:"mount_notice,omitempty"`
+	// The change concerns this inode only (an open file written after it
+	// lost its name here): a mount drops what it caches of the inode.
+	Ino           uint64 `protobuf:"varint,300,opt,name=ino,proto3" json:"ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2855,6 +2905,13 @@ func (x *Event) GetMountFlush() bool {
 func (x *Event) GetMountNotice() uint64 {
 	if x != nil {
 		return x.MountNotice
+	}
+	return 0
+}
+
+func (x *Event) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
 	}
 	return 0
 }
@@ -3235,6 +3292,12 @@ func (x *GarbageDone) GetNeedles() []*Needle {
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	NowNs int64                  `protobuf:"varint,1,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	// Inode numbers held open by mount sessions when the command was
+	// proposed, and whether other sessions exist (they may hold opens not
+	// yet announced): a file unlinked then is kept as an orphan, not
+	// removed (mount.go).
+	Held         []uint64 `protobuf:"varint,300,rep,packed,name=held,proto3" json:"held,omitempty"`
+	KeepUnlinked bool     `protobuf:"varint,301,opt,name=keep_unlinked,json=keepUnlinked,proto3" json:"keep_unlinked,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateNamespace
@@ -3270,6 +3333,7 @@ type Command struct {
 	//	*Command_MountMknod
 	//	*Command_PutJoinToken
 	//	*Command_UseJoinToken
+	//	*Command_ReclaimOrphans
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3310,6 +3374,20 @@ func (x *Command) GetNowNs() int64 {
 		return x.NowNs
 	}
 	return 0
+}
+
+func (x *Command) GetHeld() []uint64 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *Command) GetKeepUnlinked() bool {
+	if x != nil {
+		return x.KeepUnlinked
+	}
+	return false
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -3616,6 +3694,15 @@ func (x *Command) GetUseJoinToken() *UseJoinTokenCommand {
 	return nil
 }
 
+func (x *Command) GetReclaimOrphans() *ReclaimOrphansCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReclaimOrphans); ok {
+			return x.ReclaimOrphans
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -3755,6 +3842,11 @@ type Command_UseJoinToken struct {
 	UseJoinToken *UseJoinTokenCommand `protobuf:"bytes,151,opt,name=use_join_token,json=useJoinToken,proto3,oneof"`
 }
 
+type Command_ReclaimOrphans struct {
+	// ---- Open files (mountx) ----
+	ReclaimOrphans *ReclaimOrphansCommand `protobuf:"bytes,302,opt,name=reclaim_orphans,json=reclaimOrphans,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -3821,22 +3913,74 @@ func (*Command_PutJoinToken) isCommand_Op() {}
 
 func (*Command_UseJoinToken) isCommand_Op() {}
 
+func (*Command_ReclaimOrphans) isCommand_Op() {}
+
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
 // has applied every event up to ack (dropped its caches and the kernel's).
-type MountSessionMsg struct {
+// ReclaimOrphansCommand removes unlinked files no session holds open.
+type ReclaimOrphansCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Ack           uint64                 `protobuf:"varint,2,opt,name=ack,proto3" json:"ack,omitempty"`
-	Clean         uint64                 `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`                          // every change up to this dirty epoch is committed
-	NoticeAck     uint64                 `protobuf:"varint,4,opt,name=notice_ack,json=noticeAck,proto3" json:"notice_ack,omitempty"` // Event.mount_notice applied
+	Inos          []uint64               `protobuf:"varint,1,rep,packed,name=inos,proto3" json:"inos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimOrphansCommand) Reset() {
+	*x = ReclaimOrphansCommand{}
+	mi := &file_proto_meta_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimOrphansCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimOrphansCommand) ProtoMessage() {}
+
+func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimOrphansCommand.ProtoReflect.Descriptor instead.
+func (*ReclaimOrphansCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ReclaimOrphansCommand) GetInos() []uint64 {
+	if x != nil {
+		return x.Inos
+	}
+	return nil
+}
+
+type MountSessionMsg struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Session   string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Ack       uint64                 `protobuf:"varint,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	Clean     uint64                 `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`                          // every change up to this dirty epoch is committed
+	NoticeAck uint64                 `protobuf:"varint,4,opt,name=notice_ack,json=noticeAck,proto3" json:"notice_ack,omitempty"` // Event.mount_notice applied
+	// Open files (mountx): the mount opened (its first descriptor) or closed
+	// (its last) the file with this inode number. Meta keeps an unlinked
+	// file's data while any session holds it open.
+	Open          uint64 `protobuf:"varint,300,opt,name=open,proto3" json:"open,omitempty"`
+	Close         uint64 `protobuf:"varint,301,opt,name=close,proto3" json:"close,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +3992,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[44]
+	mi := &file_proto_meta_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +4005,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{44}
+	return file_proto_meta_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -3892,6 +4036,20 @@ func (x *MountSessionMsg) GetNoticeAck() uint64 {
 	return 0
 }
 
+func (x *MountSessionMsg) GetOpen() uint64 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
+func (x *MountSessionMsg) GetClose() uint64 {
+	if x != nil {
+		return x.Close
+	}
+	return 0
+}
+
 // MountDirtyRequest tells meta, before a mount answers a close it has not
 // committed yet, that it holds changes behind; epoch grows with each.
 type MountDirtyRequest struct {
@@ -3911,7 +4069,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3923,7 +4081,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[45]
+	mi := &file_proto_meta_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3936,7 +4094,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{45}
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -3987,7 +4145,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4157,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4170,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -4062,7 +4220,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4074,7 +4232,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4087,7 +4245,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -4126,7 +4284,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4296,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4309,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -4216,7 +4374,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4386,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4399,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -4262,7 +4420,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4432,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4445,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4307,7 +4465,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4477,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4490,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4363,7 +4521,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4375,7 +4533,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4388,7 +4546,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -4423,7 +4581,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4435,7 +4593,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4448,7 +4606,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -4470,7 +4628,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4640,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4653,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4522,7 +4680,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4534,7 +4692,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4547,7 +4705,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -4584,7 +4742,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4596,7 +4754,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4609,7 +4767,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -4707,7 +4865,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4719,7 +4877,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4732,7 +4890,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -4771,7 +4929,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4783,7 +4941,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4796,7 +4954,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -4861,7 +5019,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5031,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4886,7 +5044,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -4935,7 +5093,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4947,7 +5105,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4960,7 +5118,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *S3User) GetName() string {
@@ -4986,7 +5144,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4998,7 +5156,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5011,7 +5169,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -5030,7 +5188,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5042,7 +5200,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5055,7 +5213,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -5082,7 +5240,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5252,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5265,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -5161,7 +5319,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5331,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5344,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -5206,7 +5364,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5218,7 +5376,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5231,7 +5389,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -5259,7 +5417,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5271,7 +5429,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5284,7 +5442,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -5322,7 +5480,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5492,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5505,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5395,7 +5553,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5407,7 +5565,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5420,7 +5578,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5446,7 +5604,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5458,7 +5616,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5471,7 +5629,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -5495,7 +5653,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5507,7 +5665,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5520,7 +5678,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -5578,7 +5736,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5590,7 +5748,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5603,7 +5761,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -5649,7 +5807,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5819,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +5832,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -5772,7 +5930,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5784,7 +5942,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5797,7 +5955,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -5840,7 +5998,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5852,7 +6010,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5865,7 +6023,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -5942,7 +6100,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5954,7 +6112,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5967,7 +6125,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6005,7 +6163,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6017,7 +6175,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6030,7 +6188,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6079,7 +6237,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6091,7 +6249,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6104,7 +6262,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6138,7 +6296,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6150,7 +6308,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6163,7 +6321,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6195,7 +6353,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6207,7 +6365,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6220,7 +6378,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6269,7 +6427,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6281,7 +6439,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6294,7 +6452,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -6329,7 +6487,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6341,7 +6499,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6354,7 +6512,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6391,7 +6549,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6403,7 +6561,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6416,7 +6574,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -6464,7 +6622,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6634,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6647,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -6521,7 +6679,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6533,7 +6691,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6546,7 +6704,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -6596,7 +6754,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6608,7 +6766,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6621,7 +6779,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -6652,7 +6810,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6664,7 +6822,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6677,7 +6835,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -6725,7 +6883,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6737,7 +6895,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6750,7 +6908,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -6779,7 +6937,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6791,7 +6949,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6804,7 +6962,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -6846,7 +7004,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6858,7 +7016,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6871,7 +7029,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -6906,7 +7064,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6918,7 +7076,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6931,7 +7089,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -6957,7 +7115,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6969,7 +7127,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6982,7 +7140,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7003,7 +7161,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7015,7 +7173,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7028,7 +7186,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7057,7 +7215,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7069,7 +7227,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7082,7 +7240,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7158,7 +7316,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7170,7 +7328,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7183,7 +7341,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7258,7 +7416,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7270,7 +7428,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7283,7 +7441,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -7378,7 +7536,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7390,7 +7548,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7403,7 +7561,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -7517,11 +7675,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vXattrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"W\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"j\n" +
 	"\x0eResolveRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12!\n" +
-	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\"|\n" +
+	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\x12\x11\n" +
+	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"|\n" +
 	"\x0fResolveResponse\x12'\n" +
 	"\x05inode\x18\x01 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
 	"\aextents\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x12\n" +
@@ -7558,7 +7717,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb9\x06\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xd5\x06\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -7582,7 +7741,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
 	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
 	"\n" +
-	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x1a;\n" +
+	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12\x1a\n" +
+	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenIno\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -7602,21 +7762,23 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aextents\x18\x03 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x16\n" +
 	"\x06create\x18\x04 \x01(\bR\x06create\x12\x18\n" +
 	"\aparents\x18\x05 \x01(\bR\aparents\x12!\n" +
-	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\"l\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\"\x88\x01\n" +
 	"\rDeleteRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\x12\x19\n" +
-	"\bif_match\x18\x04 \x01(\tR\aifMatch\"\"\n" +
+	"\bif_match\x18\x04 \x01(\tR\aifMatch\x12\x1a\n" +
+	"\bheld_ino\x18\xac\x02 \x01(\x04R\aheldIno\"\"\n" +
 	"\x0eDeleteResponse\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"|\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x98\x01\n" +
 	"\rRenameRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1d\n" +
 	"\n" +
 	"no_replace\x18\x04 \x01(\bR\tnoReplace\x12\x18\n" +
-	"\aparents\x18\x05 \x01(\bR\aparents\"\xe3\x02\n" +
+	"\aparents\x18\x05 \x01(\bR\aparents\x12\x1a\n" +
+	"\bheld_ino\x18\xac\x02 \x01(\x04R\aheldIno\"\xff\x02\n" +
 	"\x0eSetAttrRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
@@ -7627,7 +7789,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\a \x01(\x04H\x04R\x04size\x88\x01\x01\x12&\n" +
 	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01\x12\x1f\n" +
 	"\batime_ns\x18\x8c\x01 \x01(\x03H\x06R\aatimeNs\x88\x01\x01\x12\x17\n" +
-	"\x06access\x18\x8d\x01 \x01(\bR\x06accessB\a\n" +
+	"\x06access\x18\x8d\x01 \x01(\bR\x06access\x12\x1a\n" +
+	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenInoB\a\n" +
 	"\x05_modeB\x06\n" +
 	"\x04_uidB\x06\n" +
 	"\x04_gidB\v\n" +
@@ -7699,7 +7862,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\x04R\x05after\"\xb5\x01\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\"\xc8\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x0e\n" +
 	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x12\n" +
@@ -7708,7 +7871,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05reset\x18\x05 \x01(\bR\x05reset\x12\x1f\n" +
 	"\vmount_flush\x18< \x01(\bR\n" +
 	"mountFlush\x12!\n" +
-	"\fmount_notice\x18= \x01(\x04R\vmountNotice\"Y\n" +
+	"\fmount_notice\x18= \x01(\x04R\vmountNotice\x12\x11\n" +
+	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"Y\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
@@ -7732,9 +7896,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x10\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xef\x11\n" +
 	"\aCommand\x12\x15\n" +
-	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
+	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
+	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
+	"\rkeep_unlinked\x18\xad\x02 \x01(\bR\fkeepUnlinked\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
 	"\x10delete_namespace\x18\x03 \x01(\v2\x1c.cairn.meta.NamespaceRequestH\x00R\x0fdeleteNamespace\x12I\n" +
 	"\x0eset_visibility\x18\x04 \x01(\v2 .cairn.meta.SetVisibilityRequestH\x00R\rsetVisibility\x120\n" +
@@ -7773,14 +7939,19 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
 	"mountMknod\x12D\n" +
 	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
-	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinTokenB\x04\n" +
-	"\x02op\"r\n" +
+	"\x0euse_join_token\x18\x97\x01 \x01(\v2\x1f.cairn.meta.UseJoinTokenCommandH\x00R\fuseJoinToken\x12M\n" +
+	"\x0freclaim_orphans\x18\xae\x02 \x01(\v2!.cairn.meta.ReclaimOrphansCommandH\x00R\x0ereclaimOrphansB\x04\n" +
+	"\x02op\"+\n" +
+	"\x15ReclaimOrphansCommand\x12\x12\n" +
+	"\x04inos\x18\x01 \x03(\x04R\x04inos\"\x9e\x01\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
 	"\n" +
-	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"\x7f\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\x12\x13\n" +
+	"\x04open\x18\xac\x02 \x01(\x04R\x04open\x12\x15\n" +
+	"\x05close\x18\xad\x02 \x01(\x04R\x05close\"\x7f\n" +
 	"\x11MountDirtyRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
@@ -8190,7 +8361,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 118)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 119)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -8239,80 +8410,81 @@ var file_proto_meta_proto_goTypes = []any{
 	(*Needle)(nil),                  // 44: cairn.meta.Needle
 	(*GarbageDone)(nil),             // 45: cairn.meta.GarbageDone
 	(*Command)(nil),                 // 46: cairn.meta.Command
-	(*MountSessionMsg)(nil),         // 47: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 48: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 49: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 50: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 51: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 52: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 53: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 54: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 55: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 56: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 57: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 58: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 59: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 60: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 61: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 62: cairn.meta.ClusterStatusResponse
-	(*S3User)(nil),                  // 63: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 64: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 65: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 66: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 67: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 68: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 69: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 70: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 71: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 72: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 73: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 74: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 75: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 76: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 77: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 78: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 79: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 80: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 81: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 82: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 83: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 84: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 85: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 86: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 87: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 88: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 89: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 90: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 91: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 92: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 93: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 94: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 95: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 96: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 97: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 98: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 99: cairn.meta.MountLockResponse
-	nil,                             // 100: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 101: cairn.meta.Inode.HeadersEntry
-	nil,                             // 102: cairn.meta.Inode.TagsEntry
-	nil,                             // 103: cairn.meta.Inode.XattrsEntry
-	nil,                             // 104: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 105: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 106: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 107: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 108: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 109: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 110: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 111: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 112: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 113: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 114: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 115: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 116: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 117: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 118: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 119: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 120: cairn.meta.S3Upload.TagsEntry
+	(*ReclaimOrphansCommand)(nil),   // 47: cairn.meta.ReclaimOrphansCommand
+	(*MountSessionMsg)(nil),         // 48: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 49: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 50: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 51: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 52: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 53: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 54: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 55: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 56: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 57: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 58: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 59: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 60: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 61: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 62: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 63: cairn.meta.ClusterStatusResponse
+	(*S3User)(nil),                  // 64: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 65: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 66: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 67: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 68: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 69: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 70: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 71: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 72: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 73: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 74: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 75: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 76: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 77: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 78: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 79: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 80: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 81: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 82: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 83: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 84: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 85: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 86: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 87: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 88: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 89: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 90: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 91: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 92: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 93: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 94: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 95: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 96: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 97: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 98: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 99: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 100: cairn.meta.MountLockResponse
+	nil,                             // 101: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 102: cairn.meta.Inode.HeadersEntry
+	nil,                             // 103: cairn.meta.Inode.TagsEntry
+	nil,                             // 104: cairn.meta.Inode.XattrsEntry
+	nil,                             // 105: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 106: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 107: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 108: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 109: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 110: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 111: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 112: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 113: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 114: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 115: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 116: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 117: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 118: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 119: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 120: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 121: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -8320,10 +8492,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 2: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	3,   // 3: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 4: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	100, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	101, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	102, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	103, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	101, // 5: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	102, // 6: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	103, // 7: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	104, // 8: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	9,   // 9: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	8,   // 10: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	10,  // 11: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -8333,20 +8505,20 @@ var file_proto_meta_proto_depIdxs = []int32{
 	9,   // 15: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	16,  // 16: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	8,   // 17: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	104, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	105, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	106, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	105, // 18: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	106, // 19: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	107, // 20: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	19,  // 21: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	9,   // 22: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	8,   // 23: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	27,  // 24: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	27,  // 25: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	107, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	108, // 26: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	32,  // 27: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	96,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	97,  // 28: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	27,  // 29: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	93,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	108, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	94,  // 30: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	109, // 31: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	44,  // 32: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	4,   // 33: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	5,   // 34: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -8361,179 +8533,180 @@ var file_proto_meta_proto_depIdxs = []int32{
 	43,  // 43: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	45,  // 44: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	20,  // 45: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	56,  // 46: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	57,  // 47: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	66,  // 48: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	67,  // 49: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	63,  // 50: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	64,  // 51: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	74,  // 52: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	75,  // 53: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	77,  // 54: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	80,  // 55: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	82,  // 56: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	78,  // 57: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	76,  // 58: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	49,  // 59: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	50,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	51,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	53,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	97,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	87,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	88,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	109, // 66: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	96,  // 67: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	27,  // 68: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	59,  // 69: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	60,  // 70: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	61,  // 71: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	63,  // 72: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	110, // 73: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	111, // 74: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 75: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	112, // 76: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	70,  // 77: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	70,  // 78: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	73,  // 79: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	113, // 80: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	114, // 81: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	115, // 82: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	116, // 83: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	117, // 84: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	118, // 85: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	119, // 86: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	120, // 87: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	8,   // 88: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	78,  // 89: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 90: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	78,  // 91: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 92: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	78,  // 93: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	79,  // 94: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	77,  // 95: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	77,  // 96: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 97: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	2,   // 98: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 99: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 100: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 101: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	4,   // 102: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	5,   // 103: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	5,   // 104: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	40,  // 105: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	6,   // 106: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	10,  // 107: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	12,  // 108: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	15,  // 109: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	18,  // 110: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	19,  // 111: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	20,  // 112: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	22,  // 113: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	23,  // 114: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	25,  // 115: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	26,  // 116: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	28,  // 117: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	30,  // 118: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	33,  // 119: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	35,  // 120: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	41,  // 121: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	37,  // 122: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	40,  // 123: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	40,  // 124: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	58,  // 125: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	40,  // 126: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	63,  // 127: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	64,  // 128: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	40,  // 129: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	68,  // 130: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	67,  // 131: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	64,  // 132: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	69,  // 133: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	67,  // 134: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	5,   // 135: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	74,  // 136: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	75,  // 137: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	76,  // 138: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	77,  // 139: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	78,  // 140: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	80,  // 141: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	82,  // 142: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	78,  // 143: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	83,  // 144: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	85,  // 145: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	47,  // 146: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	49,  // 147: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	50,  // 148: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	51,  // 149: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	48,  // 150: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	53,  // 151: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	40,  // 152: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	89,  // 153: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	91,  // 154: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	94,  // 155: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	97,  // 156: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	98,  // 157: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	3,   // 158: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	40,  // 159: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	3,   // 160: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	7,   // 161: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	3,   // 162: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	11,  // 163: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	14,  // 164: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	17,  // 165: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	9,   // 166: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	9,   // 167: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	21,  // 168: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	9,   // 169: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	24,  // 170: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	9,   // 171: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	9,   // 172: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	29,  // 173: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	31,  // 174: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	34,  // 175: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	36,  // 176: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	42,  // 177: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	38,  // 178: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	55,  // 179: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	62,  // 180: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	40,  // 181: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	40,  // 182: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	63,  // 183: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	40,  // 184: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	65,  // 185: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	71,  // 186: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	40,  // 187: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	72,  // 188: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	70,  // 189: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	71,  // 190: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	74,  // 191: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	74,  // 192: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	9,   // 193: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	9,   // 194: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	77,  // 195: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	77,  // 196: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	79,  // 197: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	9,   // 198: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	40,  // 199: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	84,  // 200: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	86,  // 201: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	38,  // 202: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	9,   // 203: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	9,   // 204: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	9,   // 205: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	52,  // 206: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	54,  // 207: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	40,  // 208: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	90,  // 209: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	92,  // 210: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	95,  // 211: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	9,   // 212: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	99,  // 213: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	158, // [158:214] is the sub-list for method output_type
-	102, // [102:158] is the sub-list for method input_type
-	102, // [102:102] is the sub-list for extension type_name
-	102, // [102:102] is the sub-list for extension extendee
-	0,   // [0:102] is the sub-list for field type_name
+	57,  // 46: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	58,  // 47: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	67,  // 48: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	68,  // 49: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	64,  // 50: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	65,  // 51: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	75,  // 52: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	76,  // 53: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	78,  // 54: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	81,  // 55: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	83,  // 56: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	79,  // 57: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	77,  // 58: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	50,  // 59: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	51,  // 60: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	52,  // 61: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	54,  // 62: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	98,  // 63: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	88,  // 64: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	89,  // 65: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	47,  // 66: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	110, // 67: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	97,  // 68: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	27,  // 69: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	60,  // 70: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	61,  // 71: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	62,  // 72: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	64,  // 73: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	111, // 74: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	112, // 75: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 76: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	113, // 77: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	71,  // 78: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	71,  // 79: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	74,  // 80: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	114, // 81: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	115, // 82: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	116, // 83: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	117, // 84: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	118, // 85: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	119, // 86: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	120, // 87: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	121, // 88: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	8,   // 89: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	79,  // 90: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 91: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	79,  // 92: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 93: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	79,  // 94: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	80,  // 95: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	78,  // 96: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	78,  // 97: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 98: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	2,   // 99: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 100: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 101: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 102: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	4,   // 103: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	5,   // 104: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	5,   // 105: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	40,  // 106: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	6,   // 107: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	10,  // 108: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	12,  // 109: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	15,  // 110: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	18,  // 111: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	19,  // 112: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	20,  // 113: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	22,  // 114: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	23,  // 115: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	25,  // 116: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	26,  // 117: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	28,  // 118: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	30,  // 119: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	33,  // 120: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	35,  // 121: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	41,  // 122: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	37,  // 123: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	40,  // 124: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	40,  // 125: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	59,  // 126: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	40,  // 127: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	64,  // 128: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	65,  // 129: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	40,  // 130: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	69,  // 131: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	68,  // 132: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	65,  // 133: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	70,  // 134: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	68,  // 135: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	5,   // 136: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	75,  // 137: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	76,  // 138: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	77,  // 139: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	78,  // 140: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	79,  // 141: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	81,  // 142: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	83,  // 143: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	79,  // 144: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	84,  // 145: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	86,  // 146: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	48,  // 147: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	50,  // 148: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	51,  // 149: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	52,  // 150: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	49,  // 151: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	54,  // 152: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	40,  // 153: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	90,  // 154: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	92,  // 155: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	95,  // 156: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	98,  // 157: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	99,  // 158: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	3,   // 159: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	40,  // 160: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	3,   // 161: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	7,   // 162: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	3,   // 163: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	11,  // 164: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	14,  // 165: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	17,  // 166: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	9,   // 167: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	9,   // 168: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	21,  // 169: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	9,   // 170: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	24,  // 171: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	9,   // 172: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	9,   // 173: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	29,  // 174: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	31,  // 175: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	34,  // 176: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	36,  // 177: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	42,  // 178: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	38,  // 179: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	56,  // 180: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	63,  // 181: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	40,  // 182: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	40,  // 183: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	64,  // 184: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	40,  // 185: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	66,  // 186: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	72,  // 187: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	40,  // 188: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	73,  // 189: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	71,  // 190: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	72,  // 191: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	75,  // 192: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	75,  // 193: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	9,   // 194: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	9,   // 195: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	78,  // 196: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	78,  // 197: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	80,  // 198: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	9,   // 199: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	40,  // 200: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	85,  // 201: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	87,  // 202: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	38,  // 203: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	9,   // 204: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	9,   // 205: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	9,   // 206: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	53,  // 207: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	55,  // 208: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	40,  // 209: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	91,  // 210: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	93,  // 211: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	96,  // 212: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	9,   // 213: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	100, // 214: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	159, // [159:215] is the sub-list for method output_type
+	103, // [103:159] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -8576,6 +8749,7 @@ func file_proto_meta_proto_init() {
 		(*Command_MountMknod)(nil),
 		(*Command_PutJoinToken)(nil),
 		(*Command_UseJoinToken)(nil),
+		(*Command_ReclaimOrphans)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -8583,7 +8757,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   118,
+			NumMessages:   119,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

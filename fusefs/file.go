@@ -120,7 +120,7 @@ func (n *node) openCount() int {
 // extents returns the committed extents and size of the file's current
 // version, with one Resolve when they are not known.
 func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, error) {
-	b, err := n.base(ctx)
+	b, err := n.baseBy(ctx, false)
 	return b.exts, b.attr, err
 }
 
@@ -136,7 +136,12 @@ type base struct {
 	commit uint64
 }
 
-func (n *node) base(ctx context.Context) (base, error) {
+func (n *node) base(ctx context.Context) (base, error) { return n.baseBy(ctx, false) }
+
+// baseBy is base; byPath looks the file up by its path only, as an open
+// must (the name may have been given to another file: the kernel then
+// looks it up again), not through an open descriptor's inode number.
+func (n *node) baseBy(ctx context.Context, byPath bool) (base, error) {
 	for attempt := 0; ; attempt++ {
 		n.mu.Lock()
 		if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
@@ -152,7 +157,11 @@ func (n *node) base(ctx context.Context) (base, error) {
 			return base{}, err
 		}
 		epoch := n.m.sess.epoch()
-		r, err := n.resolveExtents(ctx, p)
+		ino := n.openIno()
+		if byPath {
+			ino = 0
+		}
+		r, err := n.resolveExtentsOf(ctx, p, ino)
 		if err != nil {
 			return base{}, err
 		}
@@ -188,9 +197,15 @@ func (n *node) base(ctx context.Context) (base, error) {
 // resolveExtents fetches the file at p with its extents, riding through a
 // meta restart.
 func (n *node) resolveExtents(ctx context.Context, p string) (*metapb.ResolveResponse, error) {
+	return n.resolveExtentsOf(ctx, p, n.openIno())
+}
+
+// resolveExtentsOf is resolveExtents; ino (0: none) names the open file
+// meant when p names another one or none.
+func (n *node) resolveExtentsOf(ctx context.Context, p string, ino uint64) (*metapb.ResolveResponse, error) {
 	var r *metapb.ResolveResponse
 	err := retry(ctx, func() (err error) {
-		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true, Ino: n.openIno()})
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true, Ino: ino})
 		return err
 	})
 	return r, err

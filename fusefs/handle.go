@@ -63,7 +63,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	// Close-to-open: the attributes and extents must be current, which
 	// the session vouches for when they are cached (no meta call) and a
 	// Resolve establishes otherwise.
-	_, a, err := n.extents(ctx)
+	b, err := n.baseBy(ctx, true)
+	a := b.attr
 	if err != nil {
 		n.closed()
 	}

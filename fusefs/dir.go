@@ -79,7 +79,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.mu.Unlock()
 	if ch := n.GetChild(name); ch != nil {
-		if cn, ok := ch.Operations().(*node); ok && cn.busy() {
+		if cn, ok := ch.Operations().(*node); ok && cn.busy() && cn.stillNamed() {
 			// Changes of it are queued here: meta is behind.
 			cn.mu.Lock()
 			a := cn.attr

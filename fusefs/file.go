@@ -165,6 +165,9 @@ func (n *node) baseBy(ctx context.Context, byPath bool) (base, error) {
 		if err != nil {
 			return base{}, err
 		}
+		if r.ByIno {
+			n.f.gone.Store(true) // its name went elsewhere: by inode from now
+		}
 		if r.Inode.Ino != n.StableAttr().Ino {
 			// Another client put another file (or a symlink) at the path
 			// since the kernel looked it up: never serve it as this one.

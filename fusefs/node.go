@@ -163,6 +163,9 @@ func (n *node) setAttrLocked(ino *metapb.Inode, ep uint64) {
 // tellParent updates the parent's listing with n's new record (the
 // mount's own changes: their events are not applied to it).
 func (n *node) tellParent(a *metapb.Inode) {
+	if n.f.gone.Load() {
+		return // its name is another file's, or none
+	}
 	if name, parent := n.Parent(); parent != nil {
 		if pn, ok := parent.Operations().(*node); ok {
 			pn.added(name, a)

@@ -108,3 +108,13 @@ func (s *session) applyIno(ev *metapb.Event, wait bool) {
 		}
 	}
 }
+
+// stillNamed reports whether n may still be the file its name shows:
+// created here and not committed, or not dropped by another client's
+// change of the name since (an open file renamed over elsewhere keeps
+// queued work, an access time, but the name is the other file's now).
+func (n *node) stillNamed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.f.creating || !n.f.gone.Load()
+}

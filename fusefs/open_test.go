@@ -48,8 +48,9 @@ func TestOpenFilesAreInodes(t *testing.T) {
 		if !bytes.Equal(got, old) {
 			t.Fatalf("the open descriptor reads %d bytes (%.12q), want the old file's %d", len(got), got, len(old))
 		}
-		// The new file is there for the object API (a fresh open on
-		// this mount: see the closing note of issue 15).
+		if got := readFile(t, filepath.Join(a, "ro")); got != "the new file" {
+			t.Fatalf("a fresh open reads %d bytes, not the new file", len(got))
+		}
 		st, err := srv.Client().StatFresh(t.Context(), "data", "ro")
 		must(t, err)
 		if st.Size() != int64(len("the new file")) {

@@ -327,7 +327,7 @@ func (s *Service) openByIno(ctx context.Context, req *metapb.ResolveRequest) (*m
 	if err != nil {
 		return nil, errors.E(op, fullPath(req.Ns, req.Path), err)
 	}
-	resp := &metapb.ResolveResponse{Inode: n}
+	resp := &metapb.ResolveResponse{Inode: n, ByIno: true}
 	if req.WantExtents {
 		if resp.Extents, err = v.extents(req.Ino); err != nil {
 			return nil, errors.E(op, err)

@@ -852,7 +852,10 @@ type ResolveResponse struct {
 	Extents []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"` // only when want_extents, sorted by offset
 	// Data-plane capabilities (package capability), parallel to extents:
 	// the read capability of each extent's needle.
-	Caps          []string `protobuf:"bytes,100,rep,name=caps,proto3" json:"caps,omitempty"`
+	Caps []string `protobuf:"bytes,100,rep,name=caps,proto3" json:"caps,omitempty"`
+	// Answered through the caller's open of ResolveRequest.ino: the path
+	// names another file or none (mountx).
+	ByIno         bool `protobuf:"varint,300,opt,name=by_ino,json=byIno,proto3" json:"by_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +909,13 @@ func (x *ResolveResponse) GetCaps() []string {
 		return x.Caps
 	}
 	return nil
+}
+
+func (x *ResolveResponse) GetByIno() bool {
+	if x != nil {
+		return x.ByIno
+	}
+	return false
 }
 
 type BatchResolveRequest struct {
@@ -7680,11 +7690,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12!\n" +
 	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\x12\x11\n" +
-	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"|\n" +
+	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"\x94\x01\n" +
 	"\x0fResolveResponse\x12'\n" +
 	"\x05inode\x18\x01 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
 	"\aextents\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x12\n" +
-	"\x04caps\x18d \x03(\tR\x04caps\"M\n" +
+	"\x04caps\x18d \x03(\tR\x04caps\x12\x16\n" +
+	"\x06by_ino\x18\xac\x02 \x01(\bR\x05byIno\"M\n" +
 	"\x13BatchResolveRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.cairn.meta.ResolveRequestR\brequests\"q\n" +
 	"\rResolveResult\x127\n" +

@@ -2,14 +2,19 @@ package fusefs_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"cairn/internal/await"
+	"cairn/meta"
+	"cairn/proto/metapb"
+	"cairn/server/servertest"
 )
 
 // TestOpenFilesAreInodes: a descriptor on one mount keeps the file it
@@ -132,5 +137,41 @@ func TestOpenFilesAreInodes(t *testing.T) {
 		}
 		must(t, fb.Close())
 		noOrphans(t)
+	})
+}
+
+// TestOrphansOfDeadSession: a file unlinked while a mount holds it open
+// is kept until that mount's session ends for good; then meta removes it
+// (a lease later) although the descriptor was never closed.
+func TestOrphansOfDeadSession(t *testing.T) {
+	srv := store(t)
+	b, _ := mount(t, srv, "data", nil)
+	must(t, os.WriteFile(filepath.Join(b, "held"), []byte("data of a dead mount's descriptor"), 0o644))
+	st, err := os.Stat(filepath.Join(b, "held"))
+	must(t, err)
+	ino := st.Sys().(*syscall.Stat_t).Ino
+
+	// A mount's session, as the mount speaks it: it opens the file and
+	// then dies without closing it.
+	mc, conn, err := meta.Dial(srv.Addr("meta"), meta.DialTLS(srv.UserTLS()), meta.WithUser(servertest.Root, servertest.RootSecret))
+	must(t, err)
+	defer conn.Close()
+	ctx, die := context.WithCancel(t.Context())
+	defer die()
+	stream, err := mc.MountSession(ctx)
+	must(t, err)
+	must(t, stream.Send(&metapb.MountSessionMsg{Session: "dead-mount"}))
+	must(t, stream.Send(&metapb.MountSessionMsg{Open: ino}))
+	// The session is known once its first event arrives (a heartbeat).
+	_, err = stream.Recv()
+	must(t, err)
+
+	must(t, os.Remove(filepath.Join(b, "held")))
+	if n := srv.Meta().Orphans(); n != 1 {
+		t.Fatalf("meta keeps %d unlinked files while a session holds one open, want 1", n)
+	}
+	die()
+	await.Until(t, 4*meta.SessionLease, "the removal of the dead session's unlinked file", func() bool {
+		return srv.Meta().Orphans() == 0
 	})
 }

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,8 +16,9 @@ import (
 	"cairn/proto/metapb"
 )
 
-// orphanDir holds files unlinked while open, until their last close (see
-// Unlink); it is hidden from the namespace root's listing.
+// orphanDir held files unlinked while open in earlier versions (meta now
+// keeps them by inode, open.go); what is left of it in a store stays
+// hidden from the namespace root's listing.
 const orphanDir = ".cairn-orphans"
 
 // statsName is the read-only file at each mounted root that shows the
@@ -79,7 +79,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	n.mu.Unlock()
 	if ch := n.GetChild(name); ch != nil {
-		if cn, ok := ch.Operations().(*node); ok && cn.busy() {
+		if cn, ok := ch.Operations().(*node); ok && cn.busy() && cn.stillNamed() {
 			// Changes of it are queued here: meta is behind.
 			cn.mu.Lock()
 			a := cn.attr
@@ -367,7 +367,7 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	// commits fail after), and the directory's own queued changes must
 	// not run after the removal.
 	n.m.wb.drain()
-	if e := n.remove(ctx, p, name); e != 0 {
+	if e := n.remove(ctx, p, name, 0); e != 0 {
 		return e
 	}
 	n.linksChanged(-1)
@@ -395,12 +395,17 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 			}
 		}
 		if cn, ok := ch.Operations().(*node); ok && cn.openCount() > 0 {
-			// Open here: move it aside and delete it at the last close,
-			// so the data lives as long as a descriptor does.
-			return errno(cn.orphan(ctx, join(p, name)))
+			// Open here: meta keeps its data until the last close on
+			// any mount (open.go); it is addressed by inode from now.
+			e := n.remove(ctx, p, name, ch.StableAttr().Ino)
+			if e == 0 {
+				cn.f.gone.Store(true)
+				cn.unlinked()
+			}
+			return e
 		}
 	}
-	e := n.remove(ctx, p, name)
+	e := n.remove(ctx, p, name, 0)
 	if ch := n.GetChild(name); e == 0 && ch != nil {
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.unlinked() // its other names show the count at once
@@ -409,10 +414,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	return e
 }
 
-// remove deletes child name of n (at p) in meta.
-func (n *node) remove(ctx context.Context, p, name string) syscall.Errno {
+// remove deletes child name of n (at p) in meta; held is its inode
+// number if it is open here (meta keeps it for this session).
+func (n *node) remove(ctx context.Context, p, name string, held uint64) syscall.Errno {
 	done := n.m.sess.mutating(n.ns, join(p, name))
-	r, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name)})
+	r, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name), HeldIno: held})
 	if err != nil {
 		done(0)
 		return errno(err)
@@ -424,53 +430,6 @@ func (n *node) remove(ctx context.Context, p, name string) syscall.Errno {
 	done(r.Seq)
 	n.removed(name)
 	return 0
-}
-
-// orphan moves an open, unlinked file to the orphan directory.
-func (n *node) orphan(ctx context.Context, from string) error {
-	to := orphanDir + "/" + strconv.FormatUint(n.StableAttr().Ino, 10)
-	done := n.m.sess.mutating(n.ns, from, to)
-	a, err := n.m.meta.Rename(ctx, &metapb.RenameRequest{Ns: n.ns, From: from, To: to, Parents: true})
-	if err != nil {
-		done(0)
-		return err
-	}
-	done(a.Seq)
-	if name, parent := n.Parent(); parent != nil {
-		if pn, ok := parent.Operations().(*node); ok {
-			pn.removed(name)
-		}
-	}
-	n.f.orphan.Store(&to)
-	return nil
-}
-
-// linkOrphan gives an open file that is about to lose its name p (a
-// rename replaces it) a second name in the orphan directory, so that the
-// rename stays one atomic change and the data lives until the last close
-// here (Release deletes the orphan name).
-func (n *node) linkOrphan(ctx context.Context, p string) error {
-	to := orphanDir + "/" + strconv.FormatUint(n.StableAttr().Ino, 10)
-	done := n.m.sess.mutating(n.ns, orphanDir)
-	d, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: orphanDir, Mode: 0o700})
-	if err != nil && !errors.Is(errors.Exist, err) && !errors.Is(errors.Precondition, err) {
-		done(0)
-		return err
-	}
-	if d != nil {
-		done(d.Seq)
-	} else {
-		done(0)
-	}
-	done = n.m.sess.mutating(n.ns, p, to)
-	a, err := n.m.meta.Link(ctx, &metapb.MountLinkRequest{Ns: n.ns, From: p, To: to})
-	if err != nil {
-		done(0)
-		return err
-	}
-	done(a.Seq)
-	n.f.orphan.Store(&to)
-	return nil
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -521,20 +480,23 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			}
 		}
 	}
+	var held *node
 	if ch := np.GetChild(newName); ch != nil && !ch.IsDir() && ch != n.GetChild(name) {
 		if cn, ok := ch.Operations().(*node); ok {
 			cn.settle(ctx) // the replaced file's queue must not run after
-			if flags&unix.RENAME_NOREPLACE == 0 && cn.openCount() > 0 && cn.f.orphan.Load() == nil {
+			if flags&unix.RENAME_NOREPLACE == 0 && cn.openCount() > 0 {
 				// Open here: it keeps its data until the last close,
 				// as if unlinked (see Unlink).
-				if err := cn.linkOrphan(ctx, to); err != nil {
-					return errno(err)
-				}
+				held = cn
 			}
 		}
 	}
+	req := &metapb.RenameRequest{Ns: n.ns, From: from, To: to, NoReplace: flags&unix.RENAME_NOREPLACE != 0}
+	if held != nil {
+		req.HeldIno = held.StableAttr().Ino
+	}
 	done := n.m.sess.mutating(n.ns, from, to)
-	a, err := n.m.meta.Rename(ctx, &metapb.RenameRequest{Ns: n.ns, From: from, To: to, NoReplace: flags&unix.RENAME_NOREPLACE != 0})
+	a, err := n.m.meta.Rename(ctx, req)
 	if err != nil {
 		done(0)
 		return errno(err)
@@ -551,6 +513,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	case replacedDir:
 		n.linksChanged(-1)
+	}
+	if held != nil && held.StableAttr().Ino != a.Ino {
+		held.f.gone.Store(true)
 	}
 	if ch := np.GetChild(newName); ch != nil && ch.StableAttr().Ino != a.Ino {
 		if cn, ok := ch.Operations().(*node); ok {

@@ -26,8 +26,10 @@ type fileState struct {
 	sized  bool  // size was set by a write since the last flush
 	commit uint64
 	opens  int
-	// orphan is where the file was moved when unlinked while open.
-	orphan atomic.Pointer[string]
+	// gone: unlinked (or renamed over) here while open; held: open here
+	// and announced to meta, which keeps it by inode number (open.go).
+	gone atomic.Bool
+	held atomic.Bool
 	// queuedAt is the path work was last queued for: the node's path when
 	// the kernel has not linked it into the tree yet (a create's commit
 	// may run before Create returns) or has already forgotten it (queued
@@ -118,7 +120,7 @@ func (n *node) openCount() int {
 // extents returns the committed extents and size of the file's current
 // version, with one Resolve when they are not known.
 func (n *node) extents(ctx context.Context) ([]*metapb.Extent, *metapb.Inode, error) {
-	b, err := n.base(ctx)
+	b, err := n.baseBy(ctx, false)
 	return b.exts, b.attr, err
 }
 
@@ -134,7 +136,12 @@ type base struct {
 	commit uint64
 }
 
-func (n *node) base(ctx context.Context) (base, error) {
+func (n *node) base(ctx context.Context) (base, error) { return n.baseBy(ctx, false) }
+
+// baseBy is base; byPath looks the file up by its path only, as an open
+// must (the name may have been given to another file: the kernel then
+// looks it up again), not through an open descriptor's inode number.
+func (n *node) baseBy(ctx context.Context, byPath bool) (base, error) {
 	for attempt := 0; ; attempt++ {
 		n.mu.Lock()
 		if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
@@ -150,9 +157,16 @@ func (n *node) base(ctx context.Context) (base, error) {
 			return base{}, err
 		}
 		epoch := n.m.sess.epoch()
-		r, err := n.resolveExtents(ctx, p)
+		ino := n.openIno()
+		if byPath {
+			ino = 0
+		}
+		r, err := n.resolveExtentsOf(ctx, p, ino)
 		if err != nil {
 			return base{}, err
+		}
+		if r.ByIno {
+			n.f.gone.Store(true) // its name went elsewhere: by inode from now
 		}
 		if r.Inode.Ino != n.StableAttr().Ino {
 			// Another client put another file (or a symlink) at the path
@@ -186,9 +200,15 @@ func (n *node) base(ctx context.Context) (base, error) {
 // resolveExtents fetches the file at p with its extents, riding through a
 // meta restart.
 func (n *node) resolveExtents(ctx context.Context, p string) (*metapb.ResolveResponse, error) {
+	return n.resolveExtentsOf(ctx, p, n.openIno())
+}
+
+// resolveExtentsOf is resolveExtents; ino (0: none) names the open file
+// meant when p names another one or none.
+func (n *node) resolveExtentsOf(ctx context.Context, p string, ino uint64) (*metapb.ResolveResponse, error) {
 	var r *metapb.ResolveResponse
 	err := retry(ctx, func() (err error) {
-		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true})
+		r, err = n.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: n.ns, Path: p, WantExtents: true, Ino: ino})
 		return err
 	})
 	return r, err
@@ -386,7 +406,9 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			Ns: n.ns, Path: p, Size: uint64(size), Extents: merged,
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
 			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
-			MtimeNs: mtime, AtimeNs: a.AtimeNs,
+			MtimeNs: mtime, AtimeNs: a.AtimeNs}
+		if !n.f.creating {
+			req.OpenIno = n.openIno()
 		}
 		if !n.f.creating {
 			req.IfMatch = tag

@@ -120,6 +120,7 @@ type Mount struct {
 
 	mu     sync.Mutex
 	nsRoot map[string]*node // namespace -> its root directory node
+	opened map[uint64]*node // files open here, by inode number (open.go)
 
 	cancel context.CancelFunc
 	done   chan struct{}

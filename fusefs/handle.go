@@ -39,6 +39,9 @@ var (
 func (n *node) open(flags uint32) *handle {
 	n.mu.Lock()
 	n.f.opens++
+	if n.f.opens == 1 {
+		n.m.opening(n)
+	}
 	n.mu.Unlock()
 	return &handle{n: n, append: flags&syscall.O_APPEND != 0}
 }
@@ -54,10 +57,17 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !n.isFile() {
 		return nil, 0, syscall.EISDIR
 	}
+	// Announced before it is checked (open.go): an unlink by another
+	// mount that this check does not see yet keeps the file for it.
+	h := n.open(flags)
 	// Close-to-open: the attributes and extents must be current, which
 	// the session vouches for when they are cached (no meta call) and a
 	// Resolve establishes otherwise.
-	_, a, err := n.extents(ctx)
+	b, err := n.baseBy(ctx, true)
+	a := b.attr
+	if err != nil {
+		n.closed()
+	}
 	if errors.Is(errors.Stale, err) {
 		// The name the kernel looked up was renamed over meanwhile (the
 		// kernel's own retry of an ESTALE open can lose the same race
@@ -68,7 +78,6 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, errno(err)
 	}
-	h := n.open(flags)
 	var fuseFlags uint32
 	n.mu.Lock()
 	if n.f.pageVersion == a.Version {
@@ -223,18 +232,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	n := h.n
 	err := n.flushBehind(ctx)
 	h.dropLocks(ctx, true)
-	n.mu.Lock()
-	n.f.opens--
-	last := n.f.opens == 0
-	n.mu.Unlock()
-	if o := n.f.orphan.Load(); last && o != nil {
-		if err := n.settle(ctx); err != nil {
-			n.m.log.Warn("mount: commit of an unlinked file failed", "err", err)
-		}
-		if _, derr := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: *o}); derr == nil {
-			n.f.orphan.Store(nil)
-		}
-	}
+	n.closed()
 	return errno(err)
 }
 

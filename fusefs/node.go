@@ -85,10 +85,11 @@ func (n *node) isDir() bool { return n.StableAttr().Mode == syscall.S_IFDIR }
 
 // path is n's path inside its namespace ("" for the root), from the
 // kernel's view of the tree. An inode no longer reachable (unlinked while
-// open) answers with the orphan name it was moved to.
+// open, here or by another mount) answers "": meta is asked by inode
+// number (open.go).
 func (n *node) path() (string, error) {
-	if o := n.f.orphan.Load(); o != nil {
-		return *o, nil
+	if n.f.gone.Load() {
+		return "", nil // by inode number (open.go)
 	}
 	n.m.mu.Lock()
 	root := n.m.nsRoot[n.ns]
@@ -100,6 +101,9 @@ func (n *node) path() (string, error) {
 		if parent == nil {
 			if q := n.f.queuedAt.Load(); q != nil && n.busy() {
 				return *q, nil
+			}
+			if n.f.held.Load() {
+				return "", nil // open, its name gone: by inode number
 			}
 			return "", syscall.ESTALE
 		}
@@ -159,6 +163,9 @@ func (n *node) setAttrLocked(ino *metapb.Inode, ep uint64) {
 // tellParent updates the parent's listing with n's new record (the
 // mount's own changes: their events are not applied to it).
 func (n *node) tellParent(a *metapb.Inode) {
+	if n.f.gone.Load() {
+		return // its name is another file's, or none
+	}
 	if name, parent := n.Parent(); parent != nil {
 		if pn, ok := parent.Operations().(*node); ok {
 			pn.added(name, a)
@@ -287,7 +294,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if err != nil {
 		return errno(err)
 	}
-	req := &metapb.SetAttrRequest{Ns: n.ns, Path: p}
+	req := &metapb.SetAttrRequest{Ns: n.ns, Path: p, OpenIno: n.openIno()}
 	if m, ok := in.GetMode(); ok {
 		m &= 07777
 		req.Mode = &m

@@ -207,7 +207,7 @@ func ambiguous(err error) bool {
 // held).
 func (n *node) packable() ([]byte, bool) {
 	f := &n.f
-	if !f.creating || n.attr == nil || f.orphan.Load() != nil {
+	if !f.creating || n.attr == nil || f.gone.Load() {
 		return nil, false
 	}
 	if !f.sized {

@@ -124,7 +124,7 @@ func (n *node) unlinked() {
 // has none left, a directory at least its "." and "..".
 func (n *node) nlink(a *metapb.Inode) uint32 {
 	switch {
-	case n.f.orphan.Load() != nil:
+	case n.f.gone.Load():
 		return 0
 	case a.Type == metapb.FileType_DIRECTORY:
 		return max(a.Nlink, 2)
@@ -189,12 +189,16 @@ func xattrListed(name string, uid uint32) bool {
 // Allocate is fallocate(2). Space is not reserved (files are sparse, and
 // the data servers place needles at write time), so only what shows is
 // done: mode 0 extends the file's size over the range, KEEP_SIZE changes
-// nothing; punching and collapsing holes are not supported.
+// nothing, PUNCH_HOLE (with KEEP_SIZE, as Linux requires) reads as zeros
+// afterwards (written as zeros: the space is not given back); collapsing
+// and inserting ranges are not supported.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	n := h.n
 	switch mode {
 	case unix.FALLOC_FL_KEEP_SIZE:
 		return 0
+	case unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE:
+		return h.punch(ctx, off, size)
 	case 0:
 	default:
 		return syscall.EOPNOTSUPP
@@ -206,6 +210,23 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if end := off + size; end > out.Size {
 		in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: end}}
 		return n.Setattr(ctx, h, in, &out)
+	}
+	return 0
+}
+
+// punch zeroes [off, off+size) within the file's size.
+func (h *handle) punch(ctx context.Context, off, size uint64) syscall.Errno {
+	var out fuse.AttrOut
+	if e := h.n.Getattr(ctx, h, &out); e != 0 {
+		return e
+	}
+	end := min(off+size, out.Size)
+	zeros := make([]byte, min(end-min(off, end), 1<<20))
+	for o := off; o < end; o += uint64(len(zeros)) {
+		k := min(uint64(len(zeros)), end-o)
+		if err := h.n.writeAt(ctx, zeros[:k], int64(o)); err != nil {
+			return errno(err)
+		}
 	}
 	return 0
 }

@@ -31,8 +31,9 @@ type session struct {
 	heard atomic.Int64  // unix nanoseconds of meta's last message
 	up    atomic.Bool
 
-	last   atomic.Uint64 // sequence of the last event received
-	sendMu sync.Mutex    // one sender at a time on the stream
+	last   atomic.Uint64                  // sequence of the last event received
+	sendMu sync.Mutex                     // one sender at a time on the stream
+	out    metapb.Meta_MountSessionClient // the stream while up (sendMu)
 
 	mu  sync.Mutex
 	own map[string]*ownOp // ns\x00path -> this mount's mutations in flight
@@ -151,10 +152,27 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 	}
 	s.sendMu.Lock()
 	err = stream.Send(&metapb.MountSessionMsg{Session: s.id})
+	if err == nil {
+		// The files open here, again: a new session (or meta after a
+		// restart) must know them before anything is unlinked.
+		for _, ino := range s.m.openInos() {
+			if err = stream.Send(&metapb.MountSessionMsg{Open: ino}); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		s.out = stream
+	}
 	s.sendMu.Unlock()
 	if err != nil {
 		return err
 	}
+	defer func() {
+		s.sendMu.Lock()
+		s.out = nil
+		s.sendMu.Unlock()
+	}()
 	go func() {
 		// Silence for half a lease ends the session: meta may already
 		// be answering writers without this mount's acknowledgement.
@@ -226,6 +244,16 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 	}
 }
 
+// send sends m on the session stream if it is up; else the next session
+// carries it (opens are announced again at its start).
+func (s *session) send(m *metapb.MountSessionMsg) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.out != nil {
+		s.out.Send(m)
+	}
+}
+
 // reset drops everything cached, here and (asynchronously) in the kernel.
 func (s *session) reset() {
 	s.m.stats.Op("session-reset").Calls.Add(1) // shown in .cairn-stats: each drops every cache
@@ -267,6 +295,10 @@ func forgetTree(dir *fs.Inode) (kept bool) {
 // serving could delay them indefinitely, and the request may itself be
 // waiting for meta, which waits for this acknowledgement).
 func (s *session) apply(ev *metapb.Event, wait bool) {
+	if ev.Ino != 0 {
+		s.applyIno(ev, wait)
+		return
+	}
 	if wait && ev.MountNotice == 0 {
 		k := ownKey(ev.Ns, ev.Path)
 		s.mu.Lock()

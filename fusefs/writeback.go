@@ -475,7 +475,7 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 		return err
 	}
 	r := proto.Clone(attrs).(*metapb.SetAttrRequest)
-	r.Ns, r.Path = n.ns, p
+	r.Ns, r.Path, r.OpenIno = n.ns, p, n.openIno()
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.SetAttr(ctx, r)
 	if err != nil {

@@ -23,6 +23,9 @@ type txn struct {
 	// plain turns off S3 versioning's hooks (versions.go) for the
 	// changes a versioning command makes itself.
 	plain bool
+	// held and keepUnlinked: see Command.held (open.go).
+	held         map[uint64]bool
+	keepUnlinked bool
 }
 
 type needle struct {
@@ -47,7 +50,13 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 		}
 	}
 	defer v.close()
-	t := &txn{b: b, v: v, now: cmd.NowNs, res: &result{}}
+	t := &txn{b: b, v: v, now: cmd.NowNs, res: &result{}, keepUnlinked: cmd.KeepUnlinked}
+	if len(cmd.Held) > 0 {
+		t.held = make(map[uint64]bool, len(cmd.Held))
+		for _, ino := range cmd.Held {
+			t.held[ino] = true
+		}
+	}
 	var (
 		err error
 		op  errors.Op
@@ -120,6 +129,9 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 	case *metapb.Command_RevokeCert:
 		op = "meta.RevokeCert"
 		err = t.revokeCert(c.RevokeCert)
+	case *metapb.Command_ReclaimOrphans:
+		op = "meta.ReclaimOrphans"
+		err = t.reclaimOrphans(c.ReclaimOrphans)
 	case *metapb.Command_SetClusterId:
 		op = "meta.SetClusterId"
 		err = t.setClusterID(c.SetClusterId.Id)
@@ -596,6 +608,9 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	if err != nil {
 		return err
 	}
+	if r.OpenIno != 0 && !r.IfNoneMatch && r.Ino == 0 && !t.names(ns, p, r.OpenIno) {
+		return t.commitOpen(r)
+	}
 	if p == "" {
 		return errors.E(errors.IsDir, "the root is a directory")
 	}
@@ -956,6 +971,10 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 		return err
 	}
 	ino, isDir, err := t.v.walk(ns.RootIno, p)
+	if r.OpenIno != 0 && (err != nil || ino != r.OpenIno) {
+		// An open file whose name went (open.go): changed by inode.
+		ino, isDir, err, p = r.OpenIno, false, nil, ""
+	}
 	if err != nil {
 		return err
 	}
@@ -1003,7 +1022,11 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 		n.MtimeNs = *r.MtimeNs
 	}
 	t.res.inode = n
-	t.event(r.Ns, p, false)
+	if p == "" && r.OpenIno == ino {
+		t.inodeEvent(r.Ns, ino)
+	} else {
+		t.event(r.Ns, p, false)
+	}
 	return t.put(inodeKey(ino), n)
 }
 

@@ -85,6 +85,9 @@ func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res 
 // membership) take its changes.
 func (s *Service) published(res *result) {
 	s.hub.publish(res.events)
+	if len(res.orphans) > 0 { // on every member: the one that leads next reclaims them
+		s.openFiles().orphaned(res.orphans, res.events[len(res.events)-1].Seq)
+	}
 	if res.inode != nil && len(res.events) > 0 {
 		res.inode.Seq = res.events[len(res.events)-1].Seq // stored already; only the answer carries it
 	}

@@ -166,6 +166,9 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 	// answer failed after), so its events are waited for as well.
 	if after := s.hub.lastSeq(); after != before && commandMethods[method] {
 		s.awaitSessions(ctx, after)
+		if s.openFiles().awaited(after) {
+			s.reclaim()
+		}
 	}
 	done(err)
 	return resp, err

@@ -215,6 +215,8 @@ func (s *Service) sessionEnded(id string) {
 		st.mu.Unlock()
 		if !back {
 			s.lockTable().dropSession(id)
+			s.openFiles().dropSession(id)
+			s.reclaim()
 		}
 	})
 }

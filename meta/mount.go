@@ -253,6 +253,11 @@ func (t *txn) mountXattr(r *metapb.MountXattrRequest) error {
 func (t *txn) unlinkFile(ino uint64) (gone bool, err error) {
 	n, err := t.v.inode(ino)
 	if err != nil || n.Nlink <= 1 {
+		if err == nil {
+			if kept, err := t.keepOrphan(n); kept || err != nil {
+				return true, err
+			}
+		}
 		return true, t.removeFile(ino)
 	}
 	n.Nlink--

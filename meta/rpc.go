@@ -101,6 +101,12 @@ func (s *Service) SetVisibility(ctx context.Context, req *metapb.SetVisibilityRe
 // read capabilities.
 func (s *Service) Resolve(ctx context.Context, req *metapb.ResolveRequest) (*metapb.ResolveResponse, error) {
 	resp, err := s.resolveView(req)
+	if req.Ino != 0 && (errors.Is(errors.NotExist, err) || errors.Is(errors.NotDir, err) || err == nil && resp.Inode.Ino != req.Ino) {
+		// Renamed or unlinked by another client since the caller opened it.
+		if r, berr := s.openByIno(ctx, req); berr == nil {
+			resp, err = r, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +209,9 @@ func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metap
 	if _, err := checkPath("meta.Commit", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
+	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
+		req.OpenIno = 0 // by inode only through the caller's own open
+	}
 	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Commit{Commit: req}})
 }
 
@@ -241,7 +250,10 @@ func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metap
 	if _, err := checkPath("meta.Delete", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_Delete{Delete: req}})
+	s.holdFor(ctx, req.Ns, req.Path, req.HeldIno)
+	cmd := &metapb.Command{Op: &metapb.Command_Delete{Delete: req}}
+	s.prepareHeld(ctx, cmd)
+	res, err := s.propose(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -259,12 +271,18 @@ func (s *Service) Rename(ctx context.Context, req *metapb.RenameRequest) (*metap
 	if _, err := checkPath("meta.Rename", req.Ns, req.To); err != nil {
 		return nil, err
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Rename{Rename: req}})
+	s.holdFor(ctx, req.Ns, req.To, req.HeldIno)
+	cmd := &metapb.Command{Op: &metapb.Command_Rename{Rename: req}}
+	s.prepareHeld(ctx, cmd)
+	return s.mutateInode(cmd)
 }
 
 func (s *Service) SetAttr(ctx context.Context, req *metapb.SetAttrRequest) (*metapb.Inode, error) {
 	if _, err := checkPath("meta.SetAttr", req.Ns, req.Path); err != nil {
 		return nil, err
+	}
+	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
+		req.OpenIno = 0
 	}
 	return s.mutateInode(&metapb.Command{Op: &metapb.Command_SetAttr{SetAttr: req}})
 }

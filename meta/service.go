@@ -63,6 +63,7 @@ type Service struct {
 
 	mountSessions sessionTable // see session.go
 	locks         lockTable    // see locks.go
+	opens         openTable    // see open.go
 	callers       callerCache  // verified credentials (caller.go)
 
 	group *group // the Raft group (raft.go); nil: meta alone
@@ -111,6 +112,10 @@ func Open(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	if err := s.setupCaps(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadOrphans(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -183,15 +188,17 @@ func (s *Service) Ops() *metrics.Ops { return s.ops }
 // result is what apply returns: the record the RPC answers with and the
 // events to publish once the batch is visible.
 type result struct {
-	ns      *metapb.Namespace
-	inode   *metapb.Inode
-	volume  *metapb.Volume
-	events  []*metapb.Event
-	garbage bool // needles were queued: wake the collector
-	server  *metapb.ClusterServerState
-	first   uint64          // MountReserve: the first inode number reserved
-	inodes  []*metapb.Inode // CommitBatch: one per commit
-	seqs    []*metapb.Event // CommitBatch: each commit's event
+	ns        *metapb.Namespace
+	inode     *metapb.Inode
+	volume    *metapb.Volume
+	events    []*metapb.Event
+	garbage   bool // needles were queued: wake the collector
+	server    *metapb.ClusterServerState
+	first     uint64          // MountReserve: the first inode number reserved
+	inodes    []*metapb.Inode // CommitBatch: one per commit
+	seqs      []*metapb.Event // CommitBatch: each commit's event
+	orphans   []uint64        // files unlinked while open (open.go)
+	reclaimed []uint64        // ReclaimOrphans: the files removed
 
 	joinRole string // UseJoinToken: the role the spent token allows
 	revoked  bool   // RevokeCert: every replica reloads its revocation list

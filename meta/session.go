@@ -122,6 +122,12 @@ func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
 			if m.Clean != 0 {
 				ms.clean(m.Clean)
 			}
+			if m.Open != 0 {
+				s.openFiles().hold(ms.id, m.Open)
+			}
+			if m.Close != 0 && s.openFiles().release(ms.id, m.Close) {
+				go s.reclaim()
+			}
 			if m.NoticeAck != 0 {
 				ms.mu.Lock()
 				if m.NoticeAck > ms.noticed {

@@ -894,10 +894,14 @@ func (x *Inode) GetS3LegalHold() bool {
 }
 
 type ResolveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // clean path inside ns; "" is the root directory
-	WantExtents   bool                   `protobuf:"varint,3,opt,name=want_extents,json=wantExtents,proto3" json:"want_extents,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // clean path inside ns; "" is the root directory
+	WantExtents bool                   `protobuf:"varint,3,opt,name=want_extents,json=wantExtents,proto3" json:"want_extents,omitempty"`
+	// Open files are inodes (mountx, 300-349): the file with this inode
+	// number, found at path or, when path names another file or none (another
+	// client renamed or unlinked it), through the caller session's open of it.
+	Ino           uint64 `protobuf:"varint,300,opt,name=ino,proto3" json:"ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,13 +957,23 @@ func (x *ResolveRequest) GetWantExtents() bool {
 	return false
 }
 
+func (x *ResolveRequest) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
 type ResolveResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Inode   *Inode                 `protobuf:"bytes,1,opt,name=inode,proto3" json:"inode,omitempty"`
 	Extents []*Extent              `protobuf:"bytes,2,rep,name=extents,proto3" json:"extents,omitempty"` // only when want_extents, sorted by offset
 	// Data-plane capabilities (package capability), parallel to extents:
 	// the read capability of each extent's needle.
-	Caps          []string `protobuf:"bytes,100,rep,name=caps,proto3" json:"caps,omitempty"`
+	Caps []string `protobuf:"bytes,100,rep,name=caps,proto3" json:"caps,omitempty"`
+	// Answered through the caller's open of ResolveRequest.ino: the path
+	// names another file or none (mountx).
+	ByIno         bool `protobuf:"varint,300,opt,name=by_ino,json=byIno,proto3" json:"by_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1013,6 +1027,13 @@ func (x *ResolveResponse) GetCaps() []string {
 		return x.Caps
 	}
 	return nil
+}
+
+func (x *ResolveResponse) GetByIno() bool {
+	if x != nil {
+		return x.ByIno
+	}
+	return false
 }
 
 type BatchResolveRequest struct {
@@ -1486,8 +1507,11 @@ type CommitRequest struct {
 	PartSizes   []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
 	// Object lock of the version this commit makes (S3 PutObject's
 	// x-amz-object-lock-* headers); refused unless the bucket has object lock.
-	S3Retention   *S3Retention `protobuf:"bytes,250,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
-	S3LegalHold   bool         `protobuf:"varint,251,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	S3Retention *S3Retention `protobuf:"bytes,250,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold bool         `protobuf:"varint,251,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	// An open file's flush: when path names another file or none, the
+	// commit goes to this inode, which the caller's session holds open.
+	OpenIno       uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1676,6 +1700,13 @@ func (x *CommitRequest) GetS3LegalHold() bool {
 	return false
 }
 
+func (x *CommitRequest) GetOpenIno() uint64 {
+	if x != nil {
+		return x.OpenIno
+	}
+	return 0
+}
+
 // CommitBatchRequest applies several commits as one mutation: one round
 // trip, one fsync, all or nothing (the first failure names its path and
 // nothing is changed). Commits may point into the same needle (a mount
@@ -1856,11 +1887,14 @@ func (x *AppendRequest) GetContentType() string {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Recursive     bool                   `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"` // delete a non-empty directory
-	IfMatch       string                 `protobuf:"bytes,4,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Ns        string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Recursive bool                   `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"` // delete a non-empty directory
+	IfMatch   string                 `protobuf:"bytes,4,opt,name=if_match,json=ifMatch,proto3" json:"if_match,omitempty"`
+	// The caller holds the file open (mountx): its data stays until the
+	// caller's session closes it.
+	HeldIno       uint64 `protobuf:"varint,300,opt,name=held_ino,json=heldIno,proto3" json:"held_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1923,6 +1957,13 @@ func (x *DeleteRequest) GetIfMatch() string {
 	return ""
 }
 
+func (x *DeleteRequest) GetHeldIno() uint64 {
+	if x != nil {
+		return x.HeldIno
+	}
+	return 0
+}
+
 // DeleteResponse carries the sequence number of the deletion's event (a
 // mount recognizes its own change by it and keeps its caches).
 type DeleteResponse struct {
@@ -1976,6 +2017,7 @@ type RenameRequest struct {
 	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
 	NoReplace     bool                   `protobuf:"varint,4,opt,name=no_replace,json=noReplace,proto3" json:"no_replace,omitempty"` // fail with Exist if `to` exists
 	Parents       bool                   `protobuf:"varint,5,opt,name=parents,proto3" json:"parents,omitempty"`
+	HeldIno       uint64                 `protobuf:"varint,300,opt,name=held_ino,json=heldIno,proto3" json:"held_ino,omitempty"` // the replaced file is open at the caller (see DeleteRequest.held_ino)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2045,6 +2087,13 @@ func (x *RenameRequest) GetParents() bool {
 	return false
 }
 
+func (x *RenameRequest) GetHeldIno() uint64 {
+	if x != nil {
+		return x.HeldIno
+	}
+	return 0
+}
+
 type SetAttrRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
@@ -2058,7 +2107,8 @@ type SetAttrRequest struct {
 	AtimeNs     *int64                 `protobuf:"varint,140,opt,name=atime_ns,json=atimeNs,proto3,oneof" json:"atime_ns,omitempty"`
 	// An access moves atime (relatime): no ctime, version or change event,
 	// so readers' caches of the file stay.
-	Access        bool `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
+	Access        bool   `protobuf:"varint,141,opt,name=access,proto3" json:"access,omitempty"`
+	OpenIno       uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"` // see CommitRequest.open_ino
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2161,6 +2211,13 @@ func (x *SetAttrRequest) GetAccess() bool {
 		return x.Access
 	}
 	return false
+}
+
+func (x *SetAttrRequest) GetOpenIno() uint64 {
+	if x != nil {
+		return x.OpenIno
+	}
+	return 0
 }
 
 type Volume struct {
@@ -3129,7 +3186,10 @@ type Event struct {
 	// On a mount session only: another mount holds an uncommitted change of
 	// ns/path (written behind); drop it and acknowledge with notice_ack, so
 	// that the next look asks meta (which recalls the change first).
-	MountNotice   uint64 `protobuf:"varint,61,opt,name=mount_notice,json=mountNotice,proto3" json:"mount_notice,omitempty"`
+	MountNotice uint64 `protobuf:"varint,61,opt,name=mount_notice,json=mountNotice,proto3" json:"mount_notice,omitempty"`
+	// The change concerns this inode only (an open file written after it
+	// lost its name here): a mount drops what it caches of the inode.
+	Ino           uint64 `protobuf:"varint,300,opt,name=ino,proto3" json:"ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3209,6 +3269,13 @@ func (x *Event) GetMountFlush() bool {
 func (x *Event) GetMountNotice() uint64 {
 	if x != nil {
 		return x.MountNotice
+	}
+	return 0
+}
+
+func (x *Event) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
 	}
 	return 0
 }
@@ -3589,6 +3656,12 @@ func (x *GarbageDone) GetNeedles() []*Needle {
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	NowNs int64                  `protobuf:"varint,1,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	// Inode numbers held open by mount sessions when the command was
+	// proposed, and whether other sessions exist (they may hold opens not
+	// yet announced): a file unlinked then is kept as an orphan, not
+	// removed (mount.go).
+	Held         []uint64 `protobuf:"varint,300,rep,packed,name=held,proto3" json:"held,omitempty"`
+	KeepUnlinked bool     `protobuf:"varint,301,opt,name=keep_unlinked,json=keepUnlinked,proto3" json:"keep_unlinked,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateNamespace
@@ -3629,6 +3702,7 @@ type Command struct {
 	//	*Command_S3DeleteVersion
 	//	*Command_S3Delete
 	//	*Command_S3SetLock
+	//	*Command_ReclaimOrphans
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3669,6 +3743,20 @@ func (x *Command) GetNowNs() int64 {
 		return x.NowNs
 	}
 	return 0
+}
+
+func (x *Command) GetHeld() []uint64 {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *Command) GetKeepUnlinked() bool {
+	if x != nil {
+		return x.KeepUnlinked
+	}
+	return false
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -4020,6 +4108,15 @@ func (x *Command) GetS3SetLock() *S3LockRequest {
 	return nil
 }
 
+func (x *Command) GetReclaimOrphans() *ReclaimOrphansCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReclaimOrphans); ok {
+			return x.ReclaimOrphans
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4180,6 +4277,11 @@ type Command_S3SetLock struct {
 	S3SetLock *S3LockRequest `protobuf:"bytes,253,opt,name=s3_set_lock,json=s3SetLock,proto3,oneof"`
 }
 
+type Command_ReclaimOrphans struct {
+	// ---- Open files (mountx) ----
+	ReclaimOrphans *ReclaimOrphansCommand `protobuf:"bytes,302,opt,name=reclaim_orphans,json=reclaimOrphans,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -4256,22 +4358,74 @@ func (*Command_S3Delete) isCommand_Op() {}
 
 func (*Command_S3SetLock) isCommand_Op() {}
 
+func (*Command_ReclaimOrphans) isCommand_Op() {}
+
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
 // has applied every event up to ack (dropped its caches and the kernel's).
-type MountSessionMsg struct {
+// ReclaimOrphansCommand removes unlinked files no session holds open.
+type ReclaimOrphansCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
-	Ack           uint64                 `protobuf:"varint,2,opt,name=ack,proto3" json:"ack,omitempty"`
-	Clean         uint64                 `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`                          // every change up to this dirty epoch is committed
-	NoticeAck     uint64                 `protobuf:"varint,4,opt,name=notice_ack,json=noticeAck,proto3" json:"notice_ack,omitempty"` // Event.mount_notice applied
+	Inos          []uint64               `protobuf:"varint,1,rep,packed,name=inos,proto3" json:"inos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimOrphansCommand) Reset() {
+	*x = ReclaimOrphansCommand{}
+	mi := &file_proto_meta_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimOrphansCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimOrphansCommand) ProtoMessage() {}
+
+func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimOrphansCommand.ProtoReflect.Descriptor instead.
+func (*ReclaimOrphansCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ReclaimOrphansCommand) GetInos() []uint64 {
+	if x != nil {
+		return x.Inos
+	}
+	return nil
+}
+
+type MountSessionMsg struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Session   string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Ack       uint64                 `protobuf:"varint,2,opt,name=ack,proto3" json:"ack,omitempty"`
+	Clean     uint64                 `protobuf:"varint,3,opt,name=clean,proto3" json:"clean,omitempty"`                          // every change up to this dirty epoch is committed
+	NoticeAck uint64                 `protobuf:"varint,4,opt,name=notice_ack,json=noticeAck,proto3" json:"notice_ack,omitempty"` // Event.mount_notice applied
+	// Open files (mountx): the mount opened (its first descriptor) or closed
+	// (its last) the file with this inode number. Meta keeps an unlinked
+	// file's data while any session holds it open.
+	Open          uint64 `protobuf:"varint,300,opt,name=open,proto3" json:"open,omitempty"`
+	Close         uint64 `protobuf:"varint,301,opt,name=close,proto3" json:"close,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4283,7 +4437,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4296,7 +4450,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -4327,6 +4481,20 @@ func (x *MountSessionMsg) GetNoticeAck() uint64 {
 	return 0
 }
 
+func (x *MountSessionMsg) GetOpen() uint64 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
+func (x *MountSessionMsg) GetClose() uint64 {
+	if x != nil {
+		return x.Close
+	}
+	return 0
+}
+
 // MountDirtyRequest tells meta, before a mount answers a close it has not
 // committed yet, that it holds changes behind; epoch grows with each.
 type MountDirtyRequest struct {
@@ -4346,7 +4514,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4526,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4539,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -4422,7 +4590,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4434,7 +4602,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4447,7 +4615,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -4497,7 +4665,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4677,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4690,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -4561,7 +4729,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4573,7 +4741,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4586,7 +4754,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -4651,7 +4819,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4663,7 +4831,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4676,7 +4844,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -4697,7 +4865,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +4877,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +4890,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4742,7 +4910,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4754,7 +4922,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4767,7 +4935,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4798,7 +4966,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4810,7 +4978,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4823,7 +4991,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -4858,7 +5026,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4870,7 +5038,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4883,7 +5051,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -4905,7 +5073,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4917,7 +5085,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4930,7 +5098,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -4957,7 +5125,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +5137,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +5150,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -5019,7 +5187,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5031,7 +5199,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5044,7 +5212,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -5143,7 +5311,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5155,7 +5323,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5168,7 +5336,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -5214,7 +5382,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5226,7 +5394,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5239,7 +5407,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -5307,7 +5475,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5319,7 +5487,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5332,7 +5500,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -5405,7 +5573,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5417,7 +5585,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5430,7 +5598,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StorageClass) GetName() string {
@@ -5479,7 +5647,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +5659,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +5672,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *S3User) GetName() string {
@@ -5530,7 +5698,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5542,7 +5710,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5555,7 +5723,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -5574,7 +5742,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5754,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5767,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -5626,7 +5794,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5638,7 +5806,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5651,7 +5819,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -5705,7 +5873,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5717,7 +5885,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5730,7 +5898,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -5750,7 +5918,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5762,7 +5930,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5775,7 +5943,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -5803,7 +5971,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5815,7 +5983,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5828,7 +5996,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -5866,7 +6034,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5878,7 +6046,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5891,7 +6059,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -5939,7 +6107,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5951,7 +6119,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5964,7 +6132,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -5990,7 +6158,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6002,7 +6170,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6015,7 +6183,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -6039,7 +6207,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6051,7 +6219,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6232,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -6122,7 +6290,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6134,7 +6302,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6147,7 +6315,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -6194,7 +6362,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6206,7 +6374,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6219,7 +6387,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -6324,7 +6492,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6336,7 +6504,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6349,7 +6517,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -6392,7 +6560,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6404,7 +6572,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6417,7 +6585,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -6494,7 +6662,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6506,7 +6674,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6519,7 +6687,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6557,7 +6725,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +6737,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +6750,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6631,7 +6799,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6643,7 +6811,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6656,7 +6824,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6690,7 +6858,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6702,7 +6870,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6715,7 +6883,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6747,7 +6915,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6759,7 +6927,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6772,7 +6940,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6821,7 +6989,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6833,7 +7001,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6846,7 +7014,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -6881,7 +7049,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6893,7 +7061,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6906,7 +7074,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -6943,7 +7111,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6955,7 +7123,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6968,7 +7136,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7016,7 +7184,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7028,7 +7196,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7041,7 +7209,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -7073,7 +7241,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7085,7 +7253,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7098,7 +7266,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -7148,7 +7316,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7160,7 +7328,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7173,7 +7341,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -7204,7 +7372,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7216,7 +7384,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7229,7 +7397,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -7277,7 +7445,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7289,7 +7457,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7302,7 +7470,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -7331,7 +7499,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7343,7 +7511,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7356,7 +7524,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -7398,7 +7566,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7410,7 +7578,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7423,7 +7591,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -7458,7 +7626,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7470,7 +7638,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7483,7 +7651,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -7509,7 +7677,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7521,7 +7689,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7534,7 +7702,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7555,7 +7723,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7567,7 +7735,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7580,7 +7748,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7609,7 +7777,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7621,7 +7789,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7634,7 +7802,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7710,7 +7878,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7722,7 +7890,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7735,7 +7903,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7810,7 +7978,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7822,7 +7990,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7835,7 +8003,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -7930,7 +8098,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7942,7 +8110,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7955,7 +8123,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8007,7 +8175,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8019,7 +8187,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8032,7 +8200,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -8066,7 +8234,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8078,7 +8246,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8091,7 +8259,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -8115,7 +8283,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8127,7 +8295,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8140,7 +8308,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *MetaMember) GetId() string {
@@ -8183,7 +8351,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8195,7 +8363,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8208,7 +8376,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -8249,7 +8417,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8261,7 +8429,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8274,7 +8442,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -8301,7 +8469,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8313,7 +8481,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8326,7 +8494,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -8350,7 +8518,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8362,7 +8530,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8375,7 +8543,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -8419,7 +8587,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8431,7 +8599,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8444,7 +8612,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -8502,7 +8670,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8514,7 +8682,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8527,7 +8695,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *S3Version) GetKey() string {
@@ -8598,7 +8766,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8610,7 +8778,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8623,7 +8791,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -8669,7 +8837,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8681,7 +8849,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8694,7 +8862,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -8758,7 +8926,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8770,7 +8938,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8783,7 +8951,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -8816,7 +8984,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8828,7 +8996,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8841,7 +9009,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -8985,15 +9153,17 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a9\n" +
 	"\vXattrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"W\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"j\n" +
 	"\x0eResolveRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12!\n" +
-	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\"|\n" +
+	"\fwant_extents\x18\x03 \x01(\bR\vwantExtents\x12\x11\n" +
+	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"\x94\x01\n" +
 	"\x0fResolveResponse\x12'\n" +
 	"\x05inode\x18\x01 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
 	"\aextents\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x12\n" +
-	"\x04caps\x18d \x03(\tR\x04caps\"M\n" +
+	"\x04caps\x18d \x03(\tR\x04caps\x12\x16\n" +
+	"\x06by_ino\x18\xac\x02 \x01(\bR\x05byIno\"M\n" +
 	"\x13BatchResolveRequest\x126\n" +
 	"\brequests\x18\x01 \x03(\v2\x1a.cairn.meta.ResolveRequestR\brequests\"q\n" +
 	"\rResolveResult\x127\n" +
@@ -9026,7 +9196,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\x9b\a\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb7\a\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -9052,7 +9222,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12;\n" +
 	"\fs3_retention\x18\xfa\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
-	"\rs3_legal_hold\x18\xfb\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
+	"\rs3_legal_hold\x18\xfb\x01 \x01(\bR\vs3LegalHold\x12\x1a\n" +
+	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenIno\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -9072,21 +9243,23 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\aextents\x18\x03 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x16\n" +
 	"\x06create\x18\x04 \x01(\bR\x06create\x12\x18\n" +
 	"\aparents\x18\x05 \x01(\bR\aparents\x12!\n" +
-	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\"l\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\"\x88\x01\n" +
 	"\rDeleteRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\x12\x19\n" +
-	"\bif_match\x18\x04 \x01(\tR\aifMatch\"\"\n" +
+	"\bif_match\x18\x04 \x01(\tR\aifMatch\x12\x1a\n" +
+	"\bheld_ino\x18\xac\x02 \x01(\x04R\aheldIno\"\"\n" +
 	"\x0eDeleteResponse\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"|\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x98\x01\n" +
 	"\rRenameRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\tR\x02to\x12\x1d\n" +
 	"\n" +
 	"no_replace\x18\x04 \x01(\bR\tnoReplace\x12\x18\n" +
-	"\aparents\x18\x05 \x01(\bR\aparents\"\xe3\x02\n" +
+	"\aparents\x18\x05 \x01(\bR\aparents\x12\x1a\n" +
+	"\bheld_ino\x18\xac\x02 \x01(\x04R\aheldIno\"\xff\x02\n" +
 	"\x0eSetAttrRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x17\n" +
@@ -9097,7 +9270,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04size\x18\a \x01(\x04H\x04R\x04size\x88\x01\x01\x12&\n" +
 	"\fcontent_type\x18\b \x01(\tH\x05R\vcontentType\x88\x01\x01\x12\x1f\n" +
 	"\batime_ns\x18\x8c\x01 \x01(\x03H\x06R\aatimeNs\x88\x01\x01\x12\x17\n" +
-	"\x06access\x18\x8d\x01 \x01(\bR\x06accessB\a\n" +
+	"\x06access\x18\x8d\x01 \x01(\bR\x06access\x12\x1a\n" +
+	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenInoB\a\n" +
 	"\x05_modeB\x06\n" +
 	"\x04_uidB\x06\n" +
 	"\x04_gidB\v\n" +
@@ -9190,7 +9364,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\x0e2\x14.cairn.meta.S3AccessR\x05value:\x028\x01\"$\n" +
 	"\fWatchRequest\x12\x14\n" +
-	"\x05after\x18\x01 \x01(\x04R\x05after\"\xb5\x01\n" +
+	"\x05after\x18\x01 \x01(\x04R\x05after\"\xc8\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x0e\n" +
 	"\x02ns\x18\x02 \x01(\tR\x02ns\x12\x12\n" +
@@ -9199,7 +9373,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05reset\x18\x05 \x01(\bR\x05reset\x12\x1f\n" +
 	"\vmount_flush\x18< \x01(\bR\n" +
 	"mountFlush\x12!\n" +
-	"\fmount_notice\x18= \x01(\x04R\vmountNotice\"Y\n" +
+	"\fmount_notice\x18= \x01(\x04R\vmountNotice\x12\x11\n" +
+	"\x03ino\x18\xac\x02 \x01(\x04R\x03ino\"Y\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x12\n" +
@@ -9223,9 +9398,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xbb\x13\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xc5\x14\n" +
 	"\aCommand\x12\x15\n" +
-	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12O\n" +
+	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
+	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
+	"\rkeep_unlinked\x18\xad\x02 \x01(\bR\fkeepUnlinked\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
 	"\x10delete_namespace\x18\x03 \x01(\v2\x1c.cairn.meta.NamespaceRequestH\x00R\x0fdeleteNamespace\x12I\n" +
 	"\x0eset_visibility\x18\x04 \x01(\v2 .cairn.meta.SetVisibilityRequestH\x00R\rsetVisibility\x120\n" +
@@ -9270,14 +9447,19 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x11s3_set_versioning\x18\xfa\x01 \x01(\v2\x1f.cairn.meta.S3VersioningRequestH\x00R\x0fs3SetVersioning\x12K\n" +
 	"\x11s3_delete_version\x18\xfb\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\x0fs3DeleteVersion\x12<\n" +
 	"\ts3_delete\x18\xfc\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\bs3Delete\x12<\n" +
-	"\vs3_set_lock\x18\xfd\x01 \x01(\v2\x19.cairn.meta.S3LockRequestH\x00R\ts3SetLockB\x04\n" +
-	"\x02op\"r\n" +
+	"\vs3_set_lock\x18\xfd\x01 \x01(\v2\x19.cairn.meta.S3LockRequestH\x00R\ts3SetLock\x12M\n" +
+	"\x0freclaim_orphans\x18\xae\x02 \x01(\v2!.cairn.meta.ReclaimOrphansCommandH\x00R\x0ereclaimOrphansB\x04\n" +
+	"\x02op\"+\n" +
+	"\x15ReclaimOrphansCommand\x12\x12\n" +
+	"\x04inos\x18\x01 \x03(\x04R\x04inos\"\x9e\x01\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x10\n" +
 	"\x03ack\x18\x02 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05clean\x18\x03 \x01(\x04R\x05clean\x12\x1d\n" +
 	"\n" +
-	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\"\x7f\n" +
+	"notice_ack\x18\x04 \x01(\x04R\tnoticeAck\x12\x13\n" +
+	"\x04open\x18\xac\x02 \x01(\x04R\x04open\x12\x15\n" +
+	"\x05close\x18\xad\x02 \x01(\x04R\x05close\"\x7f\n" +
 	"\x11MountDirtyRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x0e\n" +
@@ -9789,7 +9971,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 134)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -9841,108 +10023,109 @@ var file_proto_meta_proto_goTypes = []any{
 	(*Needle)(nil),                  // 47: cairn.meta.Needle
 	(*GarbageDone)(nil),             // 48: cairn.meta.GarbageDone
 	(*Command)(nil),                 // 49: cairn.meta.Command
-	(*MountSessionMsg)(nil),         // 50: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 51: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 52: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 53: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 54: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 55: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 56: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 57: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 58: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 59: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 60: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 61: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 62: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 63: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 64: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 65: cairn.meta.ClusterStatusResponse
-	(*StorageClass)(nil),            // 66: cairn.meta.StorageClass
-	(*S3User)(nil),                  // 67: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 68: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 69: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 70: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 71: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 72: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 73: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 74: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 75: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 76: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 77: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 78: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 79: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 80: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 81: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 82: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 83: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 84: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 85: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 86: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 87: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 88: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 89: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 90: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 91: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 92: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 93: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 94: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 95: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 96: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 97: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 98: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 99: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 100: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 101: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 102: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 103: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 104: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 105: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 106: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 107: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 108: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 109: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 110: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 111: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 112: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 113: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 114: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 115: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 116: cairn.meta.S3LockRequest
-	nil,                             // 117: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 118: cairn.meta.Inode.HeadersEntry
-	nil,                             // 119: cairn.meta.Inode.TagsEntry
-	nil,                             // 120: cairn.meta.Inode.XattrsEntry
-	nil,                             // 121: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 122: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 123: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 124: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 125: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 126: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 127: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 128: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 129: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 130: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 131: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 132: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 133: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 134: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 135: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 136: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 137: cairn.meta.S3Upload.TagsEntry
+	(*ReclaimOrphansCommand)(nil),   // 50: cairn.meta.ReclaimOrphansCommand
+	(*MountSessionMsg)(nil),         // 51: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 52: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 53: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 54: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 55: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 56: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 57: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 58: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 59: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 60: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 61: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 62: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 63: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 64: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 65: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 66: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),            // 67: cairn.meta.StorageClass
+	(*S3User)(nil),                  // 68: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 69: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 70: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 71: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 72: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 73: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 74: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 75: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 76: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 77: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 78: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 79: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 80: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 81: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 82: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 83: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 84: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 85: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 86: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 87: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 88: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 89: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 90: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 91: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 92: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 93: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 94: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 95: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 96: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 97: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 98: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 99: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 100: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 101: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 102: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 103: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 104: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 105: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 106: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 107: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 108: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 109: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 110: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 111: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 112: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 113: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 114: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 115: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 116: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 117: cairn.meta.S3LockRequest
+	nil,                             // 118: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 119: cairn.meta.Inode.HeadersEntry
+	nil,                             // 120: cairn.meta.Inode.TagsEntry
+	nil,                             // 121: cairn.meta.Inode.XattrsEntry
+	nil,                             // 122: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 123: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 124: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 125: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 126: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 127: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 128: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 129: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 130: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 131: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 132: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 133: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 134: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 135: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 136: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 137: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 138: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	110, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	111, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	117, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	118, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	119, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	120, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	110, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	118, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	119, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	120, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	121, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	111, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -9952,25 +10135,25 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	121, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	122, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	123, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	110, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	122, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	123, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	124, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	111, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	124, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	125, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	100, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	101, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	97,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	104, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	98,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	105, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	125, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	126, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -9985,215 +10168,216 @@ var file_proto_meta_proto_depIdxs = []int32{
 	46,  // 51: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	48,  // 52: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	21,  // 53: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	59,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	60,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	70,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	71,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	67,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	68,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	78,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	79,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	81,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	84,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	86,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	82,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	80,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	52,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	53,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	54,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	56,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	101, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	91,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	92,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	104, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	111, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	113, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	113, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	116, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	126, // 79: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	100, // 80: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 81: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	62,  // 82: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	63,  // 83: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	64,  // 84: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	66,  // 85: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	67,  // 86: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	127, // 87: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	128, // 88: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 89: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	129, // 90: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	74,  // 91: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	74,  // 92: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	77,  // 93: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	130, // 94: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	131, // 95: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	132, // 96: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	133, // 97: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	134, // 98: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	135, // 99: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	136, // 100: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	137, // 101: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 102: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	82,  // 103: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	83,  // 104: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	82,  // 105: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	85,  // 106: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	82,  // 107: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	83,  // 108: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	81,  // 109: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	81,  // 110: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 111: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	104, // 112: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	106, // 113: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 114: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	110, // 115: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 116: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 117: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	112, // 118: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	110, // 119: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 120: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 121: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 122: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 123: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 124: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 125: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 126: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 127: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 128: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 129: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 130: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 131: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 132: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 133: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 134: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 135: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 136: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 137: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 138: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 139: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 140: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 141: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 142: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 143: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 144: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 145: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 146: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	61,  // 147: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 148: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	67,  // 149: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	68,  // 150: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 151: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	72,  // 152: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	71,  // 153: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	68,  // 154: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	73,  // 155: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	71,  // 156: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 157: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	78,  // 158: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	79,  // 159: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	80,  // 160: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	81,  // 161: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	82,  // 162: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	84,  // 163: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	86,  // 164: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	82,  // 165: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	87,  // 166: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	89,  // 167: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	111, // 168: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	113, // 169: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	113, // 170: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	113, // 171: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	114, // 172: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	116, // 173: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	50,  // 174: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	52,  // 175: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	53,  // 176: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	54,  // 177: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	51,  // 178: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	56,  // 179: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 180: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	93,  // 181: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	95,  // 182: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 183: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	108, // 184: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	108, // 185: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 186: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	98,  // 187: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	101, // 188: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	102, // 189: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	104, // 190: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 191: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 192: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 193: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 194: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 195: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 196: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 197: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 198: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 199: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 200: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 201: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 202: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 203: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 204: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 205: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 206: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 207: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 208: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 209: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 210: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 211: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	58,  // 212: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	65,  // 213: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 214: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 215: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	67,  // 216: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 217: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	69,  // 218: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	75,  // 219: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 220: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	76,  // 221: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	74,  // 222: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	75,  // 223: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	78,  // 224: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	78,  // 225: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 226: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 227: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	81,  // 228: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	81,  // 229: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	83,  // 230: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 231: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 232: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	88,  // 233: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	90,  // 234: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 235: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	112, // 236: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	112, // 237: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	112, // 238: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	115, // 239: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	112, // 240: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 241: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 242: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 243: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 244: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	55,  // 245: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	57,  // 246: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 247: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	94,  // 248: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	96,  // 249: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	107, // 250: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 251: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 252: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	109, // 253: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	99,  // 254: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 255: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	103, // 256: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	105, // 257: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	191, // [191:258] is the sub-list for method output_type
-	124, // [124:191] is the sub-list for method input_type
-	124, // [124:124] is the sub-list for extension type_name
-	124, // [124:124] is the sub-list for extension extendee
-	0,   // [0:124] is the sub-list for field type_name
+	60,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	61,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	71,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	72,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	68,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	69,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	79,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	80,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	82,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	85,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	87,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	83,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	81,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	53,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	54,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	55,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	57,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	102, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	92,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	93,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	105, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	112, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	114, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	114, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	117, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	50,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	127, // 80: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	101, // 81: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 82: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	63,  // 83: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	64,  // 84: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	65,  // 85: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	67,  // 86: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	68,  // 87: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	128, // 88: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	129, // 89: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 90: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	130, // 91: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	75,  // 92: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	75,  // 93: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	78,  // 94: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	131, // 95: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	132, // 96: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	133, // 97: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	134, // 98: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	135, // 99: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	136, // 100: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	137, // 101: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	138, // 102: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 103: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	83,  // 104: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	84,  // 105: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	83,  // 106: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	86,  // 107: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	83,  // 108: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	84,  // 109: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	82,  // 110: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	82,  // 111: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 112: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	105, // 113: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	107, // 114: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 115: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	111, // 116: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 117: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 118: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	113, // 119: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	111, // 120: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 121: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 122: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 123: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 124: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 125: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 126: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 127: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 128: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 129: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 130: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 131: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 132: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 133: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 134: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 135: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 136: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 137: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 138: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 139: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 140: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 141: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 142: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 143: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 144: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 145: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 146: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 147: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	62,  // 148: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 149: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	68,  // 150: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	69,  // 151: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 152: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	73,  // 153: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	72,  // 154: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	69,  // 155: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	74,  // 156: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	72,  // 157: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 158: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	79,  // 159: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	80,  // 160: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	81,  // 161: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	82,  // 162: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	83,  // 163: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	85,  // 164: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	87,  // 165: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	83,  // 166: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 167: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	90,  // 168: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	112, // 169: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	114, // 170: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	114, // 171: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	114, // 172: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	115, // 173: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	117, // 174: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	51,  // 175: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	53,  // 176: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	54,  // 177: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	55,  // 178: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	52,  // 179: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	57,  // 180: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 181: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	94,  // 182: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	96,  // 183: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 184: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	109, // 185: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	109, // 186: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 187: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	99,  // 188: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	102, // 189: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	103, // 190: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	105, // 191: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 192: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 193: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 194: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 195: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 196: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 197: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 198: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 199: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 200: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 201: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 202: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 203: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 204: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 205: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 206: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 207: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 208: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 209: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 210: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 211: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 212: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	59,  // 213: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	66,  // 214: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 215: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 216: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	68,  // 217: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 218: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	70,  // 219: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	76,  // 220: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 221: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	77,  // 222: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	75,  // 223: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	76,  // 224: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	79,  // 225: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	79,  // 226: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 227: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 228: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	82,  // 229: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	82,  // 230: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	84,  // 231: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 232: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 233: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	89,  // 234: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	91,  // 235: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 236: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	113, // 237: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	113, // 238: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	113, // 239: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	116, // 240: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	113, // 241: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 242: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 243: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 244: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 245: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	56,  // 246: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	58,  // 247: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 248: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	95,  // 249: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	97,  // 250: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	108, // 251: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 252: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 253: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	110, // 254: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	100, // 255: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 256: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	104, // 257: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	106, // 258: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	192, // [192:259] is the sub-list for method output_type
+	125, // [125:192] is the sub-list for method input_type
+	125, // [125:125] is the sub-list for extension type_name
+	125, // [125:125] is the sub-list for extension extendee
+	0,   // [0:125] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -10241,6 +10425,7 @@ func file_proto_meta_proto_init() {
 		(*Command_S3DeleteVersion)(nil),
 		(*Command_S3Delete)(nil),
 		(*Command_S3SetLock)(nil),
+		(*Command_ReclaimOrphans)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -10248,7 +10433,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   134,
+			NumMessages:   135,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

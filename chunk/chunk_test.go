@@ -360,14 +360,15 @@ type fakeMeta struct {
 	metapb.MetaClient
 	mu      sync.Mutex
 	got     []*metapb.HeartbeatRequest
-	maxSize uint64 // the HeartbeatResponse's max_volume_size
+	maxSize uint64           // the HeartbeatResponse's max_volume_size
+	volumes []*metapb.Volume // the HeartbeatResponse's volumes
 }
 
 func (f *fakeMeta) Heartbeat(_ context.Context, req *metapb.HeartbeatRequest, _ ...grpc.CallOption) (*metapb.HeartbeatResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, req)
-	return &metapb.HeartbeatResponse{MaxVolumeSize: f.maxSize}, nil
+	return &metapb.HeartbeatResponse{MaxVolumeSize: f.maxSize, Volumes: f.volumes}, nil
 }
 
 // TestMaxVolumeSizeFromMeta: the volume size limit meta sends with its
@@ -379,13 +380,16 @@ func TestMaxVolumeSizeFromMeta(t *testing.T) {
 	cfg.Meta, cfg.Addr = meta, "10.0.0.1:9000"
 	s := openStore(t, cfg)
 	ctx := context.Background()
-	if err := s.CreateVolume(ctx, 1, 1); err != nil { // before meta has spoken
+	// Placed as meta places volumes: with their replica set (here, this
+	// server alone); in a cluster a server takes needles only under one.
+	self := []string{cfg.Addr}
+	if err := s.SetReplicas(ctx, 1, 1, self); err != nil { // before meta has spoken
 		t.Fatal(err)
 	}
 	if err := s.Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateVolume(ctx, 2, 1); err != nil {
+	if err := s.SetReplicas(ctx, 2, 1, self); err != nil {
 		t.Fatal(err)
 	}
 	for _, vid := range []uint32{1, 2} {
@@ -424,7 +428,9 @@ func TestRunHeartbeatAndCompaction(t *testing.T) {
 	if err := s.Heartbeat(ctx); err != nil { // a server with a meta serves once it holds a lease
 		t.Fatal(err)
 	}
-	s.CreateVolume(ctx, 1, 1)
+	if err := s.SetReplicas(ctx, 1, 1, []string{cfg.Addr}); err != nil { // as meta places a volume
+		t.Fatal(err)
+	}
 	var keys []uint64
 	for i := range 20 {
 		k, _ := s.Put(ctx, 1, 1, chunktest.Data(uint64(i), 50000))

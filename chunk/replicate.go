@@ -63,15 +63,25 @@ func (s *Store) serving(op errors.Op) error {
 func (s *Store) Ready() <-chan struct{} { return s.repl.ready }
 
 // peers returns the replicas a primary forwards a needle of vid to. A
-// volume meta never gave a set for (one replica, or a standalone server)
-// has none. A write to a server that is not the volume's primary is
-// refused: only the primary assigns keys.
+// standalone server (no meta) that was never given a set has none. In a
+// cluster a needle is taken only under the generation of the set meta
+// gave: without it the server cannot know whom to forward to, and a needle
+// kept here alone would be acknowledged yet lost with this copy (errors.
+// Stale sends the writer to another volume). A write to a server that is
+// not the volume's primary is refused: only the primary assigns keys.
 func (s *Store) peers(op errors.Op, vid uint32, gen uint64) ([]string, error) {
 	s.repl.mu.Lock()
 	set, ok := s.repl.sets[vid]
 	s.repl.mu.Unlock()
-	if !ok || set.gen != gen || len(set.addrs) == 0 {
-		return nil, nil // the volume's own generation check decides
+	switch {
+	case !ok && s.cfg.Meta == nil:
+		return nil, nil // standalone: the volume's own generation check decides
+	case !ok:
+		return nil, errors.E(op, errors.Stale, volPath(vid), "no replica set from meta for this volume")
+	case set.gen != gen:
+		return nil, errors.E(op, errors.Stale, volPath(vid), fmt.Sprintf("generation %d, the replica set is at %d", gen, set.gen))
+	case len(set.addrs) == 0:
+		return nil, nil
 	}
 	if set.addrs[0] != s.cfg.Addr {
 		return nil, errors.E(op, errors.Stale, volPath(vid), fmt.Sprintf("not the primary of the volume (%s is)", set.addrs[0]))
@@ -181,6 +191,24 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 		}
 	}
 	s.repl.mu.Lock()
+	for vid, set := range s.repl.sets {
+		// Meta calls SetReplicas before its heartbeat answers carry the set
+		// (a new volume is recorded once every server has it; a repair
+		// records the next generation, then tells the servers), so this
+		// answer may have been computed before a set this server already
+		// holds: it lacks the volume, or has it at an older generation.
+		// Forgetting the set would have the primary keep new needles to
+		// itself. Meta moves a volume to other servers only at a higher
+		// generation, so the newer set stands (a creation meta retried on
+		// other servers is told by SetReplicas again, at the same one); a
+		// copy meta drops loses its set with it.
+		if cur, ok := sets[vid]; ok && cur.gen >= set.gen || slices.Contains(resp.Drop, vid) {
+			continue
+		}
+		if _, err := s.volume("chunk.heartbeat", vid); err == nil {
+			sets[vid] = set
+		}
+	}
 	s.repl.sets = sets
 	s.repl.mu.Unlock()
 	for _, vid := range resp.Drop {

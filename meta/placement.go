@@ -285,7 +285,10 @@ func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metap
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
 				var err error
-				if r, ok := s.cfg.Chunks(d.addr).(cairn.Replicas); ok && rf > 1 {
+				// Every server learns the set, even of one replica: in a
+				// cluster a primary takes needles only under a set meta
+				// gave it (chunk.Store.peers).
+				if r, ok := s.cfg.Chunks(d.addr).(cairn.Replicas); ok {
 					err = r.SetReplicas(cctx, id, gen, vol.Servers)
 				} else {
 					err = s.cfg.Chunks(d.addr).CreateVolume(cctx, id, gen)

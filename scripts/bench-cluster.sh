@@ -48,7 +48,7 @@ start_cluster() { # $1 = replication
 	# by join token over mutual TLS; an older binary (a "before" run) has
 	# no such command and takes them as they come.
 	local join_data=() join_gw=()
-	if "$CAIRN" admin join-token --help >/dev/null 2>&1; then
+	if "$CAIRN" admin join-token --help 2>/dev/null | grep -q -- --role; then
 		export CAIRN_CA=$TMP/c/meta/ca.pem
 		local tok=""
 		for _ in $(seq 100); do # until meta answers

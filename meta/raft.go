@@ -181,7 +181,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
 	}
-	layer, err := listenTLS(c)
+	layer, err := listenTLS(c, s.cfg.Revoked)
 	if err != nil {
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
@@ -430,8 +430,10 @@ type tlsLayer struct {
 	client    *tls.Config
 }
 
-func listenTLS(c GroupConfig) (*tlsLayer, error) {
-	srv := c.TLS.Server()
+// Both directions check the revocation list: a revoked member can neither
+// call nor be called.
+func listenTLS(c GroupConfig, revoked *pki.Revocations) (*tlsLayer, error) {
+	srv := revoked.Guard(c.TLS.Server())
 	srv.ClientAuth = tls.RequireAndVerifyClientCert
 	l := c.RaftListener
 	if l == nil {
@@ -448,7 +450,7 @@ func listenTLS(c GroupConfig) (*tlsLayer, error) {
 			return nil, err
 		}
 	}
-	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: c.TLS.Client()}, nil
+	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: revoked.Guard(c.TLS.Client())}, nil
 }
 
 func (t *tlsLayer) Addr() net.Addr { return t.advertise }

@@ -1,6 +1,8 @@
 package meta
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"strings"
@@ -318,5 +320,50 @@ func TestGroupMembershipAndBackup(t *testing.T) {
 	}
 	if _, err := svc.Mkdir(bg, &metapb.MkdirRequest{Ns: "grp", Path: "after"}); err != nil {
 		t.Fatalf("restored meta takes no writes: %v", err)
+	}
+}
+
+// A revoked member's certificate no longer opens a Raft connection to the
+// others: the transport checks the revocation list both ways, and every
+// member learns the list by applying the revocation.
+func TestGroupRefusesRevokedMember(t *testing.T) {
+	g := newTestGroup(t, 3, nil)
+	l := g.awaitLeader()
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	leaf, err := x509.ParseCertificate(f.node.Cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func(to *member) error {
+		c, err := tls.Dial("tcp", to.raftAddr, f.node.Client())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// TLS 1.3: the server's verdict on the client's certificate
+		// arrives with the first read.
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = c.Read(make([]byte, 1))
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			return nil // accepted: the server waits for Raft's first request
+		}
+		return err
+	}
+	if err := dial(l); err != nil {
+		t.Fatalf("before the revocation the leader refused the member: %v", err)
+	}
+	if _, err := g.client().RevokeCert(bg, &metapb.RevokedCert{Serial: pki.SerialHex(leaf)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range g.members {
+		if m == f {
+			continue
+		}
+		await.Until(t, 10*time.Second, "member "+m.addr+" to refuse the revoked certificate", func() bool { return dial(m) != nil })
 	}
 }

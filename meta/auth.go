@@ -6,10 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"cairn/errors"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -83,7 +83,7 @@ func (s *Service) setupRoot() error {
 	// The file first: a root nobody can learn the secret of is useless.
 	f := filepath.Join(s.cfg.Dir, RootCredentialsFile)
 	body := fmt.Sprintf("CAIRN_ROOT_USER=%s\nCAIRN_ROOT_PASSWORD=%s\n", user, secret)
-	if err := writeFileSync(f, []byte(body), 0o600); err != nil {
+	if err := pki.WriteFileSync(f, []byte(body), 0o600); err != nil {
 		return errors.E(op, errors.IO, errors.Path(f), err)
 	}
 	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutUser{PutUser: newUser(user, secret, true)}}); err != nil {
@@ -91,26 +91,6 @@ func (s *Service) setupRoot() error {
 	}
 	s.genUser, s.genSecret = user, secret
 	return nil
-}
-
-func writeFileSync(name string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil { // an older file may have had other bits
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // GeneratedRoot returns the root pair that this Open generated, so that

@@ -9,6 +9,7 @@ import (
 
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -80,10 +81,7 @@ func (s *Service) rotateCaps() error {
 	f := filepath.Join(s.cfg.Dir, CapKeyFile)
 	// Written aside and renamed: a crash mid-write must not lose the key
 	// every data server is verifying with.
-	if err := writeFileSync(f+".tmp", b, 0o600); err != nil {
-		return errors.E(errors.Op("meta.rotateCaps"), errors.IO, errors.Path(f), err)
-	}
-	if err := os.Rename(f+".tmp", f); err != nil {
+	if err := pki.WriteFileSync(f, b, 0o600); err != nil {
 		return errors.E(errors.Op("meta.rotateCaps"), errors.IO, errors.Path(f), err)
 	}
 	s.capFile = kf

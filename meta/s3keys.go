@@ -16,6 +16,7 @@ import (
 
 	"cairn/errors"
 	"cairn/pathname"
+	"cairn/pki"
 	"cairn/proto/metapb"
 )
 
@@ -46,7 +47,7 @@ func loadMasterKey(dir string) (cipher.AEAD, error) {
 	if os.IsNotExist(err) {
 		key = make([]byte, 32)
 		rand.Read(key)
-		if err := writeFileSync(f, key, 0o600); err != nil {
+		if err := pki.WriteFileSync(f, key, 0o600); err != nil {
 			return nil, errors.E(op, errors.IO, errors.Path(f), err)
 		}
 	} else if err != nil {

@@ -399,7 +399,8 @@ func (g *Gateway) get(w http.ResponseWriter, r *http.Request, p principal, ns, p
 		w.WriteHeader(code)
 		return code
 	}
-	defer cork.Request(r)() // headers and body in one socket write over TLS
+	// Headers and body leave in one socket write over TLS.
+	defer cork.Request(r)()
 	if g.hot.fits(size) && ino.Ino != 0 { // a stored version has no inode to cache by
 		data, err := g.hotRead(r.Context(), f)
 		if err != nil {

@@ -341,7 +341,8 @@ func (s *Server) getObject(q *request) error {
 		q.w.WriteHeader(code)
 		return nil
 	}
-	defer cork.Request(q.r)() // headers and body in one socket write over TLS
+	// Headers and body leave in one socket write over TLS.
+	defer cork.Request(q.r)()
 	if s.cfg.Small != nil && ino.Ino != 0 { // a stored version has no inode to cache by
 		data, ok, err := s.cfg.Small.ReadSmall(q.ctx(), f)
 		if err != nil {

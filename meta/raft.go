@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"crypto/x509"
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -428,6 +429,7 @@ type tlsLayer struct {
 	net.Listener
 	advertise net.Addr
 	client    *tls.Config
+	revoked   *pki.Revocations
 }
 
 // Both directions check the revocation list: a revoked member can neither
@@ -450,7 +452,7 @@ func listenTLS(c GroupConfig, revoked *pki.Revocations) (*tlsLayer, error) {
 			return nil, err
 		}
 	}
-	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: revoked.Guard(c.TLS.Client())}, nil
+	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: revoked.Guard(c.TLS.Client()), revoked: revoked}, nil
 }
 
 func (t *tlsLayer) Addr() net.Addr { return t.advertise }
@@ -463,11 +465,12 @@ func (t *tlsLayer) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := handshakeMeta(c.(*tls.Conn), 5*time.Second); err != nil {
+		tc := c.(*tls.Conn)
+		if err := handshakeMeta(tc, 5*time.Second); err != nil {
 			c.Close()
 			continue
 		}
-		return c, nil
+		return t.watch(tc), nil
 	}
 }
 
@@ -486,7 +489,50 @@ func (t *tlsLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 		c.Close()
 		return nil, err
 	}
-	return c, nil
+	return t.watch(c), nil
+}
+
+// watch wraps a member's connection so that it dies with its peer's
+// certificate: Raft pools connections for as long as they work, and the
+// handshake's check alone would let one opened before a revocation carry
+// appends and votes forever.
+func (t *tlsLayer) watch(c *tls.Conn) net.Conn {
+	cs := c.ConnectionState()
+	if t.revoked == nil || len(cs.PeerCertificates) == 0 {
+		return c
+	}
+	return &revocableConn{Conn: c, peer: cs.PeerCertificates[0], revoked: t.revoked}
+}
+
+// revocableConn checks the revocation list before every read and write (a
+// map lookup behind an atomic pointer; Raft's transport buffers, so these
+// are few) and closes itself once its peer is revoked.
+type revocableConn struct {
+	net.Conn
+	peer    *x509.Certificate
+	revoked *pki.Revocations
+}
+
+func (c *revocableConn) check() error {
+	if err := c.revoked.Check(c.peer); err != nil {
+		c.Conn.Close()
+		return err
+	}
+	return nil
+}
+
+func (c *revocableConn) Read(p []byte) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *revocableConn) Write(p []byte) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
 }
 
 // handshakeMeta completes the TLS handshake and checks that the peer is a

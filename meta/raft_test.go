@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/hashicorp/raft"
 	"net"
 	"strings"
 	"sync"
@@ -365,5 +366,40 @@ func TestGroupRefusesRevokedMember(t *testing.T) {
 			continue
 		}
 		await.Until(t, 10*time.Second, "member "+m.addr+" to refuse the revoked certificate", func() bool { return dial(m) != nil })
+	}
+}
+
+// TestRevokedMemberLosesPooledConnections: Raft keeps its connections open
+// for as long as they work, so refusing new handshakes alone would let a
+// member revoked after joining go on taking appends over the old ones.
+// Once revoked, the member must stop hearing from the leader (it stands
+// for election, and nobody votes for it).
+func TestRevokedMemberLosesPooledConnections(t *testing.T) {
+	g := newTestGroup(t, 3, nil)
+	l := g.awaitLeader()
+	var f *member
+	for _, m := range g.members {
+		if m != l {
+			f = m
+		}
+	}
+	// The pool is warm: f has been applying the leader's appends.
+	if _, err := g.client().CreateNamespace(bg, &metapb.CreateNamespaceRequest{Name: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(f.node.Cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.client().RevokeCert(bg, &metapb.RevokedCert{Serial: pki.SerialHex(leaf)}); err != nil {
+		t.Fatal(err)
+	}
+	await.Until(t, 20*time.Second, "the revoked member to lose the leader", func() bool {
+		addr, _ := f.svc.group.r.LeaderWithID()
+		return f.svc.group.r.State() != raft.Follower || addr == ""
+	})
+	// The rest of the group goes on without it.
+	if _, err := g.client().CreateNamespace(bg, &metapb.CreateNamespaceRequest{Name: "after"}); err != nil {
+		t.Fatal(err)
 	}
 }

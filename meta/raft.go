@@ -1,10 +1,10 @@
 package meta
 
 import (
-	"crypto/x509"
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"

@@ -14,6 +14,9 @@ import (
 // of real processes (meta, three data servers), kills a data server and
 // waits for the cluster page to show it dead.
 func TestBrowserClusterDeadServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of processes, which -short leaves to the full suite")
+	}
 	bin, err := clustertest.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -138,6 +138,12 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 			}
 			leader, refused := LeaderOf(err)
 			retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
+			if ctx.Err() != nil && errors.Is(errors.Unavailable, err) {
+				// The caller's deadline passed on a member that never
+				// answered (cut off, not down): the next call tries
+				// another rather than wait on it again.
+				hint.follow("")
+			}
 			if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
 				return err
 			}

@@ -263,6 +263,14 @@ func BenchmarkGroupCommitGRPC(b *testing.B) {
 	benchCommits(b, cl)
 }
 
+// BenchmarkGroupCommitGRPCNoIDs is BenchmarkGroupCommitGRPC with commits
+// sent without request ids: the cost of remembering them (dedup.go).
+func BenchmarkGroupCommitGRPCNoIDs(b *testing.B) {
+	delete(dedupMethods, "Commit")
+	defer func() { dedupMethods["Commit"] = true }()
+	BenchmarkGroupCommitGRPC(b)
+}
+
 // TestGroupMembershipAndBackup adds a fourth member (started with no
 // bootstrap: it waits to be added), sees it catch up, removes it, and
 // takes a backup over the API that a new meta starts from.

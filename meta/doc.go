@@ -25,6 +25,9 @@
 //	sM/, sP/                       S3 multipart uploads and their parts (multipart.go)
 //	sV/{ns} 0 {path} 0 {^order:8}  S3 stored versions and delete markers; c/s3ver
 //	                               the version counter (versions.go)
+//	c/applied                      the last Raft entry applied (fsm.go)
+//	c/req/{id:16}, c/reqo/{slot:8}, c/reqn
+//	                               request ids: outcome, order, count (dedup.go)
 //
 // Extents live apart from their inode so that a log file with a million
 // appends adds one small key per append instead of rewriting one huge value.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
@@ -22,7 +23,8 @@ import (
 // last known to lead, and the failover interceptor retries a call a
 // member refused as not the leader, on the leader it named. Reads are
 // retried on any unavailable member too; a command whose member went away
-// mid-call is not, since it may have been applied (the caller decides).
+// mid-call is retried only when it carries a request id (dedup.go): the
+// others may have been applied, and the caller decides.
 
 const leaderBalancer = "cairn_meta_leader"
 
@@ -125,13 +127,23 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 	r.InitialState(st)
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		start, delay := time.Now(), 10*time.Millisecond
+		name := opName(method)
+		if dedupMethods[name] { // one id for every attempt (dedup.go)
+			ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, newRequestID())
+		}
 		for {
 			err := fromStatus(inv(ctx, method, req, reply, cc, opts...))
 			if err == nil {
 				return nil
 			}
 			leader, refused := LeaderOf(err)
-			retry := refused || (errors.Is(errors.Unavailable, err) && idempotent(opName(method)))
+			retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
+			if ctx.Err() != nil && errors.Is(errors.Unavailable, err) {
+				// The caller's deadline passed on a member that never
+				// answered (cut off, not down): the next call tries
+				// another rather than wait on it again.
+				hint.follow("")
+			}
 			if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
 				return err
 			}
@@ -153,11 +165,12 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 	}, nil
 }
 
-// idempotent reports whether a call may be sent again after a member went
-// away mid-call: reads, and the heartbeat (soft state, sent every second
-// anyway).
-func idempotent(method string) bool {
-	return readMethods[method] || moreReads[method]
+// retriable reports whether a call may be sent again after a member went
+// away mid-call: reads, the heartbeat (soft state, sent every second
+// anyway), and the commands that carry a request id (applied once however
+// often they are sent).
+func retriable(method string) bool {
+	return readMethods[method] || moreReads[method] || dedupMethods[method]
 }
 
 var moreReads = map[string]bool{

@@ -43,16 +43,35 @@ func appliedIndex(db *pebble.DB) (uint64, error) {
 // (a name taken, a file missing) is the entry's answer, returned in
 // cmdErr; the entry is applied either way, and err reports a store that
 // could not take it. Called with s.mu held.
+//
+// A command whose request id the store remembers (dedup.go) changes
+// nothing but the applied index: its answer is the one remembered, and
+// nothing is published again.
 func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res *result, cmdErr, err error) {
 	b := s.db.NewIndexedBatch()
-	res, cmdErr = applyCommand(s.db, b, cmd, s.rc)
-	if cmdErr != nil {
+	dup := false
+	if len(cmd.RequestId) > 0 {
+		if res, cmdErr, dup, err = recallOutcome(b, cmd.RequestId); err != nil {
+			b.Close()
+			return nil, nil, err
+		}
+	}
+	if !dup {
+		res, cmdErr = applyCommand(s.db, b, cmd, s.rc)
+	}
+	if cmdErr != nil && !dup {
 		b.Close()
 		if index == 0 {
 			return nil, cmdErr, nil
 		}
-		b = s.db.NewIndexedBatch() // only the index moves
+		b = s.db.NewIndexedBatch() // only the index moves, and the outcome
 		res = nil
+	}
+	if len(cmd.RequestId) > 0 && !dup {
+		if err := rememberOutcome(b, cmd.RequestId, res, cmdErr); err != nil {
+			b.Close()
+			return nil, nil, err
+		}
 	}
 	if index != 0 {
 		if err := b.Set(keyApplied, be64(index), nil); err != nil {
@@ -71,7 +90,7 @@ func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res 
 	if err != nil {
 		return nil, nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 	}
-	if res != nil {
+	if res != nil && !dup {
 		s.published(res)
 		if index != 0 || sync {
 			s.kickGC(res)

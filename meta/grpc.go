@@ -181,6 +181,10 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 	ops := svc.Ops()
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		ctx, err := withRequestID(ctx, opName(info.FullMethod)) // dedup.go
+		if err != nil {
+			return nil, toStatus(err)
+		}
 		resp, err := svc.serve(ctx, opName(info.FullMethod), req, func(ctx context.Context) (any, error) { return h(ctx, req) })
 		return resp, toStatus(err)
 	}

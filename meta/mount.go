@@ -21,7 +21,7 @@ func (s *Service) Symlink(ctx context.Context, req *metapb.MountSymlinkRequest) 
 	if req.Target == "" || len(req.Target) > 4096 {
 		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "symlink target empty or over 4096 bytes")
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountSymlink{MountSymlink: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_MountSymlink{MountSymlink: req}}))
 }
 
 func (s *Service) Link(ctx context.Context, req *metapb.MountLinkRequest) (*metapb.Inode, error) {
@@ -32,7 +32,7 @@ func (s *Service) Link(ctx context.Context, req *metapb.MountLinkRequest) (*meta
 	if _, err := checkPath(op, req.Ns, req.To); err != nil {
 		return nil, err
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountLink{MountLink: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_MountLink{MountLink: req}}))
 }
 
 func (s *Service) SetXattr(ctx context.Context, req *metapb.MountXattrRequest) (*metapb.Inode, error) {
@@ -43,7 +43,7 @@ func (s *Service) SetXattr(ctx context.Context, req *metapb.MountXattrRequest) (
 	if req.Name == "" || len(req.Name) > 255 || len(req.Value) > 64<<10 {
 		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "xattr name empty or over 255 bytes, or value over 64 KiB")
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountXattr{MountXattr: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_MountXattr{MountXattr: req}}))
 }
 
 // Mknod makes a special file (fifo, device, socket): an inode with a
@@ -56,7 +56,7 @@ func (s *Service) Mknod(ctx context.Context, req *metapb.MountMknodRequest) (*me
 	if !specialType(req.Type) {
 		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, req.Path), "not a special file type")
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_MountMknod{MountMknod: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_MountMknod{MountMknod: req}}))
 }
 
 // specialType reports whether t is a special file's type (Mknod's).
@@ -73,7 +73,7 @@ func (s *Service) MountReserve(ctx context.Context, req *metapb.MountReserveRequ
 	if req.Count == 0 || req.Count > 1<<20 {
 		return nil, errors.E(errors.Op("meta.MountReserve"), errors.Invalid, "count must be 1 to 2^20")
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_MountReserve{MountReserve: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_MountReserve{MountReserve: req}}))
 	if err != nil {
 		return nil, err
 	}

@@ -238,14 +238,14 @@ func (s *Service) S3GetUpload(ctx context.Context, req *metapb.S3UploadRequest) 
 }
 
 func (s *Service) S3PutPart(ctx context.Context, req *metapb.S3PutPartCommand) (*metapb.S3Part, error) {
-	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutS3Part{PutS3Part: req}}); err != nil {
+	if _, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_PutS3Part{PutS3Part: req}})); err != nil {
 		return nil, err
 	}
 	return req.Part, nil
 }
 
 func (s *Service) S3CompleteUpload(ctx context.Context, req *metapb.S3CompleteRequest) (*metapb.Inode, error) {
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CompleteS3Upload{CompleteS3Upload: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_CompleteS3Upload{CompleteS3Upload: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (s *Service) S3CompleteUpload(ctx context.Context, req *metapb.S3CompleteRe
 }
 
 func (s *Service) S3AbortUpload(ctx context.Context, req *metapb.S3UploadRequest) (*metapb.Empty, error) {
-	_, err := s.propose(&metapb.Command{Op: &metapb.Command_AbortS3Upload{AbortS3Upload: req}})
+	_, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_AbortS3Upload{AbortS3Upload: req}}))
 	return &metapb.Empty{}, err
 }
 

@@ -218,7 +218,15 @@ func (s *Service) startGroup(c GroupConfig) error {
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
 	}
-	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), g.store, g.store, snaps, g.trans); err != nil {
+	// The entries just appended, kept in memory: replication sends them
+	// to the followers without reading them back from the store.
+	logs, err := raft.NewLogCache(1024, g.store)
+	if err != nil {
+		g.trans.Close()
+		g.store.Close()
+		return errors.E(op, errors.Invalid, err)
+	}
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, g.trans); err != nil {
 		g.trans.Close()
 		g.store.Close()
 		return errors.E(op, errors.IO, err)

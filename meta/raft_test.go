@@ -34,6 +34,9 @@ type testGroup struct {
 	members []*member
 	peers   []Peer
 	tweak   func(*GroupConfig)
+	// serverOpts, when set, adds options to a member's gRPC server (a
+	// test's interceptor).
+	serverOpts func(*member) []grpc.ServerOption
 }
 
 func listenLoopback(t testing.TB, addr string) net.Listener {
@@ -48,11 +51,18 @@ func listenLoopback(t testing.TB, addr string) net.Listener {
 // newTestGroup starts n members bootstrapped together.
 func newTestGroup(t testing.TB, n int, tweak func(*GroupConfig)) *testGroup {
 	t.Helper()
+	return newTestGroupWith(t, n, tweak, nil)
+}
+
+// newTestGroupWith is newTestGroup with options for each member's gRPC
+// server.
+func newTestGroupWith(t testing.TB, n int, tweak func(*GroupConfig), serverOpts func(*member) []grpc.ServerOption) *testGroup {
+	t.Helper()
 	ca, err := pki.NewCA("raft test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &testGroup{t: t, ca: ca, tweak: tweak}
+	g := &testGroup{t: t, ca: ca, tweak: tweak, serverOpts: serverOpts}
 	var gls, rls []net.Listener
 	for range n {
 		gl, rl := listenLoopback(t, "127.0.0.1:0"), listenLoopback(t, "127.0.0.1:0")
@@ -91,7 +101,11 @@ func (g *testGroup) start(m *member, gl, rl net.Listener, boot []Peer) {
 		t.Fatal(err)
 	}
 	m.svc = svc
-	m.gs = NewGRPCServer(svc, ServerTLS(m.node.Server()))
+	opts := []grpc.ServerOption{ServerTLS(m.node.Server())}
+	if g.serverOpts != nil {
+		opts = append(opts, g.serverOpts(m)...)
+	}
+	m.gs = NewGRPCServer(svc, opts...)
 	go m.gs.Serve(gl)
 }
 
@@ -248,6 +262,14 @@ func BenchmarkGroupCommitGRPC(b *testing.B) {
 	cl := g.client()
 	mkns(b, cl, "bench")
 	benchCommits(b, cl)
+}
+
+// BenchmarkGroupCommitGRPCNoIDs is BenchmarkGroupCommitGRPC with commits
+// sent without request ids: the cost of remembering them (dedup.go).
+func BenchmarkGroupCommitGRPCNoIDs(b *testing.B) {
+	delete(dedupMethods, "Commit")
+	defer func() { dedupMethods["Commit"] = true }()
+	BenchmarkGroupCommitGRPC(b)
 }
 
 // TestGroupMembershipAndBackup adds a fourth member (started with no

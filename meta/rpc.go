@@ -29,7 +29,7 @@ func (s *Service) CreateNamespace(ctx context.Context, req *metapb.CreateNamespa
 	if err := s.namespaceClass(r); err != nil {
 		return nil, errors.E(op, errors.Path(req.Name), err)
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CreateNamespace{CreateNamespace: r}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_CreateNamespace{CreateNamespace: r}}))
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (s *Service) DeleteNamespace(ctx context.Context, req *metapb.NamespaceRequ
 	if err := pathname.ValidNamespace(req.Name); err != nil {
 		return nil, errors.E(errors.Op("meta.DeleteNamespace"), err)
 	}
-	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_DeleteNamespace{DeleteNamespace: req}}); err != nil {
+	if _, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_DeleteNamespace{DeleteNamespace: req}})); err != nil {
 		return nil, err
 	}
 	return &metapb.Empty{}, nil
@@ -90,7 +90,7 @@ func (s *Service) SetVisibility(ctx context.Context, req *metapb.SetVisibilityRe
 	if err := pathname.ValidNamespace(req.Name); err != nil {
 		return nil, errors.E(errors.Op("meta.SetVisibility"), err)
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_SetVisibility{SetVisibility: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_SetVisibility{SetVisibility: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (s *Service) Mkdir(ctx context.Context, req *metapb.MkdirRequest) (*metapb.
 	if _, err := checkPath("meta.Mkdir", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
-	res, err := s.proposeWait(&metapb.Command{Op: &metapb.Command_Mkdir{Mkdir: req}}, !req.NoSyncWait)
+	res, err := s.proposeWait(withRequest(ctx, &metapb.Command{Op: &metapb.Command_Mkdir{Mkdir: req}}), !req.NoSyncWait)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,7 @@ func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metap
 	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
 		req.OpenIno = 0 // by inode only through the caller's own open
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Commit{Commit: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_Commit{Commit: req}}))
 }
 
 // maxCommitBatch bounds CommitBatch: one mutation holds the apply mutex
@@ -229,7 +229,7 @@ func (s *Service) CommitBatch(ctx context.Context, req *metapb.CommitBatchReques
 			return nil, err
 		}
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_CommitBatch{CommitBatch: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_CommitBatch{CommitBatch: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func (s *Service) Append(ctx context.Context, req *metapb.AppendRequest) (*metap
 	if _, err := checkPath("meta.Append", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_Append{Append: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_Append{Append: req}}))
 }
 
 func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metapb.DeleteResponse, error) {
@@ -253,7 +253,7 @@ func (s *Service) Delete(ctx context.Context, req *metapb.DeleteRequest) (*metap
 	s.holdFor(ctx, req.Ns, req.Path, req.HeldIno)
 	cmd := &metapb.Command{Op: &metapb.Command_Delete{Delete: req}}
 	s.prepareHeld(ctx, cmd)
-	res, err := s.propose(cmd)
+	res, err := s.propose(withRequest(ctx, cmd))
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +274,7 @@ func (s *Service) Rename(ctx context.Context, req *metapb.RenameRequest) (*metap
 	s.holdFor(ctx, req.Ns, req.To, req.HeldIno)
 	cmd := &metapb.Command{Op: &metapb.Command_Rename{Rename: req}}
 	s.prepareHeld(ctx, cmd)
-	return s.mutateInode(cmd)
+	return s.mutateInode(withRequest(ctx, cmd))
 }
 
 func (s *Service) SetAttr(ctx context.Context, req *metapb.SetAttrRequest) (*metapb.Inode, error) {
@@ -284,7 +284,7 @@ func (s *Service) SetAttr(ctx context.Context, req *metapb.SetAttrRequest) (*met
 	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
 		req.OpenIno = 0
 	}
-	return s.mutateInode(&metapb.Command{Op: &metapb.Command_SetAttr{SetAttr: req}})
+	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_SetAttr{SetAttr: req}}))
 }
 
 func (s *Service) mutateInode(cmd *metapb.Command) (*metapb.Inode, error) {

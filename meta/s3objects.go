@@ -240,7 +240,7 @@ func (s *Service) S3PutBucketConfig(ctx context.Context, req *metapb.S3BucketCon
 }
 
 func (s *Service) S3Copy(ctx context.Context, req *metapb.S3CopyRequest) (*metapb.Inode, error) {
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3Copy{S3Copy: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_S3Copy{S3Copy: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +248,7 @@ func (s *Service) S3Copy(ctx context.Context, req *metapb.S3CopyRequest) (*metap
 }
 
 func (s *Service) S3SetTags(ctx context.Context, req *metapb.S3TagsRequest) (*metapb.Inode, error) {
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_SetS3Tags{SetS3Tags: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_SetS3Tags{SetS3Tags: req}}))
 	if err != nil {
 		return nil, err
 	}

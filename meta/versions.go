@@ -592,7 +592,7 @@ func (t *txn) applyVersions(cmd *metapb.Command) (op errors.Op, p errors.Path, k
 // ---- RPCs ---------------------------------------------------------------------------
 
 func (s *Service) S3SetVersioning(ctx context.Context, req *metapb.S3VersioningRequest) (*metapb.Namespace, error) {
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3SetVersioning{S3SetVersioning: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_S3SetVersioning{S3SetVersioning: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -619,7 +619,7 @@ func (s *Service) S3DeleteVersion(ctx context.Context, req *metapb.S3VersionRequ
 			return nil, err
 		}
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3DeleteVersion{S3DeleteVersion: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_S3DeleteVersion{S3DeleteVersion: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -627,7 +627,7 @@ func (s *Service) S3DeleteVersion(ctx context.Context, req *metapb.S3VersionRequ
 }
 
 func (s *Service) S3Delete(ctx context.Context, req *metapb.S3VersionRequest) (*metapb.S3Version, error) {
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3Delete{S3Delete: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_S3Delete{S3Delete: req}}))
 	if err != nil {
 		return nil, err
 	}
@@ -640,7 +640,7 @@ func (s *Service) S3SetLock(ctx context.Context, req *metapb.S3LockRequest) (*me
 			return nil, err
 		}
 	}
-	res, err := s.propose(&metapb.Command{Op: &metapb.Command_S3SetLock{S3SetLock: req}})
+	res, err := s.propose(withRequest(ctx, &metapb.Command{Op: &metapb.Command_S3SetLock{S3SetLock: req}}))
 	if err != nil {
 		return nil, err
 	}

@@ -3662,6 +3662,11 @@ type Command struct {
 	// removed (mount.go).
 	Held         []uint64 `protobuf:"varint,300,rep,packed,name=held,proto3" json:"held,omitempty"`
 	KeepUnlinked bool     `protobuf:"varint,301,opt,name=keep_unlinked,json=keepUnlinked,proto3" json:"keep_unlinked,omitempty"`
+	// The id the client chose for the call that proposed this command (16
+	// random bytes; none for meta's own commands): a command whose id the
+	// state machine remembers is not applied again, and answers with the
+	// outcome remembered (dedup.go).
+	RequestId []byte `protobuf:"bytes,401,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Types that are valid to be assigned to Op:
 	//
 	//	*Command_CreateNamespace
@@ -3757,6 +3762,13 @@ func (x *Command) GetKeepUnlinked() bool {
 		return x.KeepUnlinked
 	}
 	return false
+}
+
+func (x *Command) GetRequestId() []byte {
+	if x != nil {
+		return x.RequestId
+	}
+	return nil
 }
 
 func (x *Command) GetOp() isCommand_Op {
@@ -4360,6 +4372,133 @@ func (*Command_S3SetLock) isCommand_Op() {}
 
 func (*Command_ReclaimOrphans) isCommand_Op() {}
 
+// CommandOutcome is what the state machine remembers of a command that
+// carried a request id: the command's own error, or the parts of its
+// result that calls answer with (dedup.go).
+type CommandOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *Error                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Ns            *Namespace             `protobuf:"bytes,2,opt,name=ns,proto3" json:"ns,omitempty"`
+	Inode         *Inode                 `protobuf:"bytes,3,opt,name=inode,proto3" json:"inode,omitempty"`
+	Volume        *Volume                `protobuf:"bytes,4,opt,name=volume,proto3" json:"volume,omitempty"`
+	First         uint64                 `protobuf:"varint,5,opt,name=first,proto3" json:"first,omitempty"`
+	Inodes        []*Inode               `protobuf:"bytes,6,rep,name=inodes,proto3" json:"inodes,omitempty"`
+	Seqs          []uint64               `protobuf:"varint,7,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`               // CommitBatch: each commit's event
+	LastSeq       uint64                 `protobuf:"varint,8,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"` // the command's last event
+	JoinRole      string                 `protobuf:"bytes,9,opt,name=join_role,json=joinRole,proto3" json:"join_role,omitempty"`
+	Version       *S3Version             `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	Server        *ClusterServerState    `protobuf:"bytes,11,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandOutcome) Reset() {
+	*x = CommandOutcome{}
+	mi := &file_proto_meta_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandOutcome) ProtoMessage() {}
+
+func (x *CommandOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandOutcome.ProtoReflect.Descriptor instead.
+func (*CommandOutcome) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *CommandOutcome) GetError() *Error {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetNs() *Namespace {
+	if x != nil {
+		return x.Ns
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetInode() *Inode {
+	if x != nil {
+		return x.Inode
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetVolume() *Volume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *CommandOutcome) GetInodes() []*Inode {
+	if x != nil {
+		return x.Inodes
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *CommandOutcome) GetJoinRole() string {
+	if x != nil {
+		return x.JoinRole
+	}
+	return ""
+}
+
+func (x *CommandOutcome) GetVersion() *S3Version {
+	if x != nil {
+		return x.Version
+	}
+	return nil
+}
+
+func (x *CommandOutcome) GetServer() *ClusterServerState {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
 // has applied every event up to ack (dropped its caches and the kernel's).
@@ -4373,7 +4512,7 @@ type ReclaimOrphansCommand struct {
 
 func (x *ReclaimOrphansCommand) Reset() {
 	*x = ReclaimOrphansCommand{}
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4385,7 +4524,7 @@ func (x *ReclaimOrphansCommand) String() string {
 func (*ReclaimOrphansCommand) ProtoMessage() {}
 
 func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[46]
+	mi := &file_proto_meta_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4398,7 +4537,7 @@ func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimOrphansCommand.ProtoReflect.Descriptor instead.
 func (*ReclaimOrphansCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{46}
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReclaimOrphansCommand) GetInos() []uint64 {
@@ -4425,7 +4564,7 @@ type MountSessionMsg struct {
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4437,7 +4576,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4450,7 +4589,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -4514,7 +4653,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4526,7 +4665,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4539,7 +4678,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -4590,7 +4729,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4602,7 +4741,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4615,7 +4754,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -4665,7 +4804,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4677,7 +4816,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4690,7 +4829,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -4729,7 +4868,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4741,7 +4880,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4754,7 +4893,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -4819,7 +4958,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4831,7 +4970,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4844,7 +4983,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -4865,7 +5004,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4877,7 +5016,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4890,7 +5029,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -4910,7 +5049,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4922,7 +5061,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4935,7 +5074,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -4966,7 +5105,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4978,7 +5117,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4991,7 +5130,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -5026,7 +5165,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5038,7 +5177,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5051,7 +5190,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -5073,7 +5212,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5085,7 +5224,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5098,7 +5237,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -5125,7 +5264,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5137,7 +5276,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5150,7 +5289,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -5187,7 +5326,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5338,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5351,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -5311,7 +5450,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5462,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5475,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -5382,7 +5521,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5394,7 +5533,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5407,7 +5546,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -5475,7 +5614,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5487,7 +5626,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5500,7 +5639,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -5573,7 +5712,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5585,7 +5724,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5598,7 +5737,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *StorageClass) GetName() string {
@@ -5647,7 +5786,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5659,7 +5798,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5672,7 +5811,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *S3User) GetName() string {
@@ -5698,7 +5837,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5849,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5862,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -5742,7 +5881,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5754,7 +5893,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5767,7 +5906,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -5794,7 +5933,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5806,7 +5945,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5819,7 +5958,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -5873,7 +6012,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5885,7 +6024,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5898,7 +6037,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -5918,7 +6057,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5930,7 +6069,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5943,7 +6082,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -5971,7 +6110,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5983,7 +6122,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5996,7 +6135,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -6034,7 +6173,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6046,7 +6185,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6059,7 +6198,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -6107,7 +6246,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6119,7 +6258,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6132,7 +6271,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -6158,7 +6297,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6170,7 +6309,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6183,7 +6322,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -6207,7 +6346,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6219,7 +6358,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6232,7 +6371,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -6290,7 +6429,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6302,7 +6441,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6315,7 +6454,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -6362,7 +6501,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6374,7 +6513,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6387,7 +6526,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -6492,7 +6631,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6504,7 +6643,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6517,7 +6656,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -6560,7 +6699,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6711,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6724,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -6662,7 +6801,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6674,7 +6813,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6687,7 +6826,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6725,7 +6864,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6737,7 +6876,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6750,7 +6889,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6799,7 +6938,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6811,7 +6950,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6824,7 +6963,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6858,7 +6997,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6870,7 +7009,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6883,7 +7022,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6915,7 +7054,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6927,7 +7066,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6940,7 +7079,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6989,7 +7128,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7001,7 +7140,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7014,7 +7153,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -7049,7 +7188,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7061,7 +7200,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7074,7 +7213,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -7111,7 +7250,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7123,7 +7262,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7136,7 +7275,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7184,7 +7323,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7196,7 +7335,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7209,7 +7348,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -7241,7 +7380,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7253,7 +7392,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7266,7 +7405,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -7316,7 +7455,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7328,7 +7467,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7341,7 +7480,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -7372,7 +7511,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7384,7 +7523,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7397,7 +7536,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -7445,7 +7584,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7457,7 +7596,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7470,7 +7609,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -7499,7 +7638,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7511,7 +7650,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7524,7 +7663,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -7566,7 +7705,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7578,7 +7717,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7591,7 +7730,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -7626,7 +7765,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7638,7 +7777,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7651,7 +7790,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -7677,7 +7816,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7689,7 +7828,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7702,7 +7841,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7723,7 +7862,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7735,7 +7874,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7748,7 +7887,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7777,7 +7916,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7789,7 +7928,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7802,7 +7941,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7878,7 +8017,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7890,7 +8029,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7903,7 +8042,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7978,7 +8117,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8129,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8142,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -8098,7 +8237,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8110,7 +8249,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8123,7 +8262,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8175,7 +8314,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8187,7 +8326,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8200,7 +8339,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -8234,7 +8373,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8246,7 +8385,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8259,7 +8398,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -8283,7 +8422,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8295,7 +8434,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8308,7 +8447,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MetaMember) GetId() string {
@@ -8351,7 +8490,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8363,7 +8502,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8376,7 +8515,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -8417,7 +8556,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8429,7 +8568,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8442,7 +8581,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -8469,7 +8608,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8481,7 +8620,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8494,7 +8633,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -8518,7 +8657,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8530,7 +8669,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8543,7 +8682,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -8587,7 +8726,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8599,7 +8738,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8612,7 +8751,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -8670,7 +8809,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8682,7 +8821,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8695,7 +8834,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *S3Version) GetKey() string {
@@ -8766,7 +8905,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8778,7 +8917,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8791,7 +8930,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -8837,7 +8976,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8849,7 +8988,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8862,7 +9001,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -8926,7 +9065,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8938,7 +9077,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8951,7 +9090,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -8984,7 +9123,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8996,7 +9135,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9009,7 +9148,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9398,11 +9537,13 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xc5\x14\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x14\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
-	"\rkeep_unlinked\x18\xad\x02 \x01(\bR\fkeepUnlinked\x12O\n" +
+	"\rkeep_unlinked\x18\xad\x02 \x01(\bR\fkeepUnlinked\x12\x1e\n" +
+	"\n" +
+	"request_id\x18\x91\x03 \x01(\fR\trequestId\x12O\n" +
 	"\x10create_namespace\x18\x02 \x01(\v2\".cairn.meta.CreateNamespaceRequestH\x00R\x0fcreateNamespace\x12I\n" +
 	"\x10delete_namespace\x18\x03 \x01(\v2\x1c.cairn.meta.NamespaceRequestH\x00R\x0fdeleteNamespace\x12I\n" +
 	"\x0eset_visibility\x18\x04 \x01(\v2 .cairn.meta.SetVisibilityRequestH\x00R\rsetVisibility\x120\n" +
@@ -9449,7 +9590,20 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\ts3_delete\x18\xfc\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\bs3Delete\x12<\n" +
 	"\vs3_set_lock\x18\xfd\x01 \x01(\v2\x19.cairn.meta.S3LockRequestH\x00R\ts3SetLock\x12M\n" +
 	"\x0freclaim_orphans\x18\xae\x02 \x01(\v2!.cairn.meta.ReclaimOrphansCommandH\x00R\x0ereclaimOrphansB\x04\n" +
-	"\x02op\"+\n" +
+	"\x02op\"\xab\x03\n" +
+	"\x0eCommandOutcome\x12'\n" +
+	"\x05error\x18\x01 \x01(\v2\x11.cairn.meta.ErrorR\x05error\x12%\n" +
+	"\x02ns\x18\x02 \x01(\v2\x15.cairn.meta.NamespaceR\x02ns\x12'\n" +
+	"\x05inode\x18\x03 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12*\n" +
+	"\x06volume\x18\x04 \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x12\x14\n" +
+	"\x05first\x18\x05 \x01(\x04R\x05first\x12)\n" +
+	"\x06inodes\x18\x06 \x03(\v2\x11.cairn.meta.InodeR\x06inodes\x12\x12\n" +
+	"\x04seqs\x18\a \x03(\x04R\x04seqs\x12\x19\n" +
+	"\blast_seq\x18\b \x01(\x04R\alastSeq\x12\x1b\n" +
+	"\tjoin_role\x18\t \x01(\tR\bjoinRole\x12/\n" +
+	"\aversion\x18\n" +
+	" \x01(\v2\x15.cairn.meta.S3VersionR\aversion\x126\n" +
+	"\x06server\x18\v \x01(\v2\x1e.cairn.meta.ClusterServerStateR\x06server\"+\n" +
 	"\x15ReclaimOrphansCommand\x12\x12\n" +
 	"\x04inos\x18\x01 \x03(\x04R\x04inos\"\x9e\x01\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
@@ -9971,7 +10125,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 136)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -10023,109 +10177,110 @@ var file_proto_meta_proto_goTypes = []any{
 	(*Needle)(nil),                  // 47: cairn.meta.Needle
 	(*GarbageDone)(nil),             // 48: cairn.meta.GarbageDone
 	(*Command)(nil),                 // 49: cairn.meta.Command
-	(*ReclaimOrphansCommand)(nil),   // 50: cairn.meta.ReclaimOrphansCommand
-	(*MountSessionMsg)(nil),         // 51: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 52: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 53: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 54: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 55: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 56: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 57: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 58: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 59: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 60: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 61: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 62: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 63: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 64: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 65: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 66: cairn.meta.ClusterStatusResponse
-	(*StorageClass)(nil),            // 67: cairn.meta.StorageClass
-	(*S3User)(nil),                  // 68: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 69: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 70: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 71: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 72: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 73: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 74: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 75: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 76: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 77: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 78: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 79: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 80: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 81: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 82: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 83: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 84: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 85: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 86: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 87: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 88: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 89: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 90: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 91: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 92: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 93: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 94: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 95: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 96: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 97: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 98: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 99: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 100: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 101: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 102: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 103: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 104: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 105: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 106: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 107: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 108: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 109: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 110: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 111: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 112: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 113: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 114: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 115: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 116: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 117: cairn.meta.S3LockRequest
-	nil,                             // 118: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 119: cairn.meta.Inode.HeadersEntry
-	nil,                             // 120: cairn.meta.Inode.TagsEntry
-	nil,                             // 121: cairn.meta.Inode.XattrsEntry
-	nil,                             // 122: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 123: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 124: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 125: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 126: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 127: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 128: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 129: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 130: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 131: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 132: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 133: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 134: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 135: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 136: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 137: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 138: cairn.meta.S3Upload.TagsEntry
+	(*CommandOutcome)(nil),          // 50: cairn.meta.CommandOutcome
+	(*ReclaimOrphansCommand)(nil),   // 51: cairn.meta.ReclaimOrphansCommand
+	(*MountSessionMsg)(nil),         // 52: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),       // 53: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),     // 54: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),        // 55: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),       // 56: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),      // 57: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),     // 58: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),    // 59: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),            // 60: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),     // 61: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),      // 62: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),     // 63: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),           // 64: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),           // 65: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),           // 66: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),   // 67: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),            // 68: cairn.meta.StorageClass
+	(*S3User)(nil),                  // 69: cairn.meta.S3User
+	(*S3UserRequest)(nil),           // 70: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),              // 71: cairn.meta.S3UserList
+	(*S3Key)(nil),                   // 72: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),            // 73: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),      // 74: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),          // 75: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),               // 76: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),             // 77: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),               // 78: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),              // 79: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),          // 80: cairn.meta.S3BucketConfig
+	(*S3CopyRequest)(nil),           // 81: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 82: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 83: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 84: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 85: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 86: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 87: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 88: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 89: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 90: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 91: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 92: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 93: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 94: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 95: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 96: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 97: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 98: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 99: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 100: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 101: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 102: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 103: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 104: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 105: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 106: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 107: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 108: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 109: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 110: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 111: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 112: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 113: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 114: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 115: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 116: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 117: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 118: cairn.meta.S3LockRequest
+	nil,                             // 119: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 120: cairn.meta.Inode.HeadersEntry
+	nil,                             // 121: cairn.meta.Inode.TagsEntry
+	nil,                             // 122: cairn.meta.Inode.XattrsEntry
+	nil,                             // 123: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 124: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 125: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 126: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 127: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 128: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 129: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 130: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 131: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 132: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 133: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 134: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 135: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 136: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 137: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 138: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 139: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	111, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	112, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	118, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	119, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	120, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	121, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	111, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	119, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	120, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	121, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	122, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	112, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -10135,25 +10290,25 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	122, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	123, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	124, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	111, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	123, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	124, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	125, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	112, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	125, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	126, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	101, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	102, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	98,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	105, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	99,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	106, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	126, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	127, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -10168,216 +10323,223 @@ var file_proto_meta_proto_depIdxs = []int32{
 	46,  // 51: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	48,  // 52: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	21,  // 53: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	60,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	61,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	71,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	72,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	68,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	69,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	79,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	80,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	82,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	85,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	87,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	83,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	53,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	54,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	55,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	57,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	102, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	92,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	93,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	105, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	112, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	114, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	114, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	117, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	50,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	127, // 80: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	101, // 81: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 82: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	63,  // 83: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	64,  // 84: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	65,  // 85: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	67,  // 86: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	68,  // 87: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	128, // 88: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	129, // 89: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 90: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	130, // 91: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	75,  // 92: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	75,  // 93: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	78,  // 94: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	131, // 95: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	132, // 96: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	133, // 97: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	134, // 98: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	135, // 99: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	136, // 100: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	137, // 101: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	138, // 102: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 103: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	83,  // 104: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 105: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	83,  // 106: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	86,  // 107: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	83,  // 108: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 109: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	82,  // 110: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	82,  // 111: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 112: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	105, // 113: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	107, // 114: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 115: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	111, // 116: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 117: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 118: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	113, // 119: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	111, // 120: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 121: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 122: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 123: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 124: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 125: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 126: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 127: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 128: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 129: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 130: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 131: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 132: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 133: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 134: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 135: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 136: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 137: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 138: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 139: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 140: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 141: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 142: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 143: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 144: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 145: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 146: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 147: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	62,  // 148: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 149: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	68,  // 150: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	69,  // 151: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 152: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	73,  // 153: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	72,  // 154: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	69,  // 155: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	74,  // 156: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	72,  // 157: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 158: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	79,  // 159: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	80,  // 160: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	81,  // 161: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	82,  // 162: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	83,  // 163: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	85,  // 164: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	87,  // 165: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	83,  // 166: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 167: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	90,  // 168: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	112, // 169: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	114, // 170: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	114, // 171: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	114, // 172: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	115, // 173: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	117, // 174: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	51,  // 175: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	53,  // 176: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	54,  // 177: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	55,  // 178: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	52,  // 179: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	57,  // 180: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 181: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	94,  // 182: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	96,  // 183: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 184: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	109, // 185: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	109, // 186: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 187: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	99,  // 188: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	102, // 189: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	103, // 190: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	105, // 191: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 192: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 193: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 194: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 195: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 196: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 197: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 198: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 199: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 200: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 201: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 202: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 203: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 204: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 205: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 206: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 207: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 208: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 209: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 210: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 211: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 212: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	59,  // 213: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	66,  // 214: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 215: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 216: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	68,  // 217: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 218: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	70,  // 219: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	76,  // 220: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 221: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	77,  // 222: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	75,  // 223: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	76,  // 224: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	79,  // 225: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	79,  // 226: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 227: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 228: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	82,  // 229: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	82,  // 230: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	84,  // 231: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 232: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 233: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	89,  // 234: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	91,  // 235: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 236: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	113, // 237: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	113, // 238: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	113, // 239: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	116, // 240: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	113, // 241: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 242: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 243: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 244: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 245: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	56,  // 246: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	58,  // 247: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 248: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	95,  // 249: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	97,  // 250: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	108, // 251: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 252: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 253: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	110, // 254: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	100, // 255: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 256: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	104, // 257: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	106, // 258: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	192, // [192:259] is the sub-list for method output_type
-	125, // [125:192] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	61,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	62,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	72,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	73,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	69,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	70,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	80,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	81,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	83,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	86,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	88,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	84,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	54,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	55,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	56,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	58,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	103, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	93,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	94,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	106, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	113, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	115, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	115, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	118, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	51,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	42,  // 80: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 81: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 82: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 83: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 84: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	114, // 85: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 86: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	128, // 87: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	102, // 88: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 89: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 90: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 91: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 92: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 93: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 94: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	129, // 95: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	130, // 96: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 97: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	131, // 98: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 99: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 100: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 101: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	132, // 102: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	133, // 103: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	134, // 104: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	135, // 105: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	136, // 106: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	137, // 107: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	138, // 108: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	139, // 109: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 110: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	84,  // 111: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	85,  // 112: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	84,  // 113: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 114: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	84,  // 115: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	85,  // 116: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	83,  // 117: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	83,  // 118: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 119: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	106, // 120: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	108, // 121: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 122: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	112, // 123: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 124: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 125: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	114, // 126: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	112, // 127: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 128: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 129: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 130: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 131: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 132: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 133: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 134: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 135: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 136: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 137: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 138: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 139: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 140: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 141: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 142: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 143: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 144: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 145: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 146: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 147: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 148: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 149: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 150: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 151: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 152: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 153: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 154: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 155: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 156: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 157: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 158: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 159: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 160: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 161: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 162: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 163: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 164: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 165: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 166: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	81,  // 167: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	82,  // 168: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	83,  // 169: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	84,  // 170: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	86,  // 171: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	88,  // 172: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	84,  // 173: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	89,  // 174: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	91,  // 175: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	113, // 176: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	115, // 177: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	115, // 178: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	115, // 179: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	116, // 180: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	118, // 181: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 182: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 183: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 184: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 185: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 186: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 187: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 188: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	95,  // 189: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	97,  // 190: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 191: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	110, // 192: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	110, // 193: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 194: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	100, // 195: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	103, // 196: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	104, // 197: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	106, // 198: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 199: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 200: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 201: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 202: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 203: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 204: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 205: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 206: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 207: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 208: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 209: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 210: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 211: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 212: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 213: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 214: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 215: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 216: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 217: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 218: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 219: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 220: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 221: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 222: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 223: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 224: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 225: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 226: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 227: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 228: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 229: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 230: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 231: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 232: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 233: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 234: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 235: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	83,  // 236: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	83,  // 237: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	85,  // 238: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 239: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 240: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	90,  // 241: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	92,  // 242: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 243: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	114, // 244: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	114, // 245: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	114, // 246: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	117, // 247: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	114, // 248: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 249: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 250: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 251: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 252: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 253: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 254: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 255: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	96,  // 256: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	98,  // 257: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	109, // 258: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 259: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 260: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	111, // 261: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	101, // 262: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 263: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	105, // 264: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	107, // 265: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	199, // [199:266] is the sub-list for method output_type
+	132, // [132:199] is the sub-list for method input_type
+	132, // [132:132] is the sub-list for extension type_name
+	132, // [132:132] is the sub-list for extension extendee
+	0,   // [0:132] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -10433,7 +10595,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   135,
+			NumMessages:   136,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,8 @@ type Options struct {
 	// MetaGroup, over 1, runs that many metas as one Raft group (all
 	// founding members); every other role is given all their addresses.
 	MetaGroup int
+	// MetaPlacement is Placement for the members of a meta group.
+	MetaPlacement func(i int) (prefix []string, host string)
 }
 
 // Cluster is a running cluster.
@@ -86,6 +88,8 @@ type Cluster struct {
 	// the first of them. MetaAddr is what the other roles are given.
 	Metas    []*Proc
 	MetaAddr string
+	// MetaRaft are the members' Raft addresses, in the order of Metas.
+	MetaRaft []string
 	// MC is a gRPC client of meta; Client a client library instance
 	// (reads, writes, failover) talking to the processes.
 	MC     metapb.MetaClient

@@ -24,14 +24,22 @@ func (c *Cluster) startMetaGroup(t testing.TB) string {
 	n := c.opt.MetaGroup
 	var grpcAddrs, peers []string
 	raftAddrs := make([]string, n)
+	prefixes := make([][]string, n)
 	for i := range n {
-		g, r := freeAddr(t, c.opt.Host), freeAddr(t, c.opt.Host)
+		host := c.opt.Host
+		if c.opt.MetaPlacement != nil {
+			if p, h := c.opt.MetaPlacement(i); h != "" {
+				prefixes[i], host = p, h
+			}
+		}
+		g, r := freeAddr(t, host), freeAddr(t, host)
 		grpcAddrs, raftAddrs[i] = append(grpcAddrs, g), r
 		peers = append(peers, g+"="+r)
 	}
+	c.MetaRaft = raftAddrs
 	for i := range n {
 		dir := filepath.Join(c.Dir, "meta"+strconv.Itoa(i))
-		p := c.proc("meta"+strconv.Itoa(i), grpcAddrs[i], nil, append([]string{"meta", "--data", dir,
+		p := c.proc("meta"+strconv.Itoa(i), grpcAddrs[i], prefixes[i], append([]string{"meta", "--data", dir,
 			"--listen", grpcAddrs[i], "--raft-listen", raftAddrs[i], "--bootstrap", strings.Join(peers, ","),
 			"--admin", "off", "--dead-after", c.opt.DeadAfter.String()}, c.opt.MetaArgs...))
 		p.Dir = dir

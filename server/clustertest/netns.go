@@ -67,3 +67,25 @@ func (n *Netns) run(t testing.TB, args ...string) {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// CutTCP drops, inside the namespace, every TCP segment to or from the
+// given ports (either end): a partition of some connections only (a meta
+// group's Raft traffic), while the rest still flows. HealTCP undoes it.
+func (n *Netns) CutTCP(t testing.TB, ports ...string) {
+	t.Helper()
+	for _, p := range ports {
+		for _, chain := range []string{"INPUT", "OUTPUT"} {
+			for _, end := range []string{"--dport", "--sport"} {
+				n.run(t, "ip", "netns", "exec", n.Name, "iptables", "-A", chain, "-p", "tcp", end, p, "-j", "DROP")
+			}
+		}
+	}
+}
+
+// HealTCP removes what CutTCP added.
+func (n *Netns) HealTCP(t testing.TB) {
+	t.Helper()
+	for _, chain := range []string{"INPUT", "OUTPUT"} {
+		n.run(t, "ip", "netns", "exec", n.Name, "iptables", "-F", chain)
+	}
+}

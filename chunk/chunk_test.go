@@ -163,13 +163,21 @@ func TestDurability(t *testing.T) {
 		floor int64 // the .dat size when want was taken: every acked needle lies below
 	}
 	var images []image
+	last := 0
 	for i := range 6 {
-		time.Sleep(20 * time.Millisecond)
+		// Each image is taken after more writes were acknowledged, with
+		// the writers still going.
+		await.Until(t, 30*time.Second, "more acknowledged writes", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= last+16
+		})
 		mu.Lock()
 		want := make(map[uint64][]byte, len(acked))
 		for k, d := range acked {
 			want[k] = d
 		}
+		last = len(want)
 		mu.Unlock()
 		fi, err := os.Stat(dat)
 		if err != nil {

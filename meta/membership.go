@@ -22,6 +22,7 @@ type membership struct {
 	suspect  map[string]time.Time // data-plane address -> suspected until
 	repairs  map[uint32]*repairJob
 	done     uint64 // repairs finished since start
+	rounds   uint64 // repair planning rounds since start (status: a test of "nothing moved" waits for some)
 	balance  bool   // a rebalance was asked for (or a server joined)
 
 	// gcMu keeps the garbage collector out while a repair makes its last
@@ -95,6 +96,13 @@ func (s *Service) dead(id string, now time.Time) bool {
 	if d := s.servers[id]; d != nil {
 		return !s.alive(d, now)
 	}
+	return s.settled(now)
+}
+
+// settled reports whether meta has been up longer than DeadAfter: a server
+// heard from for the first time now is a new one, not one coming back
+// after meta restarted, and a server never heard from is dead.
+func (s *Service) settled(now time.Time) bool {
 	return now.Sub(s.cl.started) > s.cfg.DeadAfter
 }
 

@@ -67,7 +67,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		d = &dataServer{id: req.ServerId}
 		s.servers[req.ServerId] = d
 		s.log.Info("data server joined", "id", req.ServerId, "addr", req.Addr, "labels", req.Labels)
-		if s.cfg.RebalanceOnJoin && now.Sub(s.cl.started) > s.cfg.DeadAfter {
+		if s.cfg.RebalanceOnJoin && s.settled(now) {
 			s.cl.balance = true // never false here: that would cancel a rebalance asked for
 		}
 	} else if back {

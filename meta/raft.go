@@ -324,6 +324,9 @@ func (g *group) propose(cmd *metapb.Command) (*result, error) {
 	if err != nil {
 		return nil, errors.E(op, errors.Invalid, err)
 	}
+	if err := g.s.cfg.space.admit(len(data)); err != nil { // bounded while the disk is full (storespace.go)
+		return nil, err
+	}
 	f := g.r.Apply(data, 10*time.Second)
 	if err := f.Error(); err != nil {
 		switch err {

@@ -52,6 +52,7 @@ func (s *Service) repairLoop() {
 func (s *Service) nextRepair(now time.Time) *repairJob {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
+	s.cl.rounds++
 	var jobs []*repairJob
 	for _, v := range s.volumes {
 		want := int(max(v.Replication, 1))

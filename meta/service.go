@@ -229,6 +229,9 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 	}
 	b := s.db.NewIndexedBatch()
 	res, err := applyCommand(s.db, b, cmd, s.rc)
+	if err == nil {
+		err = s.cfg.space.admit(len(b.Repr())) // bounded while the disk is full (storespace.go)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		b.Close()

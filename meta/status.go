@@ -18,7 +18,8 @@ func (s *Service) ClusterStatus(ctx context.Context, _ *metapb.Empty) (*metapb.C
 	now := time.Now()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
-	out := &metapb.ClusterStatusResponse{RepairsDone: s.cl.done, RepairBytesPerSec: uint64(max(s.cfg.RepairRate, 0))}
+	out := &metapb.ClusterStatusResponse{RepairsDone: s.cl.done, RepairBytesPerSec: uint64(max(s.cfg.RepairRate, 0)),
+		RepairRounds: s.cl.rounds, Settled: s.settled(now)}
 	counts := s.replicaCounts()
 	for _, d := range s.servers {
 		cs := &metapb.ClusterServer{

@@ -21,15 +21,24 @@ import (
 // from then on calls that change the tree are refused with NoSpace (507
 // at the HTTP edges), while reads go on. A refused call first looks
 // whether the disk has room again (twice the reserve): then the ballast
-// is laid down again and the call goes ahead. Writes meta makes on its own
-// (heartbeats, the collector's bookkeeping) go on into the reserve.
+// is laid down again and the call goes ahead.
+//
+// Writes that reach the store while it is full (meta's own: a heartbeat's
+// volume change, the collector's and repairs' bookkeeping, key rotation;
+// and calls that passed the door just before it closed) share a budget of
+// a quarter of the reserve, counted in the bytes of their log records
+// (admit). Past it they too are refused with NoSpace, and the loops that
+// made them try again later, so however long the disk stays full the
+// reserve keeps room for the log writes in flight and a flush: the second
+// ENOSPC, which would stop Pebble, does not come.
 type storeSpace struct {
 	path string // the ballast
 	size int64
 	log  *slog.Logger
 
-	full atomic.Bool
-	mu   sync.Mutex // one restore at a time
+	full  atomic.Bool
+	spent atomic.Int64 // bytes admitted since the disk was found full
+	mu    sync.Mutex   // one restore at a time
 }
 
 // DefaultStoreReserve is the reserve cairn meta and cairn server keep: room
@@ -65,6 +74,7 @@ func (sp *storeSpace) onDiskFull() {
 		sp.log.Error("meta's disk is full and its reserve could not be freed", "err", err)
 	}
 	if !sp.full.Swap(true) {
+		sp.spent.Store(0)
 		sp.log.Error("meta's disk is full: changes are refused (NoSpace) until space is freed; reads go on", "dir", filepath.Dir(sp.path))
 	}
 }
@@ -89,6 +99,23 @@ func (sp *storeSpace) check() error {
 		}
 	}
 	return errors.E(errors.Op("meta"), errors.NoSpace, "meta's disk is full: free space on it; reads still work")
+}
+
+// admit is asked before n bytes of log records go to the store. While
+// the disk is full (and has not got room again) it lets through writes up
+// to a quarter of the reserve in all, then answers NoSpace.
+func (sp *storeSpace) admit(n int) error {
+	if sp == nil || !sp.full.Load() {
+		return nil
+	}
+	if err := sp.check(); err == nil {
+		return nil // room again: the reserve is back in place
+	}
+	if sp.spent.Add(int64(n)) > sp.size/4 {
+		sp.spent.Add(-int64(n))
+		return errors.E(errors.Op("meta"), errors.NoSpace, "meta's disk is full: its own writes wait for space too, so that its reserve lasts; free space on it")
+	}
+	return nil
 }
 
 // layBallast makes the reserve file, allocated (not sparse) and synced.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -83,6 +84,31 @@ func TestStoreDiskFull(t *testing.T) {
 		}
 	}
 
+	// Meta's own writes (here volume records, as heartbeats and repairs
+	// write them) go on into the reserve, but only up to a quarter of it;
+	// then they too get NoSpace, and the reserve is never used up (which
+	// would stop Pebble, and this test with it).
+	pad := strings.Repeat("x", 4<<10)
+	own := 0
+	var ownErr error
+	for i := range 10000 { // 40 MiB of records: ten times the reserve
+		v := &metapb.Volume{Id: uint32(1000 + i), Servers: []string{pad}}
+		if _, ownErr = svc.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: v}}); ownErr != nil {
+			break
+		}
+		own++
+	}
+	if !errors.Is(errors.NoSpace, ownErr) {
+		t.Fatalf("after %d of meta's own writes on a full disk: %v, want NoSpace", own, ownErr)
+	}
+	if got := int64(own * len(pad)); got > cfg.StoreReserve/4 {
+		t.Fatalf("meta wrote %d bytes of its own on a full disk, more than a quarter of its %d-byte reserve", got, cfg.StoreReserve)
+	}
+	t.Logf("%d of meta's own writes on the full disk, then: %v", own, ownErr)
+	if _, err := ts.cl.Resolve(bg, &metapb.ResolveRequest{Ns: "full", Path: acked[0]}); err != nil {
+		t.Fatalf("stat after meta's own writes were refused: %v", err)
+	}
+
 	// Space returns: changes are accepted, the reserve is laid down again.
 	filler.Close()
 	if err := os.Remove(filler.Name()); err != nil {
@@ -92,6 +118,9 @@ func TestStoreDiskFull(t *testing.T) {
 		t.Fatalf("a change once space returned: %v", err)
 	}
 	acked = append(acked, "after")
+	if _, err := svc.propose(&metapb.Command{Op: &metapb.Command_PutVolume{PutVolume: &metapb.Volume{Id: 999}}}); err != nil {
+		t.Fatalf("meta's own write once space returned: %v", err)
+	}
 	if _, err := os.Stat(filepath.Join(cfg.Dir, ballastName)); err != nil {
 		t.Fatalf("the reserve after recovery: %v", err)
 	}

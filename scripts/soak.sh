@@ -11,7 +11,9 @@
 # multipart uploads. A kill window runs from the kill to GRACE seconds
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
 # stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
-# (keep the store's files).
+# (keep the store's files), PPROF (serve pprof on meta's and the gateway's
+# admin ports, BASE_PORT+3 and +4, and save their heap profiles in
+# OUT/heap every PPROF seconds).
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
@@ -67,7 +69,13 @@ wait_alive() { # $1 = how many
 	return 1
 }
 
-"$CAIRN" meta --data "$OUT/meta" --listen "$META" --admin off --dead-after 5s >"$OUT/meta.log" 2>&1 &
+META_ADMIN=(--admin off)
+GW_ADMIN=(--admin off)
+if [ -n "${PPROF:-}" ]; then
+	META_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 3)) --pprof)
+	GW_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 4)) --pprof)
+fi
+"$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
 PID[meta]=$!
 # Servers join with a token (the cluster CA is meta's; see README).
 export CAIRN_CA=$OUT/meta/ca.pem
@@ -78,7 +86,7 @@ for _ in $(seq 100); do
 done
 [ -n "$JOIN" ] || { echo "soak: meta gave no join token; see $OUT/meta.log" >&2; exit 1; }
 for i in 1 2 3 4; do start_chunk "$i"; done
-"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" --admin off --console off --data "$OUT/gateway" \
+"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" "${GW_ADMIN[@]}" --console off --data "$OUT/gateway" \
 	--join "$("$CAIRN" admin join-token --meta "$META" --role gateway)" >"$OUT/gateway.log" 2>&1 &
 PID[gateway]=$!
 wait_alive 4
@@ -95,7 +103,8 @@ else
 	echo "soak: no mount (FUSE unavailable?): the mount load is skipped; see $OUT/mount.log" >&2
 fi
 
-# RSS of every process, every 10 s: unix-ms name kB.
+# RSS of every process, every 10 s: unix-ms name kB; and the machine's
+# load average (name "load", in hundredths).
 save_pids
 (
 	while :; do
@@ -103,10 +112,23 @@ save_pids
 			kb=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
 			[ -n "$kb" ] && echo "$(ms) $name $kb"
 		done <"$OUT/pids"
+		echo "$(ms) load $(awk '{printf "%d", $1 * 100}' /proc/loadavg)"
 		sleep 10
 	done
 ) >"$OUT/rss.log" &
 BG+=($!)
+if [ -n "${PPROF:-}" ]; then
+	mkdir -p "$OUT/heap"
+	(
+		while :; do
+			sleep "$PPROF"
+			t=$(date +%s)
+			curl -sf -o "$OUT/heap/meta.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 3))/debug/pprof/heap" || true
+			curl -sf -o "$OUT/heap/gateway.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 4))/debug/pprof/heap" || true
+		done
+	) &
+	BG+=($!)
+fi
 
 "$PWD/bin/soak" --endpoint "$CAIRN_ENDPOINT" --s3 "http://$S3" "${MOUNTARG[@]}" --duration "$DURATION" \
 	--errors "$OUT/errors.log" --verify-when "$OUT/verify" >"$OUT/result.json" 2>"$OUT/verify.log" &
@@ -154,8 +176,9 @@ awk 'NR == FNR { from[NR] = $1; to[NR] = $2; k = NR; next }
 	{ inside = 0; for (i = 1; i <= k; i++) if ($1 >= from[i] && $1 <= to[i]) inside = 1
 	  if (!inside) { out++; if (out <= 10) print "  outside: " $0 }; total++ }
 	END { printf "%d / %d\n", out, total; exit out > 0 }' "$OUT/kills.log" "$OUT/errors.log" || rc=1
-echo "== RSS in MiB (name: first, at a quarter, max, last)"
+echo "== RSS in MiB (name: first, at a quarter, max, last; load: load average)"
 awk '{ t[$2] = t[$2] " " $3 } END { for (n in t) { c = split(t[n], v, " "); m = 0
 	for (i = 1; i <= c; i++) if (v[i] + 0 > m) m = v[i] + 0
-	printf "  %-8s %6.0f %6.0f %6.0f %6.0f\n", n, v[1] / 1024, v[int(c / 4) + 1] / 1024, m / 1024, v[c] / 1024 } }' "$OUT/rss.log" | sort
+	d = n == "load" ? 100 : 1024; f = n == "load" ? "  %-8s %6.1f %6.1f %6.1f %6.1f\n" : "  %-8s %6.0f %6.0f %6.0f %6.0f\n"
+	printf f, n, v[1] / d, v[int(c / 4) + 1] / d, m / d, v[c] / d } }' "$OUT/rss.log" | sort
 exit $rc

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/internal/await"
 	"cairn/server"
 	"cairn/server/servertest"
 )
@@ -225,6 +226,13 @@ func TestS3FS(t *testing.T) {
 		"-o", "passwd_file="+pw, "-o", "endpoint=us-east-1", "-o", "sigv4", "-o", "stat_cache_expire=1", "-o", "dbglevel=warn")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	// Runs after s3fs has exited (cleanups run last first), so errb is
+	// still.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("s3fs said:\n%s", errb.String())
+		}
+	})
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -233,35 +241,30 @@ func TestS3FS(t *testing.T) {
 		cmd.Process.Kill() // the s3fs this test started, by its pid
 		cmd.Wait()
 	})
-	// Wait for the mount to answer.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(mnt, "pre/existing.txt")); err == nil {
-			if string(b) != "from s3" {
-				t.Fatalf("read through s3fs: %q", b)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("s3fs did not mount within 20s:\n%s", errb.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	var pre []byte
+	await.Until(t, 20*time.Second, "the s3fs mount to answer", func() bool {
+		var err error
+		pre, err = os.ReadFile(filepath.Join(mnt, "pre/existing.txt"))
+		return err == nil
+	})
+	if string(pre) != "from s3" {
+		t.Fatalf("read through s3fs: %q", pre)
 	}
 	data := make([]byte, 3<<20)
 	rand.Read(data)
 	if err := os.MkdirAll(filepath.Join(mnt, "made/by"), 0o755); err != nil {
-		t.Fatalf("mkdir through s3fs: %v\n%s", err, errb.String())
+		t.Fatalf("mkdir through s3fs: %v", err)
 	}
 	// chmod and touch of a directory: s3fs copies its marker onto itself
 	// with new metadata (as cp -a and rsync -a make it do).
 	if err := os.Chmod(filepath.Join(mnt, "made/by"), 0o750); err != nil {
-		t.Fatalf("chmod of a directory through s3fs: %v\n%s", err, errb.String())
+		t.Fatalf("chmod of a directory through s3fs: %v", err)
 	}
 	if err := os.Chtimes(filepath.Join(mnt, "made"), time.Now(), time.Now().Add(-time.Hour)); err != nil {
-		t.Fatalf("touch of a directory through s3fs: %v\n%s", err, errb.String())
+		t.Fatalf("touch of a directory through s3fs: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(mnt, "made/by/s3fs.bin"), data, 0o644); err != nil {
-		t.Fatalf("write through s3fs: %v\n%s", err, errb.String())
+		t.Fatalf("write through s3fs: %v", err)
 	}
 	if got := getBody(t, c, "fsmount", "made/by/s3fs.bin"); !bytes.Equal(got, data) {
 		t.Fatalf("object written through s3fs: %d bytes", len(got))

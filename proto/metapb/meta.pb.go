@@ -5608,6 +5608,8 @@ type ClusterStatusResponse struct {
 	Classes           []*StorageClass        `protobuf:"bytes,350,rep,name=classes,proto3" json:"classes,omitempty"`                                                 // configured storage classes
 	EcEncoded         uint64                 `protobuf:"varint,351,opt,name=ec_encoded,json=ecEncoded,proto3" json:"ec_encoded,omitempty"`                           // volumes encoded since meta started
 	EcRebuilt         uint64                 `protobuf:"varint,352,opt,name=ec_rebuilt,json=ecRebuilt,proto3" json:"ec_rebuilt,omitempty"`                           // shards rebuilt since meta started
+	RepairRounds      uint64                 `protobuf:"varint,521,opt,name=repair_rounds,json=repairRounds,proto3" json:"repair_rounds,omitempty"`                  // repair planning rounds since meta started
+	Settled           bool                   `protobuf:"varint,522,opt,name=settled,proto3" json:"settled,omitempty"`                                                // up longer than --dead-after: a server heard first now is new, one never heard is dead
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -5696,6 +5698,20 @@ func (x *ClusterStatusResponse) GetEcRebuilt() uint64 {
 		return x.EcRebuilt
 	}
 	return 0
+}
+
+func (x *ClusterStatusResponse) GetRepairRounds() uint64 {
+	if x != nil {
+		return x.RepairRounds
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
 }
 
 // StorageClass is one class meta places data by (meta/classes.go).
@@ -9690,7 +9706,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vbytes_total\x18\x06 \x01(\x04R\n" +
 	"bytesTotal\x12\x1d\n" +
 	"\n" +
-	"started_ns\x18\a \x01(\x03R\tstartedNs\"\xff\x02\n" +
+	"started_ns\x18\a \x01(\x03R\tstartedNs\"\xc0\x03\n" +
 	"\x15ClusterStatusResponse\x123\n" +
 	"\aservers\x18\x01 \x03(\v2\x19.cairn.meta.ClusterServerR\aservers\x123\n" +
 	"\avolumes\x18\x02 \x03(\v2\x19.cairn.meta.ClusterVolumeR\avolumes\x123\n" +
@@ -9701,7 +9717,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"ec_encoded\x18\xdf\x02 \x01(\x04R\tecEncoded\x12\x1e\n" +
 	"\n" +
-	"ec_rebuilt\x18\xe0\x02 \x01(\x04R\tecRebuilt\"v\n" +
+	"ec_rebuilt\x18\xe0\x02 \x01(\x04R\tecRebuilt\x12$\n" +
+	"\rrepair_rounds\x18\x89\x04 \x01(\x04R\frepairRounds\x12\x19\n" +
+	"\asettled\x18\x8a\x04 \x01(\bR\asettled\"v\n" +
 	"\fStorageClass\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\f\n" +

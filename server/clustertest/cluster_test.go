@@ -120,6 +120,21 @@ func waitDead(t *testing.T, c *Cluster, id string) {
 	})
 }
 
+// slowest is the longest acknowledged put that ended before from or began
+// after to: what a put costs on this machine, at this load, without the
+// failover in between.
+func (l *load) slowest(from, to time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var d time.Duration
+	for i, s := range l.starts {
+		if e := l.ends[i]; e.Before(from) || s.After(to) {
+			d = max(d, e.Sub(s))
+		}
+	}
+	return d
+}
+
 func (l *load) mark() {
 	l.mu.Lock()
 	l.markAt = time.Now()
@@ -163,8 +178,9 @@ func primaryOfWritable(t *testing.T, c *Cluster) *Proc {
 }
 
 // TestKillDuringWrites: kill -9 a data server under a write load. No
-// acknowledged write is lost, writers go on within 2 s, every file reads
-// back, and the replication factor comes back without anyone acting.
+// acknowledged write is lost, writers go on within 2 s (more than a put
+// takes on this machine without a kill), every file reads back, and the
+// replication factor comes back without anyone acting.
 func TestKillDuringWrites(t *testing.T) {
 	c := Start(t, Options{Bin: bin, Servers: 4})
 	c.CreateNS(t, "kill", 3)
@@ -178,17 +194,24 @@ func TestKillDuringWrites(t *testing.T) {
 	// The load runs until meta has declared the victim dead and writers
 	// have gone on past that: the whole failover is under load.
 	waitDead(t, c, victimID)
+	dead := time.Now()
 	after := l.count()
 	await.Until(t, 30*time.Second, "writes going on after the victim was declared dead", func() bool { return l.count() >= after+20 })
 	l.finish()
-	t.Logf("%d files acknowledged, longest put across the kill %v, %d errors", len(l.acked), l.longest, len(l.errs))
+	// A put across the kill may wait up to 2 s for the failover, on top of
+	// what a put takes on this machine at its present load: the slowest
+	// put before the kill or after meta declared the victim dead. A writer
+	// that waited for that declaration (--dead-after 3s, after the last
+	// heartbeat) or for a timeout still fails this on a quiet machine.
+	base := l.slowest(killed, dead)
+	t.Logf("%d files acknowledged, longest put across the kill %v, slowest without it %v, %d errors", len(l.acked), l.longest, base, len(l.errs))
 	for i, err := range l.errs {
 		if i < 5 {
 			t.Errorf("writer error: %v", err)
 		}
 	}
-	if l.longest > 2*time.Second {
-		t.Errorf("a writer waited %v across the kill (want at most 2s)", l.longest)
+	if l.longest > 2*time.Second+base {
+		t.Errorf("a writer waited %v across the kill (want at most 2s more than the slowest put without a kill, %v)", l.longest, base)
 	}
 	checkAll(t, c, "kill", l.acked)
 	st := c.WaitReplicated(t, 90*time.Second, victimID)
@@ -668,7 +691,6 @@ func TestRebalance(t *testing.T) {
 		t.Run(map[bool]string{true: "OnJoin", false: "OnDemand"}[onJoin], func(t *testing.T) {
 			const rate = 8 << 20
 			args := []string{"--max-volume-size", "3MiB", "--repair-rate", "8MiB", fmt.Sprintf("--rebalance-on-join=%v", onJoin)}
-			started := time.Now()
 			c := Start(t, Options{Bin: bin, Servers: 3, MetaArgs: args})
 			c.CreateNS(t, "bal", 3)
 			files := map[string][]byte{}
@@ -701,7 +723,7 @@ func TestRebalance(t *testing.T) {
 			}
 			// A server joining in meta's first --dead-after is one coming
 			// back after a restart, not a new one: wait that out.
-			time.Sleep(time.Until(started.Add(4 * time.Second)))
+			WaitFor(t, 30*time.Second, "meta to count a joining server as new", func() bool { return c.Status(t).Settled })
 
 			stopReads := readLoop(c, "bal", files) // reads keep working throughout
 			defer stopReads()
@@ -717,8 +739,21 @@ func TestRebalance(t *testing.T) {
 				return n
 			}
 			if !onJoin {
-				time.Sleep(2500 * time.Millisecond) // a few repair rounds
-				if n := held(c.Status(t)); n != 0 {
+				// Three repair planning rounds that start after meta knows
+				// the new server (AddChunk waited for it to be alive): any
+				// of them would have planned a move.
+				from := c.Status(t).RepairRounds
+				var st *metapb.ClusterStatusResponse
+				WaitFor(t, 30*time.Second, "three repair rounds after the join", func() bool {
+					st = c.Status(t)
+					return st.RepairRounds >= from+3
+				})
+				for _, r := range st.Repairs {
+					if r.To == joined.Addr {
+						t.Fatalf("a %s move to the new server without --rebalance-on-join or a rebalance", r.Kind)
+					}
+				}
+				if n := held(st); n != 0 {
 					t.Fatalf("%d volumes moved to the new server without --rebalance-on-join or a rebalance", n)
 				}
 				if out := c.Admin(t, "rebalance"); !bytes.Contains([]byte(out), []byte("rebalance started")) {

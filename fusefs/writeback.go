@@ -28,6 +28,7 @@ type writeBehind struct {
 	mu      sync.Mutex
 	idle    *sync.Cond      // on mu: pending dropped to 0
 	epoch   uint64          // last dirty epoch announced to meta
+	drains  uint64          // drains so far (an announcement they overtook is made again)
 	dirty   bool            // announced and not committed since
 	alone   bool            // no other session when this epoch began: paths need no notice
 	noticed map[string]bool // paths other mounts were told of in this epoch
@@ -287,7 +288,7 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
 	w.mu.Lock()
-	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
+	for attempt := 0; !w.dirty || !w.alone && (!w.noticed[k] || wk.create); attempt++ {
 		// Meta learns this mount is dirty, and every other mount drops
 		// the path, before the close (or chmod...) is answered. A create
 		// or mkdir is answered here only with meta's grant (the name is
@@ -295,22 +296,41 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		// other mounts live, a create of a name another mount is
 		// creating too is refused here, and made synchronously instead,
 		// which answers EEXIST.
-		epoch := w.epoch
+		//
+		// Not under w.mu: MountDirty waits for the other mounts (their
+		// acknowledgements, and for a create their recalls), which may
+		// be waiting for this mount's drain, and the drain waits for
+		// commits that take w.mu when they end. A drain that ran
+		// meanwhile may have reported this epoch clean before this work
+		// was queued: then a new epoch is announced.
+		if attempt == 4 {
+			w.mu.Unlock()
+			return false // recalled over and over: do it synchronously
+		}
+		epoch, drains := w.epoch, w.drains
 		if !w.dirty {
 			epoch++
 		}
+		w.mu.Unlock()
 		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		if err != nil {
-			w.mu.Unlock()
 			return false
+		}
+		w.mu.Lock()
+		// Meta holds this mount dirty up to epoch now: the next drain
+		// reports at least that clean, whatever happens to this work.
+		w.epoch = max(w.epoch, epoch)
+		if w.drains != drains {
+			continue
 		}
 		if !w.dirty {
 			// Alone for the whole epoch: another session's first look
 			// recalls this mount, which ends the epoch.
 			w.alone = r.Alone
 		}
-		w.epoch, w.dirty = epoch, true
+		w.dirty = true
 		w.noticed[k] = true
+		break
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
@@ -562,6 +582,7 @@ func (w *writeBehind) drain() uint64 {
 		w.idle.Wait()
 	}
 	w.dirty = false
+	w.drains++
 	clear(w.noticed)
 	return w.epoch
 }

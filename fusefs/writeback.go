@@ -27,7 +27,7 @@ type writeBehind struct {
 
 	mu      sync.Mutex
 	idle    *sync.Cond      // on mu: pending dropped to 0
-	epoch   uint64          // last dirty epoch announced to meta
+	epoch   uint64          // last dirty epoch announced to meta, or being announced
 	drains  uint64          // drains so far (an announcement they overtook is made again)
 	dirty   bool            // announced and not committed since
 	alone   bool            // no other session when this epoch began: paths need no notice
@@ -300,9 +300,13 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		// Not under w.mu: MountDirty waits for the other mounts (their
 		// acknowledgements, and for a create their recalls), which may
 		// be waiting for this mount's drain, and the drain waits for
-		// commits that take w.mu when they end. A drain that ran
-		// meanwhile may have reported this epoch clean before this work
-		// was queued: then a new epoch is announced.
+		// commits that take w.mu when they end. A drain that runs
+		// meanwhile reports the epoch announced clean (meta's recall,
+		// which may target it, is answered at once) although this work
+		// is not queued yet: it is not answered yet either, so no reader
+		// owes it, and it is announced again in a new epoch (for a
+		// create, claimed again: a mount that claimed the name meanwhile
+		// wins, and this one answers EEXIST).
 		if attempt == 4 {
 			w.mu.Unlock()
 			return false // recalled over and over: do it synchronously
@@ -311,15 +315,13 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		if !w.dirty {
 			epoch++
 		}
+		w.epoch = epoch
 		w.mu.Unlock()
 		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		if err != nil {
 			return false
 		}
 		w.mu.Lock()
-		// Meta holds this mount dirty up to epoch now: the next drain
-		// reports at least that clean, whatever happens to this work.
-		w.epoch = max(w.epoch, epoch)
 		if w.drains != drains {
 			continue
 		}

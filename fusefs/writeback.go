@@ -27,8 +27,7 @@ type writeBehind struct {
 
 	mu      sync.Mutex
 	idle    *sync.Cond      // on mu: pending dropped to 0
-	epoch   uint64          // last dirty epoch announced to meta, or being announced
-	drains  uint64          // drains so far (an announcement they overtook is made again)
+	epoch   uint64          // last dirty epoch announced to meta
 	dirty   bool            // announced and not committed since
 	alone   bool            // no other session when this epoch began: paths need no notice
 	noticed map[string]bool // paths other mounts were told of in this epoch
@@ -288,7 +287,7 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
 	w.mu.Lock()
-	for attempt := 0; !w.dirty || !w.alone && (!w.noticed[k] || wk.create); attempt++ {
+	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
 		// Meta learns this mount is dirty, and every other mount drops
 		// the path, before the close (or chmod...) is answered. A create
 		// or mkdir is answered here only with meta's grant (the name is
@@ -296,43 +295,22 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		// other mounts live, a create of a name another mount is
 		// creating too is refused here, and made synchronously instead,
 		// which answers EEXIST.
-		//
-		// Not under w.mu: MountDirty waits for the other mounts (their
-		// acknowledgements, and for a create their recalls), which may
-		// be waiting for this mount's drain, and the drain waits for
-		// commits that take w.mu when they end. A drain that runs
-		// meanwhile reports the epoch announced clean (meta's recall,
-		// which may target it, is answered at once) although this work
-		// is not queued yet: it is not answered yet either, so no reader
-		// owes it, and it is announced again in a new epoch (for a
-		// create, claimed again: a mount that claimed the name meanwhile
-		// wins, and this one answers EEXIST).
-		if attempt == 4 {
-			w.mu.Unlock()
-			return false // recalled over and over: do it synchronously
-		}
-		epoch, drains := w.epoch, w.drains
+		epoch := w.epoch
 		if !w.dirty {
 			epoch++
 		}
-		w.epoch = epoch
-		w.mu.Unlock()
 		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		if err != nil {
+			w.mu.Unlock()
 			return false
-		}
-		w.mu.Lock()
-		if w.drains != drains {
-			continue
 		}
 		if !w.dirty {
 			// Alone for the whole epoch: another session's first look
 			// recalls this mount, which ends the epoch.
 			w.alone = r.Alone
 		}
-		w.dirty = true
+		w.epoch, w.dirty = epoch, true
 		w.noticed[k] = true
-		break
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
@@ -584,7 +562,6 @@ func (w *writeBehind) drain() uint64 {
 		w.idle.Wait()
 	}
 	w.dirty = false
-	w.drains++
 	clear(w.noticed)
 	return w.epoch
 }

@@ -95,7 +95,7 @@ func (s *session) applyIno(ev *metapb.Event, wait bool) {
 		return
 	}
 	s.ep.Add(1)
-	notifyKernel([]func(){func() { n.invalidate(); n.NotifyContent(-1, 0) }}, []func(){func() { n.NotifyContent(0, 0) }}, wait)
+	s.notifyKernel([]func(){func() { n.invalidate(); n.NotifyContent(-1, 0) }}, []func(){func() { n.NotifyContent(0, 0) }}, wait)
 }
 
 // stillNamed reports whether n may still be the file its name shows:

@@ -35,6 +35,8 @@ type session struct {
 	sendMu sync.Mutex                     // one sender at a time on the stream
 	out    metapb.Meta_MountSessionClient // the stream while up (sendMu)
 
+	locked kernelQueue // kernel notifications that take kernel locks (notifyKernel)
+
 	mu  sync.Mutex
 	own map[string]*ownOp // ns\x00path -> this mount's mutations in flight
 	// expect holds, per path, the sequence of this mount's own change
@@ -347,7 +349,7 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 			}
 		}
 	}
-	notifyKernel(attrs, locked, wait)
+	s.notifyKernel(attrs, locked, wait)
 }
 
 // notifyKernel tells the kernel to drop what an event changed: attrs
@@ -368,30 +370,61 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 // inode whose attributes are invalid, so any use of it asks this mount,
 // which asks meta (and the kernel drops cached pages whose file changed
 // when it fetches the attributes: auto_inval_data). The kernel applies
-// the locked ones as soon as the lock holder returns.
-func notifyKernel(attrs, locked []func(), wait bool) {
-	if len(locked) > 0 {
-		go func() {
-			for _, f := range locked {
-				f()
-			}
-		}()
-	}
-	if len(attrs) == 0 {
-		return
-	}
+// the locked ones as soon as the lock holder returns, one at a time and
+// in the order of the events (as when each was waited for), from one
+// goroutine (not one thread blocked per event).
+func (s *session) notifyKernel(attrs, locked []func(), wait bool) {
 	done := make(chan struct{})
 	go func() {
 		for _, f := range attrs {
 			f()
 		}
 		close(done)
+		s.locked.add(locked) // after the attributes, as when one call did both
 	}()
 	if wait {
 		select {
 		case <-done:
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// kernelQueue runs kernel notifications in order on one goroutine,
+// started when there are some.
+type kernelQueue struct {
+	mu      sync.Mutex
+	q       []func()
+	running bool
+}
+
+func (k *kernelQueue) add(fs []func()) {
+	if len(fs) == 0 {
+		return
+	}
+	k.mu.Lock()
+	k.q = append(k.q, fs...)
+	start := !k.running
+	k.running = true
+	k.mu.Unlock()
+	if start {
+		go k.run()
+	}
+}
+
+func (k *kernelQueue) run() {
+	for {
+		k.mu.Lock()
+		if len(k.q) == 0 {
+			k.q, k.running = nil, false
+			k.mu.Unlock()
+			return
+		}
+		f := k.q[0]
+		k.q[0] = nil
+		k.q = k.q[1:]
+		k.mu.Unlock()
+		f()
 	}
 }
 

@@ -370,9 +370,9 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 // inode whose attributes are invalid, so any use of it asks this mount,
 // which asks meta (and the kernel drops cached pages whose file changed
 // when it fetches the attributes: auto_inval_data). The kernel applies
-// the locked ones as soon as the lock holder returns, one at a time and
-// in the order of the events (as when each was waited for), from one
-// goroutine (not one thread blocked per event).
+// the locked ones as soon as the lock holder returns; they run one at a
+// time, each after its event's attributes (as when each was waited for),
+// on one goroutine (not one thread blocked per event).
 func (s *session) notifyKernel(attrs, locked []func(), wait bool) {
 	done := make(chan struct{})
 	go func() {
@@ -390,8 +390,8 @@ func (s *session) notifyKernel(attrs, locked []func(), wait bool) {
 	}
 }
 
-// kernelQueue runs kernel notifications in order on one goroutine,
-// started when there are some.
+// kernelQueue runs kernel notifications one at a time, in the order
+// added, on one goroutine started when there are some.
 type kernelQueue struct {
 	mu      sync.Mutex
 	q       []func()

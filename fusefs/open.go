@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"time"
 
 	"cairn/proto/metapb"
 )
@@ -86,27 +85,17 @@ func (m *Mount) openInos() []uint64 {
 }
 
 // applyIno drops what is cached of the open file an inode event names
-// (a commit by inode number, by another mount). Waited for briefly, as
-// kernel notifications are (session.apply): a flush here may hold the
-// node while it waits for meta, which waits for this acknowledgement.
+// (a commit by inode number, by another mount), as session.apply does:
+// the attributes are waited for briefly (a flush here may hold the node
+// while it waits for meta, which waits for this acknowledgement), the
+// cached pages not at all (see notifyKernel).
 func (s *session) applyIno(ev *metapb.Event, wait bool) {
 	n := s.m.openNode(ev.Ino)
 	if n == nil {
 		return
 	}
 	s.ep.Add(1)
-	done := make(chan struct{})
-	go func() {
-		n.invalidate()
-		n.NotifyContent(0, 0)
-		close(done)
-	}()
-	if wait {
-		select {
-		case <-done:
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	s.notifyKernel([]func(){func() { n.invalidate(); n.NotifyContent(-1, 0) }}, []func(){func() { n.NotifyContent(0, 0) }}, wait)
 }
 
 // stillNamed reports whether n may still be the file its name shows:

@@ -35,6 +35,8 @@ type session struct {
 	sendMu sync.Mutex                     // one sender at a time on the stream
 	out    metapb.Meta_MountSessionClient // the stream while up (sendMu)
 
+	locked kernelQueue // kernel notifications that take kernel locks (notifyKernel)
+
 	mu  sync.Mutex
 	own map[string]*ownOp // ns\x00path -> this mount's mutations in flight
 	// expect holds, per path, the sequence of this mount's own change
@@ -290,10 +292,8 @@ func forgetTree(dir *fs.Inode) (kept bool) {
 	return kept
 }
 
-// apply drops what ev names. With wait, the kernel's notifications are
-// waited for (briefly: a kernel lock held by a request this mount is
-// serving could delay them indefinitely, and the request may itself be
-// waiting for meta, which waits for this acknowledgement).
+// apply drops what ev names. With wait, the kernel's attribute
+// invalidations are waited for (see notifyKernel).
 func (s *session) apply(ev *metapb.Event, wait bool) {
 	if ev.Ino != 0 {
 		s.applyIno(ev, wait)
@@ -324,16 +324,18 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 		}
 	}
 	s.ep.Add(1)
-	var kernel []func()
+	var attrs, locked []func()
 	if ev.Namespace {
 		if l, ok := s.m.rootOps().(*nsList); ok {
-			kernel = append(kernel, func() { l.NotifyEntry(ev.Ns) })
+			attrs = append(attrs, func() { l.NotifyContent(-1, 0) })
+			locked = append(locked, func() { l.NotifyEntry(ev.Ns) })
 		}
 	} else {
 		n := s.find(ev.Ns, ev.Path)
 		if n != nil {
 			n.invalidate()
-			kernel = append(kernel, func() { n.NotifyContent(0, 0) })
+			attrs = append(attrs, func() { n.NotifyContent(-1, 0) })
+			locked = append(locked, func() { n.NotifyContent(0, 0) })
 		}
 		if ev.Path != "" {
 			if parent := s.find(ev.Ns, parentOf(ev.Path)); parent != nil {
@@ -342,28 +344,87 @@ func (s *session) apply(ev *metapb.Event, wait bool) {
 				if n != nil {
 					dropAlias(parent, name, n)
 				}
-				kernel = append(kernel, func() {
-					parent.NotifyEntry(name)
-					parent.NotifyContent(-1, 0)
-				})
+				attrs = append(attrs, func() { parent.NotifyContent(-1, 0) })
+				locked = append(locked, func() { parent.NotifyEntry(name) })
 			}
 		}
 	}
-	if len(kernel) == 0 {
-		return
-	}
+	s.notifyKernel(attrs, locked, wait)
+}
+
+// notifyKernel tells the kernel to drop what an event changed: attrs
+// are attribute invalidations, which take no lock in the kernel; locked
+// are the drops of entries (the kernel takes the directory's lock) and
+// of cached pages (it takes their locks). With wait, the attributes are
+// waited for (briefly: the kernel may be slow, but nothing of this mount
+// holds what they need), the locked ones never: a request this mount is
+// serving may hold that very lock while it waits for meta (a create
+// holds its directory's through the create claim, which waits for the
+// other mounts' acknowledgements; a lookup or permission check holds it
+// through a call that recalls another mount, whose commits wait for this
+// mount's acknowledgements), so an acknowledgement that waited for them
+// stalled both mounts (200 ms per event before, which under two mounts
+// creating in one directory grew into calls timing out). Nothing stale
+// is served meanwhile: this mount's own caches are dropped before the
+// acknowledgement, and an entry the kernel still holds leads to an
+// inode whose attributes are invalid, so any use of it asks this mount,
+// which asks meta (and the kernel drops cached pages whose file changed
+// when it fetches the attributes: auto_inval_data). The kernel applies
+// the locked ones as soon as the lock holder returns; they run one at a
+// time, each after its event's attributes (as when each was waited for),
+// on one goroutine (not one thread blocked per event).
+func (s *session) notifyKernel(attrs, locked []func(), wait bool) {
 	done := make(chan struct{})
 	go func() {
-		for _, f := range kernel {
+		for _, f := range attrs {
 			f()
 		}
 		close(done)
+		s.locked.add(locked) // after the attributes, as when one call did both
 	}()
 	if wait {
 		select {
 		case <-done:
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// kernelQueue runs kernel notifications one at a time, in the order
+// added, on one goroutine started when there are some.
+type kernelQueue struct {
+	mu      sync.Mutex
+	q       []func()
+	running bool
+}
+
+func (k *kernelQueue) add(fs []func()) {
+	if len(fs) == 0 {
+		return
+	}
+	k.mu.Lock()
+	k.q = append(k.q, fs...)
+	start := !k.running
+	k.running = true
+	k.mu.Unlock()
+	if start {
+		go k.run()
+	}
+}
+
+func (k *kernelQueue) run() {
+	for {
+		k.mu.Lock()
+		if len(k.q) == 0 {
+			k.q, k.running = nil, false
+			k.mu.Unlock()
+			return
+		}
+		f := k.q[0]
+		k.q[0] = nil
+		k.q = k.q[1:]
+		k.mu.Unlock()
+		f()
 	}
 }
 

@@ -52,6 +52,46 @@ func TestUnlinkQueuedCreateAfterForget(t *testing.T) {
 	}
 }
 
+// TestTwoMountsCreateInOneDir: two mounts creating, writing and closing
+// files in one directory at once (each create needs the other mount's
+// recall) all succeed, and both list every file.
+func TestTwoMountsCreateInOneDir(t *testing.T) {
+	srv := store(t)
+	a, _ := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	must(t, os.Mkdir(filepath.Join(a, "shared"), 0o755))
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i, dir := range []string{a, b} {
+		wg.Go(func() {
+			for k := range n {
+				p := filepath.Join(dir, "shared", fmt.Sprintf("m%d-%d", i, k))
+				if err := os.WriteFile(p, []byte(p), 0o644); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("create on two mounts in one directory: %v", err)
+	}
+	for _, dir := range []string{a, b} {
+		ents, err := os.ReadDir(filepath.Join(dir, "shared"))
+		must(t, err)
+		if len(ents) != 2*n {
+			t.Fatalf("%s lists %d files, want %d", dir, len(ents), 2*n)
+		}
+		for _, e := range ents {
+			if got := readFile(t, filepath.Join(dir, "shared", e.Name())); !strings.HasSuffix(got, "/shared/"+e.Name()) {
+				t.Fatalf("%s holds %q", e.Name(), got)
+			}
+		}
+	}
+}
+
 // BenchmarkCreatesTwoMounts measures create+write+close per second with
 // two mounts of one namespace creating at once, in one shared directory
 // and in a directory each (what the create-claim protocol costs).

@@ -502,7 +502,7 @@ func (n *node) keepQueued(na *metapb.Inode) *metapb.Inode {
 		return na
 	}
 	na = proto.Clone(na).(*metapb.Inode)
-	na.Mode, na.Uid, na.Gid, na.MtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs
+	na.Mode, na.Uid, na.Gid, na.MtimeNs, na.AtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs, n.attr.AtimeNs
 	return na
 }
 

@@ -72,6 +72,8 @@ var anyParams = map[string]bool{
 	"x-amz-expires": true, "x-amz-signedheaders": true, "x-amz-signature": true,
 	"x-amz-security-token": true, "x-amz-content-sha256": true, "x-amz-user-agent": true,
 	"x-amz-sdk-checksum-algorithm": true,
+	// SigV2's presigned URL (sigv2.go).
+	"awsaccesskeyid": true, "signature": true, "expires": true,
 }
 
 var (

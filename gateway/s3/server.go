@@ -287,7 +287,6 @@ func (s *Server) expectedOwners(q *request) error {
 // "none", not "not implemented".
 var notConfigured = map[string]string{
 	"policy":            "NoSuchBucketPolicy",
-	"lifecycle":         "NoSuchLifecycleConfiguration",
 	"encryption":        "ServerSideEncryptionConfigurationNotFoundError",
 	"website":           "NoSuchWebsiteConfiguration",
 	"replication":       "ReplicationConfigurationNotFoundError",

@@ -53,9 +53,9 @@ type Service struct {
 	servers  map[string]*dataServer
 	volumes  map[uint32]*metapb.Volume
 	vstats   map[uint32]*metapb.VolumeStat
-	assignMu sync.Mutex // one volume creation at a time
-	cl       membership // drain, suspects, repairs (membership.go, repair.go)
-	ec       ecState    // erasure coding: encodes, shard rebuilds (ec.go)
+	assignMu sync.Mutex     // one volume creation at a time
+	cl       membership     // drain, suspects, repairs (membership.go, repair.go)
+	ec       ecState        // erasure coding: encodes, shard rebuilds (ec.go)
 	lc       lifecycleState // S3 lifecycle rules (lifecycle.go)
 
 	genUser, genSecret string

@@ -216,8 +216,13 @@ func (s *Server) authenticateV2(r *http.Request, q url.Values) (principal, error
 	if b, ok := s.hostBucket(r); ok {
 		prefix = "/" + b
 	}
+	paths := []string{rawPath(r), s3Escape(r.URL.Path)}
+	if p := strings.TrimPrefix(r.URL.Path, "/"); p != "" && !strings.Contains(p, "/") {
+		// A bucket named without the slash: boto signs "/bucket/".
+		paths = append(paths, rawPath(r)+"/")
+	}
 	ok := 0
-	for _, path := range []string{rawPath(r), s3Escape(r.URL.Path)} {
+	for _, path := range paths {
 		want := v2Sign(secret, v2StringToSign(r, q, date, prefix+path))
 		ok |= subtle.ConstantTimeCompare(want, c.signature)
 	}

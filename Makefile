@@ -13,11 +13,11 @@ build:
 # The suite needs, besides Go: fuse3 (fusermount3, the mount's tests),
 # iproute2 (ip netns and veth: the cluster harness partitions a data server),
 # iptables (inside a namespace: it cuts a meta's Raft traffic),
-# awscli, rclone and s3fs (the S3 smoke tests run the real clients),
+# awscli, rclone, s3fs and python3-boto3 (the S3 smoke tests run the real clients),
 # chromium (the web console's browser tests), sqlite3 (two mounts sharing a
 # database through the mount's distributed locks) and ca-certificates. `deps` installs the missing ones with apt (Debian, root);
 # on a machine that has them all it changes nothing and asks no network.
-DEB_PACKAGES := fuse3 iproute2 iptables awscli rclone s3fs chromium sqlite3 ca-certificates
+DEB_PACKAGES := fuse3 iproute2 iptables awscli rclone s3fs chromium sqlite3 ca-certificates python3-boto3
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \

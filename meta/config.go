@@ -124,6 +124,17 @@ type Config struct {
 	// ECRate is the bytes per second an encoding or shard rebuild may
 	// read. Default 256 MiB/s; negative: unthrottled.
 	ECRate int64
+
+	// LifecycleClock is the time S3 lifecycle rules compare ages with
+	// (meta/lifecycle.go). Nil: time.Now. Tests move it ahead to expire
+	// objects without waiting days.
+	LifecycleClock func() time.Time
+	// LifecycleInterval is how often (by LifecycleClock) the leader runs
+	// the lifecycle rules. Default 1h.
+	LifecycleInterval time.Duration
+	// LifecycleRate bounds the deletions and aborts lifecycle makes per
+	// second. Default 100.
+	LifecycleRate int
 }
 
 const (
@@ -178,6 +189,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.ECRate == 0 {
 		c.ECRate = 256 << 20
+	}
+	if c.LifecycleClock == nil {
+		c.LifecycleClock = time.Now
+	}
+	if c.LifecycleInterval <= 0 {
+		c.LifecycleInterval = time.Hour
+	}
+	if c.LifecycleRate <= 0 {
+		c.LifecycleRate = 100
 	}
 }
 

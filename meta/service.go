@@ -53,9 +53,10 @@ type Service struct {
 	servers  map[string]*dataServer
 	volumes  map[uint32]*metapb.Volume
 	vstats   map[uint32]*metapb.VolumeStat
-	assignMu sync.Mutex // one volume creation at a time
-	cl       membership // drain, suspects, repairs (membership.go, repair.go)
-	ec       ecState    // erasure coding: encodes, shard rebuilds (ec.go)
+	assignMu sync.Mutex     // one volume creation at a time
+	cl       membership     // drain, suspects, repairs (membership.go, repair.go)
+	ec       ecState        // erasure coding: encodes, shard rebuilds (ec.go)
+	lc       lifecycleState // S3 lifecycle rules (lifecycle.go)
 
 	genUser, genSecret string
 	clusterID          string      // chosen at the first start (setupClusterID)
@@ -128,6 +129,7 @@ func Open(cfg Config) (*Service, error) {
 	go s.repairLoop()
 	go s.capLoop()
 	s.ecStart()
+	s.lifecycleStart()
 	return s, nil
 }
 

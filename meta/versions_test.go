@@ -66,13 +66,6 @@ func TestVersionNeedles(t *testing.T) {
 	}
 }
 
-func versionIDOf(v *metapb.S3Version) string {
-	if v.NullId {
-		return "null"
-	}
-	return VersionID(v.Order)
-}
-
 // FuzzParseVersionID: a version id from a request parses only if it is
 // what VersionID prints.
 func FuzzParseVersionID(f *testing.F) {

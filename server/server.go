@@ -62,6 +62,9 @@ type Config struct {
 	NoLocalReads  bool          // clients on this host read over HTTP, not from the volume files (chunk/local.go)
 	CapTTL        time.Duration // life of a data-plane capability (meta.Config.CapTTL). Default 10h
 	CapRotate     time.Duration // capability key rotation (meta.Config.CapRotate). Default 24h
+	// LifecycleClock is the time S3 lifecycle rules age objects by
+	// (meta.Config.LifecycleClock); tests move it ahead. Nil: time.Now.
+	LifecycleClock func() time.Time
 
 	// Users' TLS on the HTTP and S3 listeners: a certificate and key
 	// (PEM files), or TLSAuto for one issued by the cluster CA for this
@@ -176,6 +179,7 @@ func Start(cfg Config) (s *Server, err error) {
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
 		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve, Revoked: s.revoked,
+		LifecycleClock: cfg.LifecycleClock,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,9 @@ func (s *Server) authenticate(r *http.Request, q url.Values) (principal, *body, 
 	var c sigClaims
 	var err error
 	switch {
+	case strings.HasPrefix(authz, v2Prefix) || authz == "" && (q.Has("AWSAccessKeyId") || q.Has("Signature") || q.Has("Expires")):
+		p, err := s.authenticateV2(r, q)
+		return p, b, err
 	case authz != "":
 		if c, err = parseAuthorization(authz); err != nil {
 			return principal{}, nil, err

@@ -189,7 +189,26 @@ func FuzzXMLBodies(f *testing.F) {
 	f.Add([]byte(`<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>GOVERNANCE</Mode><Days>1</Days></DefaultRetention></Rule></ObjectLockConfiguration>`))
 	f.Add([]byte(`<Retention><Mode>COMPLIANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z</RetainUntilDate></Retention>`))
 	f.Add([]byte(`<LegalHold><Status>ON</Status></LegalHold>`))
+	f.Add([]byte(`<LifecycleConfiguration><Rule><ID>r</ID><Status>Enabled</Status><Filter><And><Prefix>a/</Prefix><Tag><Key>k</Key><Value>v</Value></Tag></And></Filter><Expiration><Days>3</Days></Expiration><NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule></LifecycleConfiguration>`))
+	f.Add([]byte(`<LifecycleConfiguration><Rule><Status>Enabled</Status><Prefix>x</Prefix><Expiration><Date>2030-01-01T00:00:00Z</Date></Expiration><AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule></LifecycleConfiguration>`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// Lifecycle: a 400 or 501, or rules meta can run (one expiration at
+		// most, periods positive).
+		var lc lifecycleConfiguration
+		if err := readXML(&body{r: bytes.NewReader(data)}, &lc); err == nil {
+			rules, err := lifecycleRules(&lc)
+			if err != nil {
+				if ae, ok := err.(*apiError); !ok || ae.status != 400 && ae.status != 501 {
+					t.Fatalf("a bad lifecycle configuration gave %v", err)
+				}
+			}
+			for _, r := range rules {
+				if r.ExpirationDays < 0 || r.NoncurrentDays < 0 || r.AbortUploadDays < 0 || r.ExpirationDateNs < 0 ||
+					r.ExpirationDays > 0 && r.ExpirationDateNs > 0 {
+					t.Fatalf("accepted rule %v", r)
+				}
+			}
+		}
 		// The lock configuration's own checks: a 400 or a request meta
 		// can take (a mode, one positive period).
 		if req, err := parseLockConfig(&body{r: bytes.NewReader(data)}); err != nil {

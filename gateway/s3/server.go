@@ -189,17 +189,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // virtual-host-style.
 func (s *Server) target(r *http.Request) (bucket, key string) {
 	p := strings.TrimPrefix(r.URL.Path, "/")
-	if s.cfg.Domain != "" {
-		host := strings.ToLower(r.Host)
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		if b, ok := strings.CutSuffix(host, "."+s.cfg.Domain); ok && b != "" {
-			return b, p
-		}
+	if b, ok := s.hostBucket(r); ok {
+		return b, p
 	}
 	bucket, key, _ = strings.Cut(p, "/")
 	return bucket, key
+}
+
+// hostBucket is the bucket a virtual-host-style request names in its Host.
+func (s *Server) hostBucket(r *http.Request) (string, bool) {
+	if s.cfg.Domain == "" {
+		return "", false
+	}
+	host := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	b, ok := strings.CutSuffix(host, "."+s.cfg.Domain)
+	return b, ok && b != ""
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
@@ -280,7 +287,6 @@ func (s *Server) expectedOwners(q *request) error {
 // "none", not "not implemented".
 var notConfigured = map[string]string{
 	"policy":            "NoSuchBucketPolicy",
-	"lifecycle":         "NoSuchLifecycleConfiguration",
 	"encryption":        "ServerSideEncryptionConfigurationNotFoundError",
 	"website":           "NoSuchWebsiteConfiguration",
 	"replication":       "ReplicationConfigurationNotFoundError",

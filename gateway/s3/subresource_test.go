@@ -52,13 +52,15 @@ var implemented = map[string]bool{
 	"bucket PUT versioning": true, "bucket GET object-lock": true, "bucket PUT object-lock": true,
 	"object GET retention": true, "object PUT retention": true,
 	"object GET legal-hold": true, "object PUT legal-hold": true,
+	// Lifecycle (lifecycle_test.go).
+	"bucket PUT lifecycle": true, "bucket GET lifecycle": true, "bucket DELETE lifecycle": true,
 }
 
 // notConfiguredCodes are the bucket configurations Cairn has none of:
 // GET answers as S3 does for a bucket without one.
 var notConfiguredCodes = map[string]string{
 	"policy": "NoSuchBucketPolicy", "policyStatus": "NoSuchBucketPolicy",
-	"lifecycle": "NoSuchLifecycleConfiguration", "encryption": "ServerSideEncryptionConfigurationNotFoundError",
+	"encryption":  "ServerSideEncryptionConfigurationNotFoundError",
 	"website":     "NoSuchWebsiteConfiguration",
 	"replication": "ReplicationConfigurationNotFoundError", "publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
 	"ownershipControls": "OwnershipControlsNotFoundError",

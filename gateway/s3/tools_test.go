@@ -105,14 +105,19 @@ func smokeServer(t *testing.T) (*server.Server, string) {
 	return s, home
 }
 
+// awsEnv points awscli (and boto3) at root's key and at no config file.
+func awsEnv(home string) []string {
+	return []string{
+		"HOME=" + home, "AWS_ACCESS_KEY_ID=" + servertest.Root, "AWS_SECRET_ACCESS_KEY=" + servertest.RootSecret,
+		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
+	}
+}
+
 func TestAWSCLI(t *testing.T) {
 	aws := tool(t, "aws", "awscli")
 	s, home := smokeServer(t)
 	dir := t.TempDir()
-	r := runner{t: t, dir: dir, env: []string{
-		"HOME=" + home, "AWS_ACCESS_KEY_ID=" + servertest.Root, "AWS_SECRET_ACCESS_KEY=" + servertest.RootSecret,
-		"AWS_DEFAULT_REGION=us-east-1", "AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none"),
-	}}
+	r := runner{t: t, dir: dir, env: awsEnv(home)}
 	ep := "--endpoint-url=" + s.S3URL()
 	big := make([]byte, 20<<20+3) // over aws s3 cp's 8 MiB multipart threshold
 	rand.Read(big)

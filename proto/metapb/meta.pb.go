@@ -6280,12 +6280,18 @@ func (x *S3CORSRule) GetId() string {
 // S3BucketConfig is what S3 keeps per bucket beyond the namespace record
 // (key s3b/{bucket}); deleted with the namespace's S3 state.
 type S3BucketConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Cors          []*S3CORSRule          `protobuf:"bytes,2,rep,name=cors,proto3" json:"cors,omitempty"`
-	Tags          map[string]string      `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Bucket string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Cors   []*S3CORSRule          `protobuf:"bytes,2,rep,name=cors,proto3" json:"cors,omitempty"`
+	Tags   map[string]string      `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The bucket policy's JSON as the owner put it, validated and enforced
+	// by the S3 gateway (gateway/s3/policy).
+	Policy            string               `protobuf:"bytes,421,opt,name=policy,proto3" json:"policy,omitempty"`
+	PublicAccessBlock *S3PublicAccessBlock `protobuf:"bytes,422,opt,name=public_access_block,json=publicAccessBlock,proto3" json:"public_access_block,omitempty"`
+	// Object ownership controls: "" (none) or "BucketOwnerEnforced".
+	ObjectOwnership string `protobuf:"bytes,423,opt,name=object_ownership,json=objectOwnership,proto3" json:"object_ownership,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *S3BucketConfig) Reset() {
@@ -6339,6 +6345,96 @@ func (x *S3BucketConfig) GetTags() map[string]string {
 	return nil
 }
 
+func (x *S3BucketConfig) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *S3BucketConfig) GetPublicAccessBlock() *S3PublicAccessBlock {
+	if x != nil {
+		return x.PublicAccessBlock
+	}
+	return nil
+}
+
+func (x *S3BucketConfig) GetObjectOwnership() string {
+	if x != nil {
+		return x.ObjectOwnership
+	}
+	return ""
+}
+
+// S3PublicAccessBlock is a bucket's PublicAccessBlock configuration.
+type S3PublicAccessBlock struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	BlockPublicAcls       bool                   `protobuf:"varint,1,opt,name=block_public_acls,json=blockPublicAcls,proto3" json:"block_public_acls,omitempty"`
+	IgnorePublicAcls      bool                   `protobuf:"varint,2,opt,name=ignore_public_acls,json=ignorePublicAcls,proto3" json:"ignore_public_acls,omitempty"`
+	BlockPublicPolicy     bool                   `protobuf:"varint,3,opt,name=block_public_policy,json=blockPublicPolicy,proto3" json:"block_public_policy,omitempty"`
+	RestrictPublicBuckets bool                   `protobuf:"varint,4,opt,name=restrict_public_buckets,json=restrictPublicBuckets,proto3" json:"restrict_public_buckets,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *S3PublicAccessBlock) Reset() {
+	*x = S3PublicAccessBlock{}
+	mi := &file_proto_meta_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3PublicAccessBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3PublicAccessBlock) ProtoMessage() {}
+
+func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3PublicAccessBlock.ProtoReflect.Descriptor instead.
+func (*S3PublicAccessBlock) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *S3PublicAccessBlock) GetBlockPublicAcls() bool {
+	if x != nil {
+		return x.BlockPublicAcls
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetIgnorePublicAcls() bool {
+	if x != nil {
+		return x.IgnorePublicAcls
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetBlockPublicPolicy() bool {
+	if x != nil {
+		return x.BlockPublicPolicy
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetRestrictPublicBuckets() bool {
+	if x != nil {
+		return x.RestrictPublicBuckets
+	}
+	return false
+}
+
 // S3CopyRequest makes dst a new file that shares src's needles (no data
 // is copied; needles shared by several files are reference-counted).
 type S3CopyRequest struct {
@@ -6362,7 +6458,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6374,7 +6470,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6387,7 +6483,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -6492,7 +6588,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6504,7 +6600,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6517,7 +6613,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -6560,7 +6656,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6572,7 +6668,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6585,7 +6681,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -6662,7 +6758,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6674,7 +6770,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6687,7 +6783,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -6725,7 +6821,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6737,7 +6833,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6750,7 +6846,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -6799,7 +6895,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6811,7 +6907,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6824,7 +6920,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -6858,7 +6954,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6870,7 +6966,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6883,7 +6979,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -6915,7 +7011,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6927,7 +7023,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6940,7 +7036,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -6989,7 +7085,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7001,7 +7097,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7014,7 +7110,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -7049,7 +7145,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7061,7 +7157,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7074,7 +7170,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -7111,7 +7207,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7123,7 +7219,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7136,7 +7232,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7184,7 +7280,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7196,7 +7292,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7209,7 +7305,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -7241,7 +7337,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7253,7 +7349,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7266,7 +7362,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -7316,7 +7412,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7328,7 +7424,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7341,7 +7437,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -7372,7 +7468,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7384,7 +7480,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7397,7 +7493,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -7445,7 +7541,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7457,7 +7553,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7470,7 +7566,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -7499,7 +7595,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7511,7 +7607,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7524,7 +7620,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -7566,7 +7662,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7578,7 +7674,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7591,7 +7687,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -7626,7 +7722,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7638,7 +7734,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7651,7 +7747,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -7677,7 +7773,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7689,7 +7785,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7702,7 +7798,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7723,7 +7819,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7735,7 +7831,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7748,7 +7844,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -7777,7 +7873,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7789,7 +7885,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7802,7 +7898,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -7878,7 +7974,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7890,7 +7986,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7903,7 +7999,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -7978,7 +8074,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7990,7 +8086,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8003,7 +8099,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -8098,7 +8194,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8110,7 +8206,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8123,7 +8219,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8175,7 +8271,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8187,7 +8283,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8200,7 +8296,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -8234,7 +8330,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8246,7 +8342,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8259,7 +8355,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -8283,7 +8379,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8295,7 +8391,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8308,7 +8404,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MetaMember) GetId() string {
@@ -8351,7 +8447,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8363,7 +8459,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8376,7 +8472,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -8417,7 +8513,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8429,7 +8525,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8442,7 +8538,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -8469,7 +8565,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8481,7 +8577,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8494,7 +8590,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -8518,7 +8614,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8530,7 +8626,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8543,7 +8639,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -8587,7 +8683,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8599,7 +8695,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8612,7 +8708,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -8670,7 +8766,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8682,7 +8778,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8695,7 +8791,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *S3Version) GetKey() string {
@@ -8766,7 +8862,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8778,7 +8874,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8791,7 +8887,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -8837,7 +8933,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8849,7 +8945,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8862,7 +8958,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -8926,7 +9022,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8938,7 +9034,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8951,7 +9047,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -8984,7 +9080,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8996,7 +9092,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9009,7 +9105,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9612,14 +9708,22 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0fallowed_headers\x18\x03 \x03(\tR\x0eallowedHeaders\x12%\n" +
 	"\x0eexpose_headers\x18\x04 \x03(\tR\rexposeHeaders\x12&\n" +
 	"\x0fmax_age_seconds\x18\x05 \x01(\x05R\rmaxAgeSeconds\x12\x0e\n" +
-	"\x02id\x18\x06 \x01(\tR\x02id\"\xc7\x01\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\"\xde\x02\n" +
 	"\x0eS3BucketConfig\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12*\n" +
 	"\x04cors\x18\x02 \x03(\v2\x16.cairn.meta.S3CORSRuleR\x04cors\x128\n" +
-	"\x04tags\x18\x03 \x03(\v2$.cairn.meta.S3BucketConfig.TagsEntryR\x04tags\x1a7\n" +
+	"\x04tags\x18\x03 \x03(\v2$.cairn.meta.S3BucketConfig.TagsEntryR\x04tags\x12\x17\n" +
+	"\x06policy\x18\xa5\x03 \x01(\tR\x06policy\x12P\n" +
+	"\x13public_access_block\x18\xa6\x03 \x01(\v2\x1f.cairn.meta.S3PublicAccessBlockR\x11publicAccessBlock\x12*\n" +
+	"\x10object_ownership\x18\xa7\x03 \x01(\tR\x0fobjectOwnership\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x13S3PublicAccessBlock\x12*\n" +
+	"\x11block_public_acls\x18\x01 \x01(\bR\x0fblockPublicAcls\x12,\n" +
+	"\x12ignore_public_acls\x18\x02 \x01(\bR\x10ignorePublicAcls\x12.\n" +
+	"\x13block_public_policy\x18\x03 \x01(\bR\x11blockPublicPolicy\x126\n" +
+	"\x17restrict_public_buckets\x18\x04 \x01(\bR\x15restrictPublicBuckets\"\xc1\x05\n" +
 	"\rS3CopyRequest\x12\x15\n" +
 	"\x06src_ns\x18\x01 \x01(\tR\x05srcNs\x12\x19\n" +
 	"\bsrc_path\x18\x02 \x01(\tR\asrcPath\x12\x15\n" +
@@ -9971,7 +10075,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 136)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -10053,79 +10157,80 @@ var file_proto_meta_proto_goTypes = []any{
 	(*S3KeyList)(nil),               // 77: cairn.meta.S3KeyList
 	(*S3CORSRule)(nil),              // 78: cairn.meta.S3CORSRule
 	(*S3BucketConfig)(nil),          // 79: cairn.meta.S3BucketConfig
-	(*S3CopyRequest)(nil),           // 80: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 81: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 82: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 83: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 84: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 85: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 86: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 87: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 88: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 89: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 90: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 91: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 92: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 93: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 94: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 95: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 96: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 97: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 98: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 99: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 100: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 101: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 102: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 103: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 104: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 105: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 106: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 107: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 108: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 109: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 110: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 111: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 112: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 113: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 114: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 115: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 116: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 117: cairn.meta.S3LockRequest
-	nil,                             // 118: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 119: cairn.meta.Inode.HeadersEntry
-	nil,                             // 120: cairn.meta.Inode.TagsEntry
-	nil,                             // 121: cairn.meta.Inode.XattrsEntry
-	nil,                             // 122: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 123: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 124: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 125: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 126: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 127: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 128: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 129: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 130: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 131: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 132: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 133: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 134: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 135: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 136: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 137: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 138: cairn.meta.S3Upload.TagsEntry
+	(*S3PublicAccessBlock)(nil),     // 80: cairn.meta.S3PublicAccessBlock
+	(*S3CopyRequest)(nil),           // 81: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 82: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 83: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 84: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 85: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 86: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 87: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 88: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 89: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 90: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 91: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 92: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 93: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 94: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 95: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 96: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 97: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 98: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 99: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 100: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 101: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 102: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 103: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 104: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 105: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 106: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 107: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 108: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 109: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 110: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 111: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 112: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 113: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 114: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 115: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 116: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 117: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 118: cairn.meta.S3LockRequest
+	nil,                             // 119: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 120: cairn.meta.Inode.HeadersEntry
+	nil,                             // 121: cairn.meta.Inode.TagsEntry
+	nil,                             // 122: cairn.meta.Inode.XattrsEntry
+	nil,                             // 123: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 124: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 125: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 126: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 127: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 128: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 129: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 130: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 131: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 132: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 133: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 134: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 135: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 136: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 137: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 138: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 139: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	111, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	112, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	118, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	119, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	120, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	121, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	111, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	119, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	120, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	121, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	122, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	112, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -10135,25 +10240,25 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	122, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	123, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	124, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	111, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	123, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	124, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	125, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	112, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	125, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	126, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	101, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	102, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	98,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	105, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	99,  // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	106, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	126, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	127, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -10175,209 +10280,210 @@ var file_proto_meta_proto_depIdxs = []int32{
 	68,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
 	69,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
 	79,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	80,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	82,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	85,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	87,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	83,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	81,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	81,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	83,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	86,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	88,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	84,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	82,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
 	53,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
 	54,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	55,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	57,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	102, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	92,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	93,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	105, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	112, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	114, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	114, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	117, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	103, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	93,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	94,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	106, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	113, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	115, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	115, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	118, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
 	50,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	127, // 80: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	101, // 81: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	128, // 80: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	102, // 81: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	28,  // 82: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	63,  // 83: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	64,  // 84: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	65,  // 85: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	67,  // 86: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
 	68,  // 87: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	128, // 88: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	129, // 89: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	129, // 88: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	130, // 89: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 90: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	130, // 91: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	131, // 91: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	75,  // 92: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	75,  // 93: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	78,  // 94: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	131, // 95: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	132, // 96: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	133, // 97: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	134, // 98: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	135, // 99: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	136, // 100: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	137, // 101: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	138, // 102: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 103: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	83,  // 104: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 105: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	83,  // 106: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	86,  // 107: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	83,  // 108: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 109: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	82,  // 110: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	82,  // 111: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 112: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	105, // 113: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	107, // 114: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 115: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	111, // 116: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 117: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 118: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	113, // 119: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	111, // 120: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 121: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 122: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 123: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 124: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 125: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 126: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 127: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 128: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 129: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 130: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 131: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 132: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 133: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 134: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 135: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 136: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 137: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 138: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 139: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 140: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 141: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 142: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 143: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 144: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 145: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 146: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 147: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	62,  // 148: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 149: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	68,  // 150: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	69,  // 151: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 152: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	73,  // 153: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	72,  // 154: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	69,  // 155: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	74,  // 156: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	72,  // 157: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 158: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	79,  // 159: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	80,  // 160: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	81,  // 161: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	82,  // 162: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	83,  // 163: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	85,  // 164: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	87,  // 165: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	83,  // 166: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 167: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	90,  // 168: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	112, // 169: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	114, // 170: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	114, // 171: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	114, // 172: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	115, // 173: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	117, // 174: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	51,  // 175: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	53,  // 176: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	54,  // 177: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	55,  // 178: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	52,  // 179: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	57,  // 180: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 181: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	94,  // 182: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	96,  // 183: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 184: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	109, // 185: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	109, // 186: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 187: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	99,  // 188: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	102, // 189: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	103, // 190: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	105, // 191: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 192: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 193: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 194: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 195: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 196: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 197: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 198: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 199: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 200: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 201: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 202: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 203: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 204: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 205: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 206: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 207: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 208: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 209: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 210: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 211: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 212: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	59,  // 213: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	66,  // 214: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 215: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 216: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	68,  // 217: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 218: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	70,  // 219: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	76,  // 220: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 221: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	77,  // 222: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	75,  // 223: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	76,  // 224: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	79,  // 225: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	79,  // 226: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 227: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 228: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	82,  // 229: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	82,  // 230: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	84,  // 231: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 232: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 233: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	89,  // 234: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	91,  // 235: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 236: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	113, // 237: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	113, // 238: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	113, // 239: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	116, // 240: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	113, // 241: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 242: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 243: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 244: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 245: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	56,  // 246: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	58,  // 247: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 248: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	95,  // 249: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	97,  // 250: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	108, // 251: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 252: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 253: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	110, // 254: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	100, // 255: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 256: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	104, // 257: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	106, // 258: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	192, // [192:259] is the sub-list for method output_type
-	125, // [125:192] is the sub-list for method input_type
-	125, // [125:125] is the sub-list for extension type_name
-	125, // [125:125] is the sub-list for extension extendee
-	0,   // [0:125] is the sub-list for field type_name
+	132, // 95: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	80,  // 96: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	133, // 97: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	134, // 98: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	135, // 99: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	136, // 100: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	137, // 101: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	138, // 102: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	139, // 103: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 104: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	84,  // 105: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	85,  // 106: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	84,  // 107: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 108: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	84,  // 109: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	85,  // 110: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	83,  // 111: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	83,  // 112: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 113: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	106, // 114: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	108, // 115: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 116: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	112, // 117: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 118: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 119: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	114, // 120: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	112, // 121: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 122: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 123: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 124: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 125: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 126: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 127: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 128: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 129: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 130: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 131: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 132: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 133: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 134: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 135: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 136: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 137: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 138: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 139: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 140: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 141: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 142: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 143: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 144: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 145: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 146: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 147: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 148: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	62,  // 149: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 150: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	68,  // 151: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	69,  // 152: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 153: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	73,  // 154: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	72,  // 155: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	69,  // 156: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	74,  // 157: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	72,  // 158: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 159: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	79,  // 160: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	81,  // 161: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	82,  // 162: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	83,  // 163: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	84,  // 164: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	86,  // 165: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	88,  // 166: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	84,  // 167: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	89,  // 168: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	91,  // 169: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	113, // 170: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	115, // 171: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	115, // 172: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	115, // 173: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	116, // 174: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	118, // 175: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	51,  // 176: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	53,  // 177: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	54,  // 178: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	55,  // 179: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	52,  // 180: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	57,  // 181: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 182: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	95,  // 183: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	97,  // 184: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 185: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	110, // 186: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	110, // 187: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 188: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	100, // 189: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	103, // 190: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	104, // 191: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	106, // 192: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 193: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 194: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 195: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 196: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 197: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 198: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 199: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 200: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 201: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 202: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 203: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 204: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 205: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 206: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 207: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 208: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 209: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 210: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 211: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 212: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 213: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	59,  // 214: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	66,  // 215: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 216: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 217: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	68,  // 218: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 219: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	70,  // 220: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	76,  // 221: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 222: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	77,  // 223: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	75,  // 224: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	76,  // 225: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	79,  // 226: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	79,  // 227: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 228: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 229: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	83,  // 230: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	83,  // 231: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	85,  // 232: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 233: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 234: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	90,  // 235: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	92,  // 236: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 237: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	114, // 238: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	114, // 239: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	114, // 240: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	117, // 241: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	114, // 242: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 243: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 244: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 245: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 246: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	56,  // 247: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	58,  // 248: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 249: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	96,  // 250: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	98,  // 251: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	109, // 252: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 253: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 254: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	111, // 255: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	101, // 256: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 257: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	105, // 258: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	107, // 259: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	193, // [193:260] is the sub-list for method output_type
+	126, // [126:193] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -10433,7 +10539,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   135,
+			NumMessages:   136,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

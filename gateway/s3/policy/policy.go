@@ -51,6 +51,19 @@ var Actions = map[string]Kind{
 	"s3:GetReplicationConfiguration": Bucket,
 }
 
+// OwnerOnly are the actions that stay the bucket owner's: a policy may
+// deny them but not allow them to others (Parse refuses an Allow that
+// names one; a wildcard Allow does not grant them).
+var OwnerOnly = map[string]bool{
+	"s3:DeleteBucket": true, "s3:BypassGovernanceRetention": true,
+	"s3:GetBucketPolicy": true, "s3:PutBucketPolicy": true, "s3:DeleteBucketPolicy": true,
+	"s3:GetBucketPolicyStatus": true, "s3:PutBucketAcl": true, "s3:PutObjectAcl": true,
+	"s3:PutBucketCORS": true, "s3:PutBucketTagging": true, "s3:PutBucketVersioning": true,
+	"s3:PutBucketObjectLockConfiguration": true, "s3:GetBucketPublicAccessBlock": true,
+	"s3:PutBucketPublicAccessBlock": true, "s3:GetBucketOwnershipControls": true,
+	"s3:PutBucketOwnershipControls": true, "s3:PutLifecycleConfiguration": true,
+}
+
 // Decision is a policy's answer for a request.
 type Decision uint8
 
@@ -249,6 +262,13 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, error) {
 		k, err := actionKinds(a)
 		if err != nil {
 			return st, err
+		}
+		if !st.Deny && !strings.ContainsAny(a, "*?") {
+			for name := range OwnerOnly {
+				if strings.EqualFold(a, name) {
+					return st, errf("Policy cannot allow %s: it stays the bucket owner's (a Deny of it is supported)", a)
+				}
+			}
 		}
 		for kk := range k {
 			kinds[kk] = true

@@ -101,6 +101,7 @@ var routes = map[routeKey]route{
 	{levelBucket, http.MethodGet, "uploads"}:              {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
 	{levelBucket, http.MethodGet, "versions"}:             {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
 	{levelBucket, http.MethodPost, "delete"}:              {"DeleteObjects", (*Server).deleteObjects, nil},
+	{levelBucket, http.MethodPost, ""}:                    {"PostObject", (*Server).postObject, nil},
 	{levelBucket, http.MethodGet, "tagging"}:              {"GetBucketTagging", (*Server).getBucketTagging, nil},
 	{levelBucket, http.MethodPut, "tagging"}:              {"PutBucketTagging", (*Server).putBucketTagging, nil},
 	{levelBucket, http.MethodDelete, "tagging"}:           {"DeleteBucketTagging", (*Server).deleteBucketTagging, nil},
@@ -186,8 +187,8 @@ func resolve(q *request) (route, error) {
 	if !ok {
 		name := map[level]string{levelRoot: "Root", levelBucket: "Bucket", levelObject: "Object"}[lv]
 		if sub == "" {
-			if m == http.MethodPost && lv != levelRoot {
-				return route{op: name}, errNotImplemented("POST needs ?delete on a bucket or ?uploads or ?uploadId on an object; browser uploads (POST Object) are not supported")
+			if m == http.MethodPost && lv == levelObject {
+				return route{op: name}, errNotImplemented("POST needs ?uploads or ?uploadId on an object; browser uploads (POST Object) post to the bucket")
 			}
 			return route{op: name}, apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
 		}

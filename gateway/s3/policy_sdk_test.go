@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/minio/minio-go/v7"
 
 	"cairn/server"
 )
@@ -237,4 +238,44 @@ func TestPolicyTransportAndAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantAnon(t, s, "GET", "/mine/k", nil, 200)
+}
+
+// TestMinioBucketPolicy: minio-go's SetBucketPolicy / GetBucketPolicy (an
+// empty policy deletes it), and its refusals.
+func TestMinioBucketPolicy(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	ak := newKey(t, s.Client().Meta(), "alice", nil)
+	bk := newKey(t, s.Client().Meta(), "bob", nil)
+	mc := minioAs(t, s, ak.Key.AccessKey, ak.Secret)
+	if err := mc.MakeBucket(ctx, "mpol", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	must(mc.PutObject(ctx, "mpol", "shared/a", strings.NewReader("a"), 1, minio.PutObjectOptions{}))
+	if got, err := mc.GetBucketPolicy(ctx, "mpol"); err != nil || got != "" {
+		t.Fatalf("GetBucketPolicy of a bucket without one: %q, %v", got, err)
+	}
+	doc := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["*"]},"Action":["s3:GetObject"],"Resource":["arn:aws:s3:::mpol/shared/*"]}]}`
+	if err := mc.SetBucketPolicy(ctx, "mpol", doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(mc.GetBucketPolicy(ctx, "mpol")); got != doc {
+		t.Fatalf("GetBucketPolicy: %q", got)
+	}
+	wantAnon(t, s, "GET", "/mpol/shared/a", nil, 200)
+	err := mc.SetBucketPolicy(ctx, "mpol", `{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::mpol/*","Condition":{"StringEquals":{"aws:username":"x"}}}]}`)
+	if minio.ToErrorResponse(err).Code != "MalformedPolicy" {
+		t.Fatalf("an unsupported condition key: %v", err)
+	}
+	err = minioAs(t, s, bk.Key.AccessKey, bk.Secret).SetBucketPolicy(ctx, "mpol", doc)
+	if minio.ToErrorResponse(err).Code != "AccessDenied" {
+		t.Fatalf("bob's SetBucketPolicy: %v", err)
+	}
+	if err := mc.SetBucketPolicy(ctx, "mpol", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := mc.GetBucketPolicy(ctx, "mpol"); err != nil || got != "" {
+		t.Fatalf("GetBucketPolicy after deleting it: %q, %v", got, err)
+	}
+	wantAnon(t, s, "GET", "/mpol/shared/a", nil, 403)
 }

@@ -162,6 +162,7 @@ func (s *Server) deleteBucket(q *request) error {
 	}
 	// Meta deleted the bucket's S3 configuration with the namespace.
 	s.cors.drop(q.bucket)
+	s.states.drop(q.bucket)
 	s.abortAll(q)
 	q.w.WriteHeader(http.StatusNoContent)
 	return nil

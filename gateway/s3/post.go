@@ -238,8 +238,8 @@ func (p *postPolicy) check(fields map[string]string, bucket string, now time.Tim
 	return nil
 }
 
-// postFields are the form fields a POST Object may carry; any other is
-// refused rather than dropped.
+// postField reports whether a POST Object may carry the form field; any
+// other is refused rather than dropped.
 func postField(name string) bool {
 	switch name {
 	case "key", "acl", "policy", "success_action_status", "success_action_redirect", "redirect",
@@ -251,7 +251,7 @@ func postField(name string) bool {
 }
 
 // postSignature verifies the form's SigV4 signature of its policy and
-// returns the signer's access key.
+// returns the signer.
 func (s *Server) postSignature(q *request, fields map[string]string) (principal, error) {
 	if fields["x-amz-algorithm"] != "AWS4-HMAC-SHA256" {
 		return principal{}, errInvalidArgument("x-amz-algorithm must be AWS4-HMAC-SHA256 (SigV4)")

@@ -208,7 +208,7 @@ func str(raw json.RawMessage, what string) (string, error) {
 	return s, nil
 }
 
-// strings reads a string or a non-empty list of strings.
+// strs reads a string or a non-empty list of strings.
 func strs(raw json.RawMessage, what string) ([]string, error) {
 	if !isArray(raw) {
 		s, err := str(raw, what)
@@ -284,14 +284,13 @@ func parseStatement(raw json.RawMessage, bucket string) (Statement, error) {
 		if !ok || strings.Contains(r, "${") {
 			return st, errf("Policy has invalid resource %q", r)
 		}
-		b, key, isObj := strings.Cut(tail, "/")
+		b, _, isObj := strings.Cut(tail, "/")
 		if b != bucket {
 			return st, errf("Policy has invalid resource %q: resources must be in bucket %s", r, bucket)
 		}
 		if isObj && kinds[Object] || !isObj && kinds[Bucket] {
 			applies = true
 		}
-		_ = key
 		st.Resources = append(st.Resources, tail)
 	}
 	if !applies {

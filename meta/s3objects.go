@@ -206,7 +206,7 @@ func (t *txn) putBucketConfig(c *metapb.S3BucketConfig) error {
 	if _, err := t.v.namespace(c.Bucket); err != nil {
 		return err
 	}
-	if len(c.Cors) == 0 && len(c.Tags) == 0 && len(c.Lifecycle) == 0 {
+	if len(c.Cors) == 0 && len(c.Tags) == 0 && len(c.Lifecycle) == 0 && c.Policy == "" && c.PublicAccessBlock == nil && c.ObjectOwnership == "" {
 		return t.del(s3BucketKey(c.Bucket))
 	}
 	return t.put(s3BucketKey(c.Bucket), c)

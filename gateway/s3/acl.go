@@ -24,7 +24,7 @@ func aclOf(n *metapb.Namespace) accessControlPolicy {
 }
 
 func (s *Server) getBucketACL(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func (s *Server) getBucketACL(q *request) error {
 }
 
 func (s *Server) getObjectACL(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}
@@ -45,7 +45,7 @@ func (s *Server) getObjectACL(q *request) error {
 }
 
 func (s *Server) putBucketACL(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, write)
+	n, err := s.authorize(q, write)
 	if err != nil {
 		return err
 	}
@@ -54,6 +54,9 @@ func (s *Server) putBucketACL(q *request) error {
 	}
 	vis, err := requestedVisibility(q, n.Owner)
 	if err != nil {
+		return err
+	}
+	if err := s.checkACL(q, vis, q.r.Header.Get("X-Amz-Acl")); err != nil {
 		return err
 	}
 	if _, err := s.client.SetVisibility(q.ctx(), q.bucket, vis); err != nil {
@@ -94,7 +97,7 @@ func requestedVisibility(q *request, owner string) (metapb.Visibility, error) {
 // putObjectACL accepts the ACL the object has already, its bucket's, and
 // refuses any other: objects cannot have ACLs of their own here.
 func (s *Server) putObjectACL(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, write)
+	n, err := s.authorize(q, write)
 	if err != nil {
 		return err
 	}
@@ -103,6 +106,9 @@ func (s *Server) putObjectACL(q *request) error {
 	}
 	vis, err := requestedVisibility(q, n.Owner)
 	if err != nil {
+		return err
+	}
+	if err := s.checkACL(q, vis, q.r.Header.Get("X-Amz-Acl")); err != nil {
 		return err
 	}
 	if vis != n.Visibility {
@@ -115,9 +121,18 @@ func (s *Server) putObjectACL(q *request) error {
 // authorizeObjectWrite authorizes a write of the request's object and
 // checks that an x-amz-acl it carries is the bucket's.
 func (s *Server) authorizeObjectWrite(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, write)
+	n, err := s.authorize(q, write)
 	if err != nil {
 		return err
+	}
+	if acl := q.r.Header.Get("X-Amz-Acl"); acl != "" {
+		vis := metapb.Visibility_PRIVATE
+		if acl == "public-read" {
+			vis = metapb.Visibility_PUBLIC_READ
+		}
+		if err := s.checkACL(q, vis, acl); err != nil {
+			return err
+		}
 	}
 	return checkObjectACL(q.r.Header, n)
 }

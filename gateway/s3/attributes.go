@@ -46,7 +46,7 @@ type objectPart struct {
 }
 
 func (s *Server) getObjectAttributes(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	h := q.r.Header

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"cairn/errors"
-	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -193,22 +192,3 @@ const (
 	read access = iota
 	write
 )
-
-// authorize decides whether p may read or write bucket: root, the
-// bucket's owner and keys granted access may; anyone may read a public
-// bucket.
-func (s *Server) authorize(ctx context.Context, p principal, bucket string, a access) (*metapb.Namespace, error) {
-	n, err := s.client.Namespace(ctx, bucket)
-	if err != nil {
-		return nil, notExistAs(err, errNoSuchBucket())
-	}
-	if allowed(p, n, a) {
-		return n, nil
-	}
-	return nil, apiErr(http.StatusForbidden, "AccessDenied", "Access Denied")
-}
-
-func allowed(p principal, n *metapb.Namespace, a access) bool {
-	mayRead, mayWrite, _ := meta.Rights(p.access, p.root, p.grants, n)
-	return mayWrite || a == read && mayRead
-}

@@ -97,6 +97,15 @@ func (s *Server) createBucket(q *request) error {
 	if err != nil {
 		return err
 	}
+	ownership := q.r.Header.Get("X-Amz-Object-Ownership")
+	if ownership != "" {
+		if err := checkOwnership(ownership); err != nil {
+			return err
+		}
+		if vis != metapb.Visibility_PRIVATE {
+			return errACLWithOwnership()
+		}
+	}
 	// The body may name a location; any is accepted (one region).
 	if q.body.size != 0 {
 		var c createBucketConfiguration
@@ -123,13 +132,20 @@ func (s *Server) createBucket(q *request) error {
 			return err
 		}
 	}
+	if ownership != "" {
+		cfg := &metapb.S3BucketConfig{Bucket: q.bucket, ObjectOwnership: ownership}
+		if _, err := s.meta.S3PutBucketConfig(q.ctx(), cfg); err != nil {
+			return err
+		}
+		s.states.drop(q.bucket)
+	}
 	q.w.Header().Set("Location", "/"+q.bucket)
 	q.w.WriteHeader(http.StatusOK)
 	return nil
 }
 
 func (s *Server) headBucket(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	q.w.Header().Set("X-Amz-Bucket-Region", s.cfg.Region)
@@ -138,7 +154,7 @@ func (s *Server) headBucket(q *request) error {
 }
 
 func (s *Server) deleteBucket(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	if err := s.client.DeleteNamespace(q.ctx(), q.bucket); err != nil {
@@ -146,6 +162,7 @@ func (s *Server) deleteBucket(q *request) error {
 	}
 	// Meta deleted the bucket's S3 configuration with the namespace.
 	s.cors.drop(q.bucket)
+	s.states.drop(q.bucket)
 	s.abortAll(q)
 	q.w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -163,7 +180,7 @@ func (s *Server) abortAll(q *request) {
 }
 
 func (s *Server) getBucketLocation(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	region := s.cfg.Region
@@ -177,7 +194,7 @@ func (s *Server) getBucketLocation(q *request) error {
 // bucketConfig reads the bucket's S3 configuration (CORS, tags) after
 // checking access.
 func (s *Server) bucketConfig(q *request, a access) (*metapb.S3BucketConfig, error) {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, a); err != nil {
+	if _, err := s.authorize(q, a); err != nil {
 		return nil, err
 	}
 	cfg, err := s.meta.S3GetBucketConfig(q.ctx(), &metapb.NamespaceRequest{Name: q.bucket})

@@ -49,7 +49,11 @@ func (s *Server) copyFrom(q *request, dirOK bool) (*client.File, string, string,
 	if err != nil {
 		return nil, "", "", err
 	}
-	if _, err := s.authorize(q.ctx(), q.p, sb, read); err != nil {
+	action := "s3:GetObject"
+	if sv != "" {
+		action = "s3:GetObjectVersion"
+	}
+	if _, err := s.authorizeOn(q, sb, sk, action, read); err != nil {
 		return nil, "", "", err
 	}
 	var f *client.File

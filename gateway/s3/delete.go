@@ -65,7 +65,7 @@ func (s *Server) removeEmptyParents(q *request, p string) {
 }
 
 func (s *Server) deleteObject(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	var v *metapb.S3Version
@@ -92,7 +92,18 @@ func (s *Server) deleteObject(q *request) error {
 }
 
 func (s *Server) deleteObjects(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	// A bucket policy may allow or deny some keys and not others: each is
+	// then authorized on its own, as S3 does.
+	st, err := s.state(q, q.bucket)
+	if err != nil {
+		return err
+	}
+	perKey := st.pol != nil && !q.p.root
+	if perKey {
+		if _, err := s.client.Namespace(q.base, q.bucket); err != nil {
+			return notExistAs(err, errNoSuchBucket())
+		}
+	} else if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	md5sum, err := contentMD5(q.r.Header)
@@ -120,7 +131,15 @@ func (s *Server) deleteObjects(q *request) error {
 		var err error
 		var v *metapb.S3Version
 		d := deletedXML{Key: o.Key, VersionID: o.VersionID}
+		action := "s3:DeleteObject"
+		if o.VersionID != "" {
+			action = "s3:DeleteObjectVersion"
+		}
+		if perKey {
+			_, err = s.authorizeOn(q, q.bucket, o.Key, action, write)
+		}
 		switch {
+		case err != nil:
 		case o.ETag != "" || o.LastModifiedTime != "" || o.Size != "":
 			err = errNotImplemented("conditional deletes (ETag, LastModifiedTime, Size) are not supported")
 		case o.VersionID != "":

@@ -10,7 +10,8 @@
 // checksums) and UNSIGNED-PAYLOAD. The expected signature is computed by
 // aws-sdk-go-v2's signer over a copy of the request holding exactly the
 // signed headers (sigv4.go); keys and their sealed secrets live in meta
-// (meta/s3keys.go). Anonymous requests may read public buckets.
+// (meta/s3keys.go). Anonymous requests may read public buckets, and do
+// what a bucket policy allows them.
 //
 // Files by concern:
 //
@@ -20,6 +21,10 @@
 //	chunked.go    aws-chunked decoding with per-chunk signature checks
 //	bucket.go     buckets: create, head, delete, list, location, versioning
 //	acl.go        ACLs (canned private/public-read = the namespace's visibility)
+//	access.go     access decisions: rights, the bucket policy, public access blocks
+//	bucketpolicy.go  Put/Get/Delete of policies, public access blocks, ownership controls
+//	policy/       the bucket policy language: parser and evaluator
+//	post.go       browser uploads (POST Object with a signed policy)
 //	cors.go       bucket CORS rules and preflight
 //	object.go     PUT, GET, HEAD of objects; keys as paths
 //	verify.go     Content-MD5, x-amz-checksum-*, length checks before a commit

@@ -165,7 +165,7 @@ func (s *Server) page(q *request, k listKind) (l *lister, esc func(string) strin
 }
 
 func (s *Server) listObjects(q *request, v2 bool) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}

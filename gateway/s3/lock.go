@@ -102,7 +102,7 @@ func parseLockConfig(b *body) (*metapb.S3VersioningRequest, error) {
 }
 
 func (s *Server) putObjectLockConfig(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, write)
+	n, err := s.authorize(q, write)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (s *Server) putObjectLockConfig(q *request) error {
 }
 
 func (s *Server) getObjectLockConfig(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Server) getObjectLockConfig(q *request) error {
 
 // lockTarget checks access and the key for a retention or legal hold call.
 func (s *Server) lockTarget(q *request, a access) (string, error) {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, a)
+	n, err := s.authorize(q, a)
 	if err != nil {
 		return "", err
 	}

@@ -81,7 +81,7 @@ func partNumber(q *request) (uint32, error) {
 // partTarget checks that the caller may write the bucket and returns the
 // upload and part number an UploadPart or UploadPartCopy names.
 func (s *Server) partTarget(q *request) (ref *metapb.S3UploadRequest, num uint32, err error) {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return ref, 0, err
 	}
 	if ref, err = s.uploadRef(q); err != nil {
@@ -193,7 +193,7 @@ func copySourceRange(h string, size int64) (off, n int64, err error) {
 }
 
 func (s *Server) completeUpload(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	ref, err := s.uploadRef(q)
@@ -309,7 +309,7 @@ func (s *Server) checkParts(q *request, ref *metapb.S3UploadRequest, req *metapb
 }
 
 func (s *Server) abortUpload(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	ref, err := s.uploadRef(q)
@@ -324,7 +324,7 @@ func (s *Server) abortUpload(q *request) error {
 }
 
 func (s *Server) listParts(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	ref, err := s.uploadRef(q)
@@ -358,7 +358,7 @@ func (s *Server) listParts(q *request) error {
 }
 
 func (s *Server) listUploads(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	v := q.query

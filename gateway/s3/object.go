@@ -259,7 +259,7 @@ var responseOverrides = map[string]string{
 }
 
 func (s *Server) getObject(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}

@@ -86,29 +86,40 @@ var (
 var routes = map[routeKey]route{
 	{levelRoot, http.MethodGet, ""}: {"ListBuckets", (*Server).listBuckets, []string{"max-buckets", "continuation-token", "prefix", "bucket-region"}},
 
-	{levelBucket, http.MethodPut, ""}:             {"CreateBucket", (*Server).createBucket, nil},
-	{levelBucket, http.MethodHead, ""}:            {"HeadBucket", (*Server).headBucket, nil},
-	{levelBucket, http.MethodDelete, ""}:          {"DeleteBucket", (*Server).deleteBucket, nil},
-	{levelBucket, http.MethodGet, ""}:             {"ListObjects", func(s *Server, q *request) error { return s.listObjects(q, false) }, listParams},
-	{levelBucket, http.MethodPut, "cors"}:         {"PutBucketCors", (*Server).putBucketCors, nil},
-	{levelBucket, http.MethodGet, "cors"}:         {"GetBucketCors", (*Server).getBucketCors, nil},
-	{levelBucket, http.MethodDelete, "cors"}:      {"DeleteBucketCors", (*Server).deleteBucketCors, nil},
-	{levelBucket, http.MethodPut, "acl"}:          {"PutBucketAcl", (*Server).putBucketACL, nil},
-	{levelBucket, http.MethodGet, "acl"}:          {"GetBucketAcl", (*Server).getBucketACL, nil},
-	{levelBucket, http.MethodGet, "location"}:     {"GetBucketLocation", (*Server).getBucketLocation, nil},
-	{levelBucket, http.MethodGet, "versioning"}:   {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
-	{levelBucket, http.MethodPut, "versioning"}:   {"PutBucketVersioning", (*Server).putBucketVersioning, nil},
-	{levelBucket, http.MethodGet, "object-lock"}:  {"GetObjectLockConfiguration", (*Server).getObjectLockConfig, nil},
-	{levelBucket, http.MethodPut, "object-lock"}:  {"PutObjectLockConfiguration", (*Server).putObjectLockConfig, nil},
-	{levelBucket, http.MethodGet, "uploads"}:      {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
-	{levelBucket, http.MethodGet, "versions"}:     {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
-	{levelBucket, http.MethodPost, "delete"}:      {"DeleteObjects", (*Server).deleteObjects, nil},
-	{levelBucket, http.MethodGet, "tagging"}:      {"GetBucketTagging", (*Server).getBucketTagging, nil},
-	{levelBucket, http.MethodPut, "tagging"}:      {"PutBucketTagging", (*Server).putBucketTagging, nil},
-	{levelBucket, http.MethodDelete, "tagging"}:   {"DeleteBucketTagging", (*Server).deleteBucketTagging, nil},
-	{levelBucket, http.MethodPut, "lifecycle"}:    {"PutBucketLifecycleConfiguration", (*Server).putBucketLifecycle, nil},
-	{levelBucket, http.MethodGet, "lifecycle"}:    {"GetBucketLifecycleConfiguration", (*Server).getBucketLifecycle, nil},
-	{levelBucket, http.MethodDelete, "lifecycle"}: {"DeleteBucketLifecycle", (*Server).deleteBucketLifecycle, nil},
+	{levelBucket, http.MethodPut, ""}:                     {"CreateBucket", (*Server).createBucket, nil},
+	{levelBucket, http.MethodHead, ""}:                    {"HeadBucket", (*Server).headBucket, nil},
+	{levelBucket, http.MethodDelete, ""}:                  {"DeleteBucket", (*Server).deleteBucket, nil},
+	{levelBucket, http.MethodGet, ""}:                     {"ListObjects", func(s *Server, q *request) error { return s.listObjects(q, false) }, listParams},
+	{levelBucket, http.MethodPut, "cors"}:                 {"PutBucketCors", (*Server).putBucketCors, nil},
+	{levelBucket, http.MethodGet, "cors"}:                 {"GetBucketCors", (*Server).getBucketCors, nil},
+	{levelBucket, http.MethodDelete, "cors"}:              {"DeleteBucketCors", (*Server).deleteBucketCors, nil},
+	{levelBucket, http.MethodPut, "acl"}:                  {"PutBucketAcl", (*Server).putBucketACL, nil},
+	{levelBucket, http.MethodGet, "acl"}:                  {"GetBucketAcl", (*Server).getBucketACL, nil},
+	{levelBucket, http.MethodGet, "location"}:             {"GetBucketLocation", (*Server).getBucketLocation, nil},
+	{levelBucket, http.MethodGet, "versioning"}:           {"GetBucketVersioning", (*Server).getBucketVersioning, nil},
+	{levelBucket, http.MethodPut, "versioning"}:           {"PutBucketVersioning", (*Server).putBucketVersioning, nil},
+	{levelBucket, http.MethodGet, "object-lock"}:          {"GetObjectLockConfiguration", (*Server).getObjectLockConfig, nil},
+	{levelBucket, http.MethodPut, "object-lock"}:          {"PutObjectLockConfiguration", (*Server).putObjectLockConfig, nil},
+	{levelBucket, http.MethodGet, "uploads"}:              {"ListMultipartUploads", (*Server).listUploads, []string{"prefix", "delimiter", "key-marker", "upload-id-marker", "max-uploads", "encoding-type"}},
+	{levelBucket, http.MethodGet, "versions"}:             {"ListObjectVersions", (*Server).listVersions, []string{"prefix", "delimiter", "key-marker", "version-id-marker", "max-keys", "encoding-type"}},
+	{levelBucket, http.MethodPost, "delete"}:              {"DeleteObjects", (*Server).deleteObjects, nil},
+	{levelBucket, http.MethodPost, ""}:                    {"PostObject", (*Server).postObject, nil},
+	{levelBucket, http.MethodGet, "tagging"}:              {"GetBucketTagging", (*Server).getBucketTagging, nil},
+	{levelBucket, http.MethodPut, "tagging"}:              {"PutBucketTagging", (*Server).putBucketTagging, nil},
+	{levelBucket, http.MethodDelete, "tagging"}:           {"DeleteBucketTagging", (*Server).deleteBucketTagging, nil},
+	{levelBucket, http.MethodPut, "policy"}:               {"PutBucketPolicy", (*Server).putBucketPolicy, nil},
+	{levelBucket, http.MethodGet, "policy"}:               {"GetBucketPolicy", (*Server).getBucketPolicy, nil},
+	{levelBucket, http.MethodDelete, "policy"}:            {"DeleteBucketPolicy", (*Server).deleteBucketPolicy, nil},
+	{levelBucket, http.MethodGet, "policyStatus"}:         {"GetBucketPolicyStatus", (*Server).getBucketPolicyStatus, nil},
+	{levelBucket, http.MethodPut, "publicAccessBlock"}:    {"PutPublicAccessBlock", (*Server).putPublicAccessBlock, nil},
+	{levelBucket, http.MethodGet, "publicAccessBlock"}:    {"GetPublicAccessBlock", (*Server).getPublicAccessBlock, nil},
+	{levelBucket, http.MethodDelete, "publicAccessBlock"}: {"DeletePublicAccessBlock", (*Server).deletePublicAccessBlock, nil},
+	{levelBucket, http.MethodPut, "ownershipControls"}:    {"PutBucketOwnershipControls", (*Server).putOwnershipControls, nil},
+	{levelBucket, http.MethodGet, "ownershipControls"}:    {"GetBucketOwnershipControls", (*Server).getOwnershipControls, nil},
+	{levelBucket, http.MethodDelete, "ownershipControls"}: {"DeleteBucketOwnershipControls", (*Server).deleteOwnershipControls, nil},
+	{levelBucket, http.MethodPut, "lifecycle"}:            {"PutBucketLifecycleConfiguration", (*Server).putBucketLifecycle, nil},
+	{levelBucket, http.MethodGet, "lifecycle"}:            {"GetBucketLifecycleConfiguration", (*Server).getBucketLifecycle, nil},
+	{levelBucket, http.MethodDelete, "lifecycle"}:         {"DeleteBucketLifecycle", (*Server).deleteBucketLifecycle, nil},
 
 	{levelObject, http.MethodPut, ""}:            {"PutObject", (*Server).putObject, nil},
 	{levelObject, http.MethodGet, ""}:            {"GetObject", (*Server).getObject, getParams},
@@ -181,8 +192,8 @@ func resolve(q *request) (route, error) {
 	if !ok {
 		name := map[level]string{levelRoot: "Root", levelBucket: "Bucket", levelObject: "Object"}[lv]
 		if sub == "" {
-			if m == http.MethodPost && lv != levelRoot {
-				return route{op: name}, errNotImplemented("POST needs ?delete on a bucket or ?uploads or ?uploadId on an object; browser uploads (POST Object) are not supported")
+			if m == http.MethodPost && lv == levelObject {
+				return route{op: name}, errNotImplemented("POST needs ?uploads or ?uploadId on an object; browser uploads (POST Object) post to the bucket")
 			}
 			return route{op: name}, apiErr(http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
 		}
@@ -217,6 +228,9 @@ func checkParams(q *request, rt route, sub string) (route, error) {
 	}
 	if err := checkHeaders(q.r.Header); err != nil {
 		return route{op: rt.op}, err
+	}
+	if rt.op != "CreateBucket" && q.r.Header.Get("X-Amz-Object-Ownership") != "" {
+		return route{op: rt.op}, errInvalidRequest("x-amz-object-ownership is taken by CreateBucket only; use PutBucketOwnershipControls")
 	}
 	if rt.op != "PutObject" && hasLockHeaders(q.r.Header) {
 		return route{op: rt.op}, errInvalidRequest("object lock headers are supported on PutObject only; set the lock with PutObjectRetention or PutObjectLegalHold")
@@ -289,9 +303,6 @@ func checkHeaders(h http.Header) error {
 	}
 	if _, _, err := objectClass(h); err != nil { // STANDARD, STANDARD_IA, GLACIER_IR (class.go)
 		return err
-	}
-	if v := h.Get("X-Amz-Object-Ownership"); v != "" && v != "BucketOwnerEnforced" {
-		return errNotImplemented("object ownership is always BucketOwnerEnforced: objects follow the bucket's ACL")
 	}
 	return nil
 }

@@ -89,6 +89,7 @@ type Server struct {
 	meta   metapb.MetaClient
 	keys   keyCache
 	cors   corsCache
+	states stateCache // bucket policies, public access blocks, ownership (access.go)
 	ops    *metrics.Ops
 	stop   context.CancelFunc
 	done   chan struct{}
@@ -110,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, client: cfg.Client, meta: cfg.Client.Meta(),
 		keys: keyCache{entries: map[string]keyEntry{}},
-		cors: corsCache{m: map[string]corsEntry{}},
+		cors: corsCache{m: map[string]corsEntry{}}, states: stateCache{m: map[string]bucketState{}},
 		ops:  metrics.NewOps(cfg.Registerer, "s3"),
 		stop: cancel, done: make(chan struct{}), md5s: md5simd.NewServer(),
 	}
@@ -141,6 +142,10 @@ type request struct {
 	body   *body
 	bucket string
 	key    string // "" for bucket-level calls
+	// base is the context the request came with, before meta.OnBehalfOf:
+	// the gateway's own identity, for calls it has authorized itself.
+	base   context.Context
+	action string // the IAM action of the operation (access.go)
 }
 
 func (q *request) ctx() context.Context { return q.r.Context() }
@@ -228,8 +233,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) (string, int) {
 	// Meta checks the signer's rights too, where the data is (as for the
 	// native API): a check this layer got wrong still cannot reach past
 	// them. "" (an unsigned request) is checked as anonymous.
-	r = r.WithContext(meta.OnBehalfOf(r.Context(), p.access))
-	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key}
+	base := r.Context()
+	r = r.WithContext(meta.OnBehalfOf(base, p.access))
+	q := &request{w: w, r: r, query: query, p: p, body: b, bucket: bucket, key: key, base: base}
 	op, err := s.dispatch(q)
 	if err != nil {
 		return op, writeError(w, r, err)
@@ -245,6 +251,7 @@ func (s *Server) dispatch(q *request) (string, error) {
 	if err != nil {
 		return rt.op, err
 	}
+	q.action = actionOf(rt.op, q)
 	if err := s.expectedOwners(q); err != nil {
 		return rt.op, err
 	}
@@ -286,17 +293,13 @@ func (s *Server) expectedOwners(q *request) error {
 // error S3 gives for a bucket without one: tools probe them and expect
 // "none", not "not implemented".
 var notConfigured = map[string]string{
-	"policy":            "NoSuchBucketPolicy",
-	"encryption":        "ServerSideEncryptionConfigurationNotFoundError",
-	"website":           "NoSuchWebsiteConfiguration",
-	"replication":       "ReplicationConfigurationNotFoundError",
-	"publicAccessBlock": "NoSuchPublicAccessBlockConfiguration",
-	"ownershipControls": "OwnershipControlsNotFoundError",
-	"policyStatus":      "NoSuchBucketPolicy",
+	"encryption":  "ServerSideEncryptionConfigurationNotFoundError",
+	"website":     "NoSuchWebsiteConfiguration",
+	"replication": "ReplicationConfigurationNotFoundError",
 }
 
 func (s *Server) notConfigured(q *request, sub string) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	return apiErr(http.StatusNotFound, notConfigured[sub], "The bucket has no "+sub+" configuration")

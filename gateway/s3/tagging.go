@@ -37,7 +37,7 @@ func checkTags(tags map[string]string) error {
 }
 
 func (s *Server) getObjectTagging(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, read); err != nil {
+	if _, err := s.authorize(q, read); err != nil {
 		return err
 	}
 	f, err := s.stat(q)
@@ -53,7 +53,7 @@ func (s *Server) getObjectTagging(q *request) error {
 }
 
 func (s *Server) setTags(q *request, tags map[string]string) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	f, err := s.stat(q)

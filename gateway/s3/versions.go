@@ -53,7 +53,7 @@ func (s *Server) bucketNS(q *request) *metapb.Namespace {
 }
 
 func (s *Server) putBucketVersioning(q *request) error {
-	if _, err := s.authorize(q.ctx(), q.p, q.bucket, write); err != nil {
+	if _, err := s.authorize(q, write); err != nil {
 		return err
 	}
 	var in versioningConfiguration
@@ -86,7 +86,7 @@ func (s *Server) putBucketVersioning(q *request) error {
 }
 
 func (s *Server) getBucketVersioning(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func (s *Server) bypass(q *request) bool {
 // versions and delete markers. Each key's current version comes first,
 // then the stored ones newest first.
 func (s *Server) listVersions(q *request) error {
-	n, err := s.authorize(q.ctx(), q.p, q.bucket, read)
+	n, err := s.authorize(q, read)
 	if err != nil {
 		return err
 	}

@@ -6441,9 +6441,15 @@ type S3BucketConfig struct {
 	Tags   map[string]string      `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Lifecycle rules (s3more band 441-460), run by the meta leader
 	// (meta/lifecycle.go).
-	Lifecycle     []*S3LifecycleRule `protobuf:"bytes,441,rep,name=lifecycle,proto3" json:"lifecycle,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Lifecycle []*S3LifecycleRule `protobuf:"bytes,441,rep,name=lifecycle,proto3" json:"lifecycle,omitempty"`
+	// The bucket policy's JSON as the owner put it, validated and enforced
+	// by the S3 gateway (gateway/s3/policy).
+	Policy            string               `protobuf:"bytes,421,opt,name=policy,proto3" json:"policy,omitempty"`
+	PublicAccessBlock *S3PublicAccessBlock `protobuf:"bytes,422,opt,name=public_access_block,json=publicAccessBlock,proto3" json:"public_access_block,omitempty"`
+	// Object ownership controls: "" (none) or "BucketOwnerEnforced".
+	ObjectOwnership string `protobuf:"bytes,423,opt,name=object_ownership,json=objectOwnership,proto3" json:"object_ownership,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *S3BucketConfig) Reset() {
@@ -6502,6 +6508,27 @@ func (x *S3BucketConfig) GetLifecycle() []*S3LifecycleRule {
 		return x.Lifecycle
 	}
 	return nil
+}
+
+func (x *S3BucketConfig) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *S3BucketConfig) GetPublicAccessBlock() *S3PublicAccessBlock {
+	if x != nil {
+		return x.PublicAccessBlock
+	}
+	return nil
+}
+
+func (x *S3BucketConfig) GetObjectOwnership() string {
+	if x != nil {
+		return x.ObjectOwnership
+	}
+	return ""
 }
 
 // S3LifecycleRule is one rule of a bucket's lifecycle configuration. An
@@ -6614,6 +6641,75 @@ func (x *S3LifecycleRule) GetAbortUploadDays() int32 {
 	return 0
 }
 
+// S3PublicAccessBlock is a bucket's PublicAccessBlock configuration.
+type S3PublicAccessBlock struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	BlockPublicAcls       bool                   `protobuf:"varint,1,opt,name=block_public_acls,json=blockPublicAcls,proto3" json:"block_public_acls,omitempty"`
+	IgnorePublicAcls      bool                   `protobuf:"varint,2,opt,name=ignore_public_acls,json=ignorePublicAcls,proto3" json:"ignore_public_acls,omitempty"`
+	BlockPublicPolicy     bool                   `protobuf:"varint,3,opt,name=block_public_policy,json=blockPublicPolicy,proto3" json:"block_public_policy,omitempty"`
+	RestrictPublicBuckets bool                   `protobuf:"varint,4,opt,name=restrict_public_buckets,json=restrictPublicBuckets,proto3" json:"restrict_public_buckets,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *S3PublicAccessBlock) Reset() {
+	*x = S3PublicAccessBlock{}
+	mi := &file_proto_meta_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *S3PublicAccessBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*S3PublicAccessBlock) ProtoMessage() {}
+
+func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use S3PublicAccessBlock.ProtoReflect.Descriptor instead.
+func (*S3PublicAccessBlock) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *S3PublicAccessBlock) GetBlockPublicAcls() bool {
+	if x != nil {
+		return x.BlockPublicAcls
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetIgnorePublicAcls() bool {
+	if x != nil {
+		return x.IgnorePublicAcls
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetBlockPublicPolicy() bool {
+	if x != nil {
+		return x.BlockPublicPolicy
+	}
+	return false
+}
+
+func (x *S3PublicAccessBlock) GetRestrictPublicBuckets() bool {
+	if x != nil {
+		return x.RestrictPublicBuckets
+	}
+	return false
+}
+
 // S3CopyRequest makes dst a new file that shares src's needles (no data
 // is copied; needles shared by several files are reference-counted).
 type S3CopyRequest struct {
@@ -6637,7 +6733,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6649,7 +6745,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6662,7 +6758,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -6767,7 +6863,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6779,7 +6875,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6792,7 +6888,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -6835,7 +6931,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6847,7 +6943,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6860,7 +6956,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -6937,7 +7033,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6949,7 +7045,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6962,7 +7058,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -7000,7 +7096,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7012,7 +7108,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7025,7 +7121,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -7074,7 +7170,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7086,7 +7182,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7099,7 +7195,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -7133,7 +7229,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7145,7 +7241,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7158,7 +7254,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -7190,7 +7286,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7202,7 +7298,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7215,7 +7311,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -7264,7 +7360,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7276,7 +7372,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7289,7 +7385,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -7324,7 +7420,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7336,7 +7432,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7349,7 +7445,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -7386,7 +7482,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7398,7 +7494,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7411,7 +7507,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7459,7 +7555,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7471,7 +7567,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7484,7 +7580,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -7516,7 +7612,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7528,7 +7624,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7541,7 +7637,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -7591,7 +7687,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7603,7 +7699,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7616,7 +7712,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -7647,7 +7743,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7659,7 +7755,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7672,7 +7768,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -7720,7 +7816,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7732,7 +7828,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7745,7 +7841,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -7774,7 +7870,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7786,7 +7882,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7799,7 +7895,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -7841,7 +7937,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7853,7 +7949,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7866,7 +7962,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -7901,7 +7997,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7913,7 +8009,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7926,7 +8022,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -7952,7 +8048,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7964,7 +8060,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7977,7 +8073,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -7998,7 +8094,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8010,7 +8106,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8023,7 +8119,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -8052,7 +8148,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8064,7 +8160,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8077,7 +8173,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -8153,7 +8249,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8165,7 +8261,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8178,7 +8274,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -8253,7 +8349,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8265,7 +8361,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8278,7 +8374,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -8373,7 +8469,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8385,7 +8481,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8398,7 +8494,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8450,7 +8546,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8462,7 +8558,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8475,7 +8571,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -8509,7 +8605,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8521,7 +8617,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8534,7 +8630,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -8558,7 +8654,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8570,7 +8666,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8583,7 +8679,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MetaMember) GetId() string {
@@ -8626,7 +8722,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8638,7 +8734,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8651,7 +8747,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -8692,7 +8788,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8704,7 +8800,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8717,7 +8813,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -8744,7 +8840,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8756,7 +8852,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8769,7 +8865,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -8793,7 +8889,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8805,7 +8901,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8818,7 +8914,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -8862,7 +8958,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8874,7 +8970,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8887,7 +8983,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -8945,7 +9041,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8957,7 +9053,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8970,7 +9066,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3Version) GetKey() string {
@@ -9041,7 +9137,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9053,7 +9149,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9066,7 +9162,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -9112,7 +9208,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9124,7 +9220,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9137,7 +9233,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -9201,7 +9297,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9213,7 +9309,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9226,7 +9322,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{114}
+	return file_proto_meta_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -9259,7 +9355,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9271,7 +9367,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9284,7 +9380,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{115}
+	return file_proto_meta_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9904,12 +10000,15 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0fallowed_headers\x18\x03 \x03(\tR\x0eallowedHeaders\x12%\n" +
 	"\x0eexpose_headers\x18\x04 \x03(\tR\rexposeHeaders\x12&\n" +
 	"\x0fmax_age_seconds\x18\x05 \x01(\x05R\rmaxAgeSeconds\x12\x0e\n" +
-	"\x02id\x18\x06 \x01(\tR\x02id\"\x83\x02\n" +
+	"\x02id\x18\x06 \x01(\tR\x02id\"\x9a\x03\n" +
 	"\x0eS3BucketConfig\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12*\n" +
 	"\x04cors\x18\x02 \x03(\v2\x16.cairn.meta.S3CORSRuleR\x04cors\x128\n" +
 	"\x04tags\x18\x03 \x03(\v2$.cairn.meta.S3BucketConfig.TagsEntryR\x04tags\x12:\n" +
-	"\tlifecycle\x18\xb9\x03 \x03(\v2\x1b.cairn.meta.S3LifecycleRuleR\tlifecycle\x1a7\n" +
+	"\tlifecycle\x18\xb9\x03 \x03(\v2\x1b.cairn.meta.S3LifecycleRuleR\tlifecycle\x12\x17\n" +
+	"\x06policy\x18\xa5\x03 \x01(\tR\x06policy\x12P\n" +
+	"\x13public_access_block\x18\xa6\x03 \x01(\v2\x1f.cairn.meta.S3PublicAccessBlockR\x11publicAccessBlock\x12*\n" +
+	"\x10object_ownership\x18\xa7\x03 \x01(\tR\x0fobjectOwnership\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x03\n" +
@@ -9925,7 +10024,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x11abort_upload_days\x18\t \x01(\x05R\x0fabortUploadDays\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x13S3PublicAccessBlock\x12*\n" +
+	"\x11block_public_acls\x18\x01 \x01(\bR\x0fblockPublicAcls\x12,\n" +
+	"\x12ignore_public_acls\x18\x02 \x01(\bR\x10ignorePublicAcls\x12.\n" +
+	"\x13block_public_policy\x18\x03 \x01(\bR\x11blockPublicPolicy\x126\n" +
+	"\x17restrict_public_buckets\x18\x04 \x01(\bR\x15restrictPublicBuckets\"\xc1\x05\n" +
 	"\rS3CopyRequest\x12\x15\n" +
 	"\x06src_ns\x18\x01 \x01(\tR\x05srcNs\x12\x19\n" +
 	"\bsrc_path\x18\x02 \x01(\tR\asrcPath\x12\x15\n" +
@@ -10277,7 +10381,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 138)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 139)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -10361,80 +10465,81 @@ var file_proto_meta_proto_goTypes = []any{
 	(*S3CORSRule)(nil),              // 79: cairn.meta.S3CORSRule
 	(*S3BucketConfig)(nil),          // 80: cairn.meta.S3BucketConfig
 	(*S3LifecycleRule)(nil),         // 81: cairn.meta.S3LifecycleRule
-	(*S3CopyRequest)(nil),           // 82: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 83: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 84: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 85: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 86: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 87: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 88: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 89: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 90: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 91: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 92: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 93: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 94: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 95: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 96: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 97: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 98: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 99: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 100: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 101: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 102: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 103: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 104: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 105: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 106: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 107: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 108: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 109: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 110: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 111: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 112: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 113: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 114: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 115: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 116: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 117: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 118: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 119: cairn.meta.S3LockRequest
-	nil,                             // 120: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 121: cairn.meta.Inode.HeadersEntry
-	nil,                             // 122: cairn.meta.Inode.TagsEntry
-	nil,                             // 123: cairn.meta.Inode.XattrsEntry
-	nil,                             // 124: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 125: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 126: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 127: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 128: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 129: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 130: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 131: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 132: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 133: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 134: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                             // 135: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 136: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 137: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 138: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 139: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 140: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 141: cairn.meta.S3Upload.TagsEntry
+	(*S3PublicAccessBlock)(nil),     // 82: cairn.meta.S3PublicAccessBlock
+	(*S3CopyRequest)(nil),           // 83: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),           // 84: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                // 85: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),         // 86: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                  // 87: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),        // 88: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),          // 89: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),       // 90: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),      // 91: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),              // 92: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),    // 93: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),            // 94: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),         // 95: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),     // 96: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),  // 97: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil), // 98: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),             // 99: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),            // 100: cairn.meta.JoinResponse
+	(*CapKey)(nil),                  // 101: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),        // 102: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),       // 103: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),              // 104: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),       // 105: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),        // 106: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),       // 107: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),             // 108: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),            // 109: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),              // 110: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),     // 111: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),       // 112: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),       // 113: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),             // 114: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),     // 115: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),               // 116: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),        // 117: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),   // 118: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),           // 119: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),           // 120: cairn.meta.S3LockRequest
+	nil,                             // 121: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 122: cairn.meta.Inode.HeadersEntry
+	nil,                             // 123: cairn.meta.Inode.TagsEntry
+	nil,                             // 124: cairn.meta.Inode.XattrsEntry
+	nil,                             // 125: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 126: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 127: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 128: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 129: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 130: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 131: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 132: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 133: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 134: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 135: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                             // 136: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 137: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 138: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 139: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 140: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 141: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 142: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	113, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	114, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	120, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	121, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	122, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	123, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	113, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	121, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	122, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	123, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	124, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -10444,25 +10549,25 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	124, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	125, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	126, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	113, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	125, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	126, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	127, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	127, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	128, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	103, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	100, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	107, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	101, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	128, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	129, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -10484,218 +10589,219 @@ var file_proto_meta_proto_depIdxs = []int32{
 	69,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
 	70,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
 	80,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	82,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	84,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	87,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	89,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	85,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	83,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	83,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	85,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	88,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	90,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	86,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	84,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
 	54,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
 	55,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	56,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	58,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	104, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	94,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	95,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	107, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	114, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	116, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	116, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	119, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	105, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	95,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	96,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	108, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	115, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	117, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	117, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	120, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
 	51,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
 	42,  // 80: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
 	4,   // 81: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
 	10,  // 82: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
 	28,  // 83: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
 	10,  // 84: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	115, // 85: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	116, // 85: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
 	62,  // 86: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	129, // 87: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	103, // 88: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	130, // 87: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 88: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	28,  // 89: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	64,  // 90: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
 	65,  // 91: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
 	66,  // 92: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	68,  // 93: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
 	69,  // 94: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	130, // 95: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	131, // 96: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	131, // 95: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	132, // 96: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 97: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	132, // 98: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	133, // 98: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	76,  // 99: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	76,  // 100: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	79,  // 101: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	133, // 102: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	134, // 102: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
 	81,  // 103: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	134, // 104: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	135, // 105: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	136, // 106: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	137, // 107: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	138, // 108: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	139, // 109: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	140, // 110: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	141, // 111: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 112: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	85,  // 113: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	86,  // 114: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	85,  // 115: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	88,  // 116: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	85,  // 117: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	86,  // 118: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	84,  // 119: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	84,  // 120: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 121: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	107, // 122: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	109, // 123: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 124: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	113, // 125: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 126: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 127: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	115, // 128: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	113, // 129: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 130: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 131: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 132: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 133: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 134: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 135: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 136: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 137: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 138: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 139: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 140: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 141: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 142: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 143: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 144: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 145: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 146: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 147: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 148: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 149: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 150: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 151: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 152: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 153: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 154: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 155: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 156: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 157: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 158: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 159: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 160: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 161: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 162: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 163: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 164: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 165: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 166: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 167: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 168: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	82,  // 169: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	83,  // 170: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	84,  // 171: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	85,  // 172: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	87,  // 173: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	89,  // 174: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	85,  // 175: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	90,  // 176: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	92,  // 177: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	114, // 178: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	116, // 179: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	116, // 180: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	116, // 181: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	117, // 182: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	119, // 183: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 184: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 185: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 186: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 187: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 188: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 189: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 190: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	96,  // 191: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	98,  // 192: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 193: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	111, // 194: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	111, // 195: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 196: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	101, // 197: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	104, // 198: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	105, // 199: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	107, // 200: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 201: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 202: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 203: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 204: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 205: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 206: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 207: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 208: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 209: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 210: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 211: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 212: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 213: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 214: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 215: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 216: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 217: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 218: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 219: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 220: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 221: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 222: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 223: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 224: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 225: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 226: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 227: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 228: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 229: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 230: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 231: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 232: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 233: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 234: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 235: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 236: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 237: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	84,  // 238: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	84,  // 239: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	86,  // 240: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 241: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 242: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	91,  // 243: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	93,  // 244: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 245: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	115, // 246: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	115, // 247: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	115, // 248: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	118, // 249: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	115, // 250: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 251: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 252: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 253: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 254: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 255: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 256: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 257: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	97,  // 258: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	99,  // 259: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	110, // 260: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 261: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 262: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	112, // 263: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	102, // 264: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 265: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	106, // 266: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	108, // 267: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	201, // [201:268] is the sub-list for method output_type
-	134, // [134:201] is the sub-list for method input_type
-	134, // [134:134] is the sub-list for extension type_name
-	134, // [134:134] is the sub-list for extension extendee
-	0,   // [0:134] is the sub-list for field type_name
+	82,  // 104: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	135, // 105: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	136, // 106: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	137, // 107: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	138, // 108: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	139, // 109: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	140, // 110: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	141, // 111: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	142, // 112: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 113: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 114: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 115: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 116: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 117: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 118: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 119: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 120: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 121: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 122: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 123: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 124: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 125: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 126: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 127: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 128: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 129: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 130: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	2,   // 131: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 132: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 133: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 134: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 135: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 136: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 137: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 138: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 139: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 140: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 141: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 142: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 143: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 144: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 145: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 146: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 147: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 148: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 149: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 150: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 151: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 152: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 153: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 154: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 155: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 156: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 157: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 158: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 159: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 160: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 161: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 162: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 163: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 164: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 165: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 166: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 167: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 168: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 169: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 170: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 171: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 172: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 173: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 174: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 175: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 176: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 177: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 178: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 179: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 180: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 181: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 182: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 183: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 184: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 185: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 186: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 187: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 188: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 189: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 190: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 191: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 192: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 193: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 194: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 195: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 196: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 197: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 198: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 199: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 200: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 201: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	4,   // 202: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 203: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 204: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 205: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 206: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 207: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 208: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 209: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 210: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 211: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 212: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 213: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 214: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 215: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 216: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 217: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 218: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 219: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 220: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 221: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 222: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 223: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 224: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 225: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 226: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 227: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 228: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 229: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 230: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 231: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 232: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 233: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 234: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 235: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 236: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 237: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 238: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 239: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 240: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 241: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 242: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 243: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 244: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 245: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 246: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 247: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 248: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 249: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 250: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 251: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 252: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 253: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 254: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 255: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 256: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 257: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 258: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 259: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 260: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 261: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 262: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 263: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 264: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 265: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 266: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 267: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 268: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	202, // [202:269] is the sub-list for method output_type
+	135, // [135:202] is the sub-list for method input_type
+	135, // [135:135] is the sub-list for extension type_name
+	135, // [135:135] is the sub-list for extension extendee
+	0,   // [0:135] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -10751,7 +10857,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   138,
+			NumMessages:   139,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -223,7 +223,9 @@ var opActions = map[string]string{
 	"GetPublicAccessBlock":  "s3:GetBucketPublicAccessBlock", "PutPublicAccessBlock": "s3:PutBucketPublicAccessBlock",
 	"DeletePublicAccessBlock":    "s3:PutBucketPublicAccessBlock",
 	"GetBucketOwnershipControls": "s3:GetBucketOwnershipControls", "PutBucketOwnershipControls": "s3:PutBucketOwnershipControls",
-	"DeleteBucketOwnershipControls": "s3:PutBucketOwnershipControls",
+	"DeleteBucketOwnershipControls":   "s3:PutBucketOwnershipControls",
+	"GetBucketLifecycleConfiguration": "s3:GetLifecycleConfiguration",
+	"PutBucketLifecycleConfiguration": "s3:PutLifecycleConfiguration", "DeleteBucketLifecycle": "s3:PutLifecycleConfiguration",
 
 	"PutObject": "s3:PutObject", "CopyObject": "s3:PutObject", "PostObject": "s3:PutObject",
 	"CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject", "UploadPartCopy": "s3:PutObject",
@@ -240,6 +242,6 @@ var opActions = map[string]string{
 // notConfiguredActions are the actions of the configurations a bucket
 // cannot have here (GetBucketConfig).
 var notConfiguredActions = map[string]string{
-	"lifecycle": "s3:GetLifecycleConfiguration", "encryption": "s3:GetEncryptionConfiguration",
-	"website": "s3:GetBucketWebsite", "replication": "s3:GetReplicationConfiguration",
+	"encryption": "s3:GetEncryptionConfiguration",
+	"website":    "s3:GetBucketWebsite", "replication": "s3:GetReplicationConfiguration",
 }

@@ -124,6 +124,10 @@ type Config struct {
 	// ECRate is the bytes per second an encoding or shard rebuild may
 	// read. Default 256 MiB/s; negative: unthrottled.
 	ECRate int64
+	// TierInterval is how often the tiering mover scans the tree for
+	// files its policies move (meta/tier.go); reads are recorded at this
+	// granularity too. Default 1 minute.
+	TierInterval time.Duration
 }
 
 const (
@@ -178,6 +182,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ECRate == 0 {
 		c.ECRate = 256 << 20
+	}
+	if c.TierInterval == 0 {
+		c.TierInterval = time.Minute
 	}
 }
 

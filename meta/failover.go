@@ -163,4 +163,5 @@ func idempotent(method string) bool {
 var moreReads = map[string]bool{
 	"ListNamespaces": true, "Info": true, "Volumes": true, "Heartbeat": true, "Authenticate": true,
 	"ClusterStatus": true, "S3ListUsers": true, "S3ListKeys": true, "S3GetSecret": true, "MetaMembers": true,
+	"TierGetPolicy": true, "TierStatus": true,
 }

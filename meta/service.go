@@ -56,6 +56,7 @@ type Service struct {
 	assignMu sync.Mutex // one volume creation at a time
 	cl       membership // drain, suspects, repairs (membership.go, repair.go)
 	ec       ecState    // erasure coding: encodes, shard rebuilds (ec.go)
+	tier     tierState  // automatic tiering: reads seen, moves (tier.go)
 
 	genUser, genSecret string
 	clusterID          string      // chosen at the first start (setupClusterID)
@@ -128,6 +129,7 @@ func Open(cfg Config) (*Service, error) {
 	go s.repairLoop()
 	go s.capLoop()
 	s.ecStart()
+	s.tierStart()
 	return s, nil
 }
 

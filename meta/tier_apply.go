@@ -93,6 +93,8 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 		}
 	}
 	n.StorageClass = m.StorageClass
+	// The S3 class a PUT named (gateway/s3/class.go) no longer holds.
+	delete(n.Headers, "X-Amz-Storage-Class")
 	n.Version++ // the extents changed: caches of them go
 	t.res.inode = n
 	t.event(m.Ns, m.Path, false)

@@ -152,6 +152,14 @@ func (s *Service) tierStep(ctx context.Context) bool {
 		s.log.Warn("tiering: reading policies failed", "err", err)
 		return false
 	}
+	if len(pols) == 0 {
+		// Nothing to move: no walk of the whole tree every interval.
+		s.tier.mu.Lock()
+		s.tier.lastScan = time.Now()
+		s.tier.scan = tierScan{}
+		s.tier.mu.Unlock()
+		return false
+	}
 	sc, err := s.tierScan(pols, time.Now())
 	if err != nil {
 		s.log.Warn("tiering: scan failed", "err", err)

@@ -9454,7 +9454,7 @@ func (x *TierClassBytes) GetBytes() uint64 {
 
 type TierStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Classes       []*TierClassBytes      `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`                       // file bytes per class, as of the last scan
+	Classes       []*TierClassBytes      `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`                       // file bytes per class, as of the last scan (scans run while a policy exists)
 	ScannedNs     int64                  `protobuf:"varint,2,opt,name=scanned_ns,json=scannedNs,proto3" json:"scanned_ns,omitempty"` // when the last scan ended (0: none yet)
 	Moving        []string               `protobuf:"bytes,3,rep,name=moving,proto3" json:"moving,omitempty"`                         // moves in progress
 	Due           uint64                 `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`                              // files the last scan found due for a move

@@ -25,6 +25,9 @@ type Stat struct {
 	Dir         bool      `json:"dir"`
 	Mode        uint32    `json:"mode"`
 	Version     uint64    `json:"version"`
+	// StorageClass is the file's class when it is not its namespace's
+	// (automatic tiering moved it).
+	StorageClass string `json:"storage_class,omitempty"`
 }
 
 // PutOptions are the optional parts of a Put. The zero value is a plain

@@ -54,6 +54,7 @@ since the server started.`,
 	cmd.AddCommand(certCmd())
 	cmd.AddCommand(metaGroupCommand())
 	cmd.AddCommand(s3AdminCommands()...)
+	cmd.AddCommand(tierCmd())
 	return cmd
 }
 

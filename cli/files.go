@@ -169,6 +169,9 @@ func printStat(w io.Writer, t target, st *api.Stat) {
 	}
 	fmt.Fprintf(tw, "mode:\t%#o\n", st.Mode)
 	fmt.Fprintf(tw, "version:\t%d\n", st.Version)
+	if st.StorageClass != "" {
+		fmt.Fprintf(tw, "storage class:\t%s (moved by tiering; else the namespace's)\n", st.StorageClass)
+	}
 	tw.Flush()
 }
 

@@ -191,6 +191,7 @@ func metaCmd() *cobra.Command {
 	var rebalanceOnJoin, pprof bool
 	var sans, classFlags []string
 	var ecCell int64
+	var tierInterval time.Duration
 	var grp metaGroupFlags
 	cmd := &cobra.Command{
 		Use:   "meta",
@@ -237,7 +238,7 @@ certificate from it, and data servers and gateways join with tokens from
 				RepairRate: repairRate, RebalanceOnJoin: rebalanceOnJoin,
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
 				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve, Group: group,
-				Classes: classes, ECCell: ecCell,
+				Classes: classes, ECCell: ecCell, TierInterval: tierInterval,
 			})
 			if err != nil {
 				return err
@@ -294,6 +295,7 @@ certificate from it, and data servers and gateways join with tokens from
 	grp.flags(fs)
 	fs.StringArrayVar(&classFlags, "class", nil, "storage class NAME=replicated[:RF] or NAME=ec:K+M, with ,media=LABEL and (ec) ,rf=N; repeatable (ec-K+M names work unconfigured)")
 	sizeFlag(fs, &ecCell, "ec-cell", "cell size sealed volumes are erasure-coded with (default 1 MiB)")
+	fs.DurationVar(&tierInterval, "tier-interval", time.Minute, "how often automatic tiering scans for files to move (and the granularity of read times)")
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd
 }

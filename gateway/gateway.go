@@ -515,12 +515,15 @@ type statJSON struct {
 	Mode        uint32            `json:"mode"`
 	Version     uint64            `json:"version"`
 	Meta        map[string]string `json:"meta,omitempty"`
+	// The file's storage class when it is not its namespace's (a tier
+	// move put it elsewhere; meta/tier.go).
+	StorageClass string `json:"storage_class,omitempty"`
 }
 
 func toStatJSON(path string, ino *metapb.Inode) statJSON {
 	s := statJSON{Name: path, Size: ino.Size, Mtime: time.Unix(0, ino.MtimeNs).UTC().Format(time.RFC3339Nano),
 		ContentType: ino.ContentType, Dir: ino.Type == metapb.FileType_DIRECTORY, Mode: ino.Mode,
-		Version: ino.Version, Meta: ino.UserMeta}
+		Version: ino.Version, Meta: ino.UserMeta, StorageClass: ino.StorageClass}
 	if !s.Dir {
 		s.ETag = strings.Trim(etagOf(ino), `"`)
 	}

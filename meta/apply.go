@@ -141,6 +141,9 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 			op, p, known, err = t.applyVersions(cmd)
 		}
 		if !known {
+			op, p, known, err = t.applyTier(cmd) // tier_apply.go
+		}
+		if !known {
 			return nil, errors.E(errors.Op("meta.apply"), errors.Invalid, fmt.Sprintf("unknown command %T", cmd.Op))
 		}
 	}

@@ -88,6 +88,9 @@ var explicitRules = map[string]rule{
 	"ClusterDrain":     {roles: roleMeta, user: userRoot},
 	"ClusterRebalance": {roles: roleMeta, user: userRoot},
 	"RevokeCert":       {roles: roleMeta, user: userRoot},
+	"TierSetPolicy":    {roles: roleMeta, user: userRoot},
+	"TierGetPolicy":    {roles: roleMeta, user: userRoot},
+	"TierStatus":       {roles: roleMeta, user: userRoot},
 	// The meta group (raftadmin.go).
 	"MetaMembers":      {roles: roleMeta, user: userRoot},
 	"MetaAddMember":    {roles: roleMeta, user: userRoot},

@@ -135,6 +135,10 @@ type Config struct {
 	// LifecycleRate bounds the deletions and aborts lifecycle makes per
 	// second. Default 100.
 	LifecycleRate int
+	// TierInterval is how often the tiering mover scans the tree for
+	// files its policies move (meta/tier.go); reads are recorded at this
+	// granularity too. Default 1 minute.
+	TierInterval time.Duration
 }
 
 const (
@@ -198,6 +202,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LifecycleRate <= 0 {
 		c.LifecycleRate = 100
+	}
+	if c.TierInterval == 0 {
+		c.TierInterval = time.Minute
 	}
 }
 

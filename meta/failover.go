@@ -176,4 +176,5 @@ func retriable(method string) bool {
 var moreReads = map[string]bool{
 	"ListNamespaces": true, "Info": true, "Volumes": true, "Heartbeat": true, "Authenticate": true,
 	"ClusterStatus": true, "S3ListUsers": true, "S3ListKeys": true, "S3GetSecret": true, "MetaMembers": true,
+	"TierGetPolicy": true, "TierStatus": true,
 }

@@ -111,6 +111,9 @@ func (s *Service) Resolve(ctx context.Context, req *metapb.ResolveRequest) (*met
 		return nil, err
 	}
 	resp.Caps = s.readCaps(req.Ns, resp.Extents)
+	if req.WantExtents {
+		s.noteRead(resp.Inode) // tier.go: last reads, batched
+	}
 	return resp, nil
 }
 
@@ -180,6 +183,9 @@ func (s *Service) BatchResolve(ctx context.Context, req *metapb.BatchResolveRequ
 			continue
 		}
 		resp.Caps = s.readCaps(r.Ns, resp.Extents)
+		if r.WantExtents {
+			s.noteRead(resp.Inode)
+		}
 		out.Results[i] = &metapb.ResolveResult{Response: resp}
 	}
 	return out, nil

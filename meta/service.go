@@ -57,6 +57,7 @@ type Service struct {
 	cl       membership     // drain, suspects, repairs (membership.go, repair.go)
 	ec       ecState        // erasure coding: encodes, shard rebuilds (ec.go)
 	lc       lifecycleState // S3 lifecycle rules (lifecycle.go)
+	tier     tierState      // automatic tiering: reads seen, moves (tier.go)
 
 	genUser, genSecret string
 	clusterID          string      // chosen at the first start (setupClusterID)
@@ -130,6 +131,7 @@ func Open(cfg Config) (*Service, error) {
 	go s.capLoop()
 	s.ecStart()
 	s.lifecycleStart()
+	s.tierStart()
 	return s, nil
 }
 

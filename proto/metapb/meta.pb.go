@@ -688,9 +688,13 @@ type Inode struct {
 	Seq uint64 `protobuf:"varint,400,opt,name=seq,proto3" json:"seq,omitempty"`
 	// S3 versioning and object lock (s3v band 250-299). s3_version is the
 	// version id's number, 0 for S3's "null" version.
-	S3Version     uint64       `protobuf:"varint,250,opt,name=s3_version,json=s3Version,proto3" json:"s3_version,omitempty"`
-	S3Retention   *S3Retention `protobuf:"bytes,251,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
-	S3LegalHold   bool         `protobuf:"varint,252,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	S3Version   uint64       `protobuf:"varint,250,opt,name=s3_version,json=s3Version,proto3" json:"s3_version,omitempty"`
+	S3Retention *S3Retention `protobuf:"bytes,251,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold bool         `protobuf:"varint,252,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	// Storage class of this file's data when it is not its namespace's
+	// (tiers: a tier move or an S3 PUT with a storage class); "": the
+	// namespace's.
+	StorageClass  string `protobuf:"bytes,461,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +895,13 @@ func (x *Inode) GetS3LegalHold() bool {
 		return x.S3LegalHold
 	}
 	return false
+}
+
+func (x *Inode) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
 }
 
 type ResolveRequest struct {
@@ -3708,6 +3719,10 @@ type Command struct {
 	//	*Command_S3Delete
 	//	*Command_S3SetLock
 	//	*Command_ReclaimOrphans
+	//	*Command_TierMove
+	//	*Command_TierAccess
+	//	*Command_PutTierPolicy
+	//	*Command_TierRelease
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4129,6 +4144,42 @@ func (x *Command) GetReclaimOrphans() *ReclaimOrphansCommand {
 	return nil
 }
 
+func (x *Command) GetTierMove() *TierMoveCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TierMove); ok {
+			return x.TierMove
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTierAccess() *TierAccessCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TierAccess); ok {
+			return x.TierAccess
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetPutTierPolicy() *TierPolicy {
+	if x != nil {
+		if x, ok := x.Op.(*Command_PutTierPolicy); ok {
+			return x.PutTierPolicy
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTierRelease() *TierReleaseCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TierRelease); ok {
+			return x.TierRelease
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4294,6 +4345,23 @@ type Command_ReclaimOrphans struct {
 	ReclaimOrphans *ReclaimOrphansCommand `protobuf:"bytes,302,opt,name=reclaim_orphans,json=reclaimOrphans,proto3,oneof"`
 }
 
+type Command_TierMove struct {
+	// ---- Automatic tiering (tiers band 461-480; meta/tier.go) ----
+	TierMove *TierMoveCommand `protobuf:"bytes,461,opt,name=tier_move,json=tierMove,proto3,oneof"`
+}
+
+type Command_TierAccess struct {
+	TierAccess *TierAccessCommand `protobuf:"bytes,462,opt,name=tier_access,json=tierAccess,proto3,oneof"`
+}
+
+type Command_PutTierPolicy struct {
+	PutTierPolicy *TierPolicy `protobuf:"bytes,463,opt,name=put_tier_policy,json=putTierPolicy,proto3,oneof"`
+}
+
+type Command_TierRelease struct {
+	TierRelease *TierReleaseCommand `protobuf:"bytes,464,opt,name=tier_release,json=tierRelease,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -4371,6 +4439,14 @@ func (*Command_S3Delete) isCommand_Op() {}
 func (*Command_S3SetLock) isCommand_Op() {}
 
 func (*Command_ReclaimOrphans) isCommand_Op() {}
+
+func (*Command_TierMove) isCommand_Op() {}
+
+func (*Command_TierAccess) isCommand_Op() {}
+
+func (*Command_PutTierPolicy) isCommand_Op() {}
+
+func (*Command_TierRelease) isCommand_Op() {}
 
 // CommandOutcome is what the state machine remembers of a command that
 // carried a request id: the command's own error, or the parts of its
@@ -9439,6 +9515,635 @@ func (x *S3LockRequest) GetBypassGovernance() bool {
 	return false
 }
 
+// TierRule moves the files it matches to class to. Every condition set
+// must hold; the first rule of a policy that matches a file decides.
+type TierRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            string                 `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`                              // the storage class the files go to
+	UnreadNs      int64                  `protobuf:"varint,2,opt,name=unread_ns,json=unreadNs,proto3" json:"unread_ns,omitempty"` // not read for at least this long (0: any)
+	MinSize       uint64                 `protobuf:"varint,3,opt,name=min_size,json=minSize,proto3" json:"min_size,omitempty"`    // bytes; 0: any
+	MaxSize       uint64                 `protobuf:"varint,4,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`    // bytes; 0: no limit
+	Prefix        string                 `protobuf:"bytes,5,opt,name=prefix,proto3" json:"prefix,omitempty"`                      // paths starting with this; "": all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierRule) Reset() {
+	*x = TierRule{}
+	mi := &file_proto_meta_proto_msgTypes[117]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierRule) ProtoMessage() {}
+
+func (x *TierRule) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[117]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierRule.ProtoReflect.Descriptor instead.
+func (*TierRule) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{117}
+}
+
+func (x *TierRule) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *TierRule) GetUnreadNs() int64 {
+	if x != nil {
+		return x.UnreadNs
+	}
+	return 0
+}
+
+func (x *TierRule) GetMinSize() uint64 {
+	if x != nil {
+		return x.MinSize
+	}
+	return 0
+}
+
+func (x *TierRule) GetMaxSize() uint64 {
+	if x != nil {
+		return x.MaxSize
+	}
+	return 0
+}
+
+func (x *TierRule) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+// TierPolicy is a namespace's policy, or with ns "" the global one that
+// namespaces without their own follow.
+type TierPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ns    string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Rules []*TierRule            `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Promotion: a file no rule matches, read within promote_read_ns and
+	// kept in another class, moves back to promote_to ("": never).
+	PromoteTo     string `protobuf:"bytes,3,opt,name=promote_to,json=promoteTo,proto3" json:"promote_to,omitempty"`
+	PromoteReadNs int64  `protobuf:"varint,4,opt,name=promote_read_ns,json=promoteReadNs,proto3" json:"promote_read_ns,omitempty"`
+	// Bytes per second all moves together may copy (global policy only;
+	// 0: 32 MiB/s).
+	Rate          uint64 `protobuf:"varint,5,opt,name=rate,proto3" json:"rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierPolicy) Reset() {
+	*x = TierPolicy{}
+	mi := &file_proto_meta_proto_msgTypes[118]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierPolicy) ProtoMessage() {}
+
+func (x *TierPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[118]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierPolicy.ProtoReflect.Descriptor instead.
+func (*TierPolicy) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{118}
+}
+
+func (x *TierPolicy) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *TierPolicy) GetRules() []*TierRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *TierPolicy) GetPromoteTo() string {
+	if x != nil {
+		return x.PromoteTo
+	}
+	return ""
+}
+
+func (x *TierPolicy) GetPromoteReadNs() int64 {
+	if x != nil {
+		return x.PromoteReadNs
+	}
+	return 0
+}
+
+func (x *TierPolicy) GetRate() uint64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+type TierPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"` // "": every policy
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierPolicyRequest) Reset() {
+	*x = TierPolicyRequest{}
+	mi := &file_proto_meta_proto_msgTypes[119]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierPolicyRequest) ProtoMessage() {}
+
+func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[119]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierPolicyRequest.ProtoReflect.Descriptor instead.
+func (*TierPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{119}
+}
+
+func (x *TierPolicyRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+type TierPolicyList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policies      []*TierPolicy          `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierPolicyList) Reset() {
+	*x = TierPolicyList{}
+	mi := &file_proto_meta_proto_msgTypes[120]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierPolicyList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierPolicyList) ProtoMessage() {}
+
+func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[120]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierPolicyList.ProtoReflect.Descriptor instead.
+func (*TierPolicyList) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{120}
+}
+
+func (x *TierPolicyList) GetPolicies() []*TierPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+type TierClassBytes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	Files         uint64                 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierClassBytes) Reset() {
+	*x = TierClassBytes{}
+	mi := &file_proto_meta_proto_msgTypes[121]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierClassBytes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierClassBytes) ProtoMessage() {}
+
+func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[121]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierClassBytes.ProtoReflect.Descriptor instead.
+func (*TierClassBytes) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{121}
+}
+
+func (x *TierClassBytes) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *TierClassBytes) GetFiles() uint64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *TierClassBytes) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type TierStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Classes       []*TierClassBytes      `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`                       // file bytes per class, as of the last scan (scans run while a policy exists)
+	ScannedNs     int64                  `protobuf:"varint,2,opt,name=scanned_ns,json=scannedNs,proto3" json:"scanned_ns,omitempty"` // when the last scan ended (0: none yet)
+	Moving        []string               `protobuf:"bytes,3,rep,name=moving,proto3" json:"moving,omitempty"`                         // moves in progress
+	Due           uint64                 `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`                              // files the last scan found due for a move
+	Moved         uint64                 `protobuf:"varint,5,opt,name=moved,proto3" json:"moved,omitempty"`                          // moves committed since meta started
+	MovedBytes    uint64                 `protobuf:"varint,6,opt,name=moved_bytes,json=movedBytes,proto3" json:"moved_bytes,omitempty"`
+	Stale         uint64                 `protobuf:"varint,7,opt,name=stale,proto3" json:"stale,omitempty"`   // copies discarded: the file changed meanwhile
+	Failed        uint64                 `protobuf:"varint,8,opt,name=failed,proto3" json:"failed,omitempty"` // moves that failed (retried at the next scan)
+	Policies      []*TierPolicy          `protobuf:"bytes,9,rep,name=policies,proto3" json:"policies,omitempty"`
+	IntervalNs    int64                  `protobuf:"varint,10,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"` // between scans
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierStatusResponse) Reset() {
+	*x = TierStatusResponse{}
+	mi := &file_proto_meta_proto_msgTypes[122]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierStatusResponse) ProtoMessage() {}
+
+func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[122]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierStatusResponse.ProtoReflect.Descriptor instead.
+func (*TierStatusResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{122}
+}
+
+func (x *TierStatusResponse) GetClasses() []*TierClassBytes {
+	if x != nil {
+		return x.Classes
+	}
+	return nil
+}
+
+func (x *TierStatusResponse) GetScannedNs() int64 {
+	if x != nil {
+		return x.ScannedNs
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetMoving() []string {
+	if x != nil {
+		return x.Moving
+	}
+	return nil
+}
+
+func (x *TierStatusResponse) GetDue() uint64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetMoved() uint64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetMovedBytes() uint64 {
+	if x != nil {
+		return x.MovedBytes
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetStale() uint64 {
+	if x != nil {
+		return x.Stale
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetPolicies() []*TierPolicy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *TierStatusResponse) GetIntervalNs() int64 {
+	if x != nil {
+		return x.IntervalNs
+	}
+	return 0
+}
+
+// TierMoveCommand switches a file to copies of its extents, made in
+// another class, if the file is unchanged since they were copied (same
+// version, same extents, needles its own); otherwise the copies become
+// garbage. Old needles become garbage after a grace period (t/g/ keys),
+// so that a reader holding the old extents still reads them.
+type TierMoveCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	StorageClass  string                 `protobuf:"bytes,5,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // the file's class after the move ("": the namespace's)
+	From          []*Extent              `protobuf:"bytes,6,rep,name=from,proto3" json:"from,omitempty"`
+	To            []*Extent              `protobuf:"bytes,7,rep,name=to,proto3" json:"to,omitempty"`
+	GraceNs       int64                  `protobuf:"varint,8,opt,name=grace_ns,json=graceNs,proto3" json:"grace_ns,omitempty"` // how long the old needles stay readable
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierMoveCommand) Reset() {
+	*x = TierMoveCommand{}
+	mi := &file_proto_meta_proto_msgTypes[123]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierMoveCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierMoveCommand) ProtoMessage() {}
+
+func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[123]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierMoveCommand.ProtoReflect.Descriptor instead.
+func (*TierMoveCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{123}
+}
+
+func (x *TierMoveCommand) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *TierMoveCommand) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TierMoveCommand) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TierMoveCommand) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TierMoveCommand) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
+func (x *TierMoveCommand) GetFrom() []*Extent {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *TierMoveCommand) GetTo() []*Extent {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *TierMoveCommand) GetGraceNs() int64 {
+	if x != nil {
+		return x.GraceNs
+	}
+	return 0
+}
+
+// TierAccessCommand records reads meta saw (batched, coarse): a file's
+// atime moves to now_ns if it is older than grain_ns.
+type TierAccessCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Inos          []uint64               `protobuf:"varint,1,rep,packed,name=inos,proto3" json:"inos,omitempty"`
+	GrainNs       int64                  `protobuf:"varint,2,opt,name=grain_ns,json=grainNs,proto3" json:"grain_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierAccessCommand) Reset() {
+	*x = TierAccessCommand{}
+	mi := &file_proto_meta_proto_msgTypes[124]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierAccessCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierAccessCommand) ProtoMessage() {}
+
+func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[124]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierAccessCommand.ProtoReflect.Descriptor instead.
+func (*TierAccessCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{124}
+}
+
+func (x *TierAccessCommand) GetInos() []uint64 {
+	if x != nil {
+		return x.Inos
+	}
+	return nil
+}
+
+func (x *TierAccessCommand) GetGrainNs() int64 {
+	if x != nil {
+		return x.GrainNs
+	}
+	return 0
+}
+
+// TierReleaseCommand queues as garbage the old needles of moves whose
+// grace period is over (their t/g/ keys).
+type TierReleaseCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          [][]byte               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierReleaseCommand) Reset() {
+	*x = TierReleaseCommand{}
+	mi := &file_proto_meta_proto_msgTypes[125]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierReleaseCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierReleaseCommand) ProtoMessage() {}
+
+func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[125]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierReleaseCommand.ProtoReflect.Descriptor instead.
+func (*TierReleaseCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{125}
+}
+
+func (x *TierReleaseCommand) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -9484,7 +10189,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\x86\b\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xac\b\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -9512,7 +10217,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"s3_version\x18\xfa\x01 \x01(\x04R\ts3Version\x12;\n" +
 	"\fs3_retention\x18\xfb\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
-	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
+	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x12$\n" +
+	"\rstorage_class\x18\xcd\x03 \x01(\tR\fstorageClass\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -9769,7 +10475,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe5\x14\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xee\x16\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
@@ -9821,7 +10527,12 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x11s3_delete_version\x18\xfb\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\x0fs3DeleteVersion\x12<\n" +
 	"\ts3_delete\x18\xfc\x01 \x01(\v2\x1c.cairn.meta.S3VersionRequestH\x00R\bs3Delete\x12<\n" +
 	"\vs3_set_lock\x18\xfd\x01 \x01(\v2\x19.cairn.meta.S3LockRequestH\x00R\ts3SetLock\x12M\n" +
-	"\x0freclaim_orphans\x18\xae\x02 \x01(\v2!.cairn.meta.ReclaimOrphansCommandH\x00R\x0ereclaimOrphansB\x04\n" +
+	"\x0freclaim_orphans\x18\xae\x02 \x01(\v2!.cairn.meta.ReclaimOrphansCommandH\x00R\x0ereclaimOrphans\x12;\n" +
+	"\ttier_move\x18\xcd\x03 \x01(\v2\x1b.cairn.meta.TierMoveCommandH\x00R\btierMove\x12A\n" +
+	"\vtier_access\x18\xce\x03 \x01(\v2\x1d.cairn.meta.TierAccessCommandH\x00R\n" +
+	"tierAccess\x12A\n" +
+	"\x0fput_tier_policy\x18\xcf\x03 \x01(\v2\x16.cairn.meta.TierPolicyH\x00R\rputTierPolicy\x12D\n" +
+	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierReleaseB\x04\n" +
 	"\x02op\"\xab\x03\n" +
 	"\x0eCommandOutcome\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.cairn.meta.ErrorR\x05error\x12%\n" +
@@ -10273,7 +10984,58 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0eset_legal_hold\x18\x06 \x01(\bR\fsetLegalHold\x12\x1d\n" +
 	"\n" +
 	"legal_hold\x18\a \x01(\bR\tlegalHold\x12+\n" +
-	"\x11bypass_governance\x18\b \x01(\bR\x10bypassGovernance**\n" +
+	"\x11bypass_governance\x18\b \x01(\bR\x10bypassGovernance\"\x85\x01\n" +
+	"\bTierRule\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\tR\x02to\x12\x1b\n" +
+	"\tunread_ns\x18\x02 \x01(\x03R\bunreadNs\x12\x19\n" +
+	"\bmin_size\x18\x03 \x01(\x04R\aminSize\x12\x19\n" +
+	"\bmax_size\x18\x04 \x01(\x04R\amaxSize\x12\x16\n" +
+	"\x06prefix\x18\x05 \x01(\tR\x06prefix\"\xa3\x01\n" +
+	"\n" +
+	"TierPolicy\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12*\n" +
+	"\x05rules\x18\x02 \x03(\v2\x14.cairn.meta.TierRuleR\x05rules\x12\x1d\n" +
+	"\n" +
+	"promote_to\x18\x03 \x01(\tR\tpromoteTo\x12&\n" +
+	"\x0fpromote_read_ns\x18\x04 \x01(\x03R\rpromoteReadNs\x12\x12\n" +
+	"\x04rate\x18\x05 \x01(\x04R\x04rate\"#\n" +
+	"\x11TierPolicyRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\"D\n" +
+	"\x0eTierPolicyList\x122\n" +
+	"\bpolicies\x18\x01 \x03(\v2\x16.cairn.meta.TierPolicyR\bpolicies\"R\n" +
+	"\x0eTierClassBytes\x12\x14\n" +
+	"\x05class\x18\x01 \x01(\tR\x05class\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x04R\x05files\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"\xcd\x02\n" +
+	"\x12TierStatusResponse\x124\n" +
+	"\aclasses\x18\x01 \x03(\v2\x1a.cairn.meta.TierClassBytesR\aclasses\x12\x1d\n" +
+	"\n" +
+	"scanned_ns\x18\x02 \x01(\x03R\tscannedNs\x12\x16\n" +
+	"\x06moving\x18\x03 \x03(\tR\x06moving\x12\x10\n" +
+	"\x03due\x18\x04 \x01(\x04R\x03due\x12\x14\n" +
+	"\x05moved\x18\x05 \x01(\x04R\x05moved\x12\x1f\n" +
+	"\vmoved_bytes\x18\x06 \x01(\x04R\n" +
+	"movedBytes\x12\x14\n" +
+	"\x05stale\x18\a \x01(\x04R\x05stale\x12\x16\n" +
+	"\x06failed\x18\b \x01(\x04R\x06failed\x122\n" +
+	"\bpolicies\x18\t \x03(\v2\x16.cairn.meta.TierPolicyR\bpolicies\x12\x1f\n" +
+	"\vinterval_ns\x18\n" +
+	" \x01(\x03R\n" +
+	"intervalNs\"\xed\x01\n" +
+	"\x0fTierMoveCommand\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x10\n" +
+	"\x03ino\x18\x03 \x01(\x04R\x03ino\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12#\n" +
+	"\rstorage_class\x18\x05 \x01(\tR\fstorageClass\x12&\n" +
+	"\x04from\x18\x06 \x03(\v2\x12.cairn.meta.ExtentR\x04from\x12\"\n" +
+	"\x02to\x18\a \x03(\v2\x12.cairn.meta.ExtentR\x02to\x12\x19\n" +
+	"\bgrace_ns\x18\b \x01(\x03R\agraceNs\"B\n" +
+	"\x11TierAccessCommand\x12\x12\n" +
+	"\x04inos\x18\x01 \x03(\x04R\x04inos\x12\x19\n" +
+	"\bgrain_ns\x18\x02 \x01(\x03R\agrainNs\"(\n" +
+	"\x12TierReleaseCommand\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -10294,7 +11056,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xf7\"\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xc5$\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -10366,7 +11128,11 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
 	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponse\x12?\n" +
 	"\n" +
-	"RevokeCert\x12\x17.cairn.meta.RevokedCert\x1a\x18.cairn.meta.RevokedCertsB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"RevokeCert\x12\x17.cairn.meta.RevokedCert\x1a\x18.cairn.meta.RevokedCerts\x12?\n" +
+	"\rTierSetPolicy\x12\x16.cairn.meta.TierPolicy\x1a\x16.cairn.meta.TierPolicy\x12J\n" +
+	"\rTierGetPolicy\x12\x1d.cairn.meta.TierPolicyRequest\x1a\x1a.cairn.meta.TierPolicyList\x12?\n" +
+	"\n" +
+	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -10381,7 +11147,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 139)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 148)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -10504,28 +11270,37 @@ var file_proto_meta_proto_goTypes = []any{
 	(*S3ListVersionsRequest)(nil),   // 118: cairn.meta.S3ListVersionsRequest
 	(*S3VersionList)(nil),           // 119: cairn.meta.S3VersionList
 	(*S3LockRequest)(nil),           // 120: cairn.meta.S3LockRequest
-	nil,                             // 121: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 122: cairn.meta.Inode.HeadersEntry
-	nil,                             // 123: cairn.meta.Inode.TagsEntry
-	nil,                             // 124: cairn.meta.Inode.XattrsEntry
-	nil,                             // 125: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 126: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 127: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 128: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 129: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 130: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 131: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 132: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 133: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 134: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 135: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                             // 136: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 137: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 138: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 139: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 140: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 141: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 142: cairn.meta.S3Upload.TagsEntry
+	(*TierRule)(nil),                // 121: cairn.meta.TierRule
+	(*TierPolicy)(nil),              // 122: cairn.meta.TierPolicy
+	(*TierPolicyRequest)(nil),       // 123: cairn.meta.TierPolicyRequest
+	(*TierPolicyList)(nil),          // 124: cairn.meta.TierPolicyList
+	(*TierClassBytes)(nil),          // 125: cairn.meta.TierClassBytes
+	(*TierStatusResponse)(nil),      // 126: cairn.meta.TierStatusResponse
+	(*TierMoveCommand)(nil),         // 127: cairn.meta.TierMoveCommand
+	(*TierAccessCommand)(nil),       // 128: cairn.meta.TierAccessCommand
+	(*TierReleaseCommand)(nil),      // 129: cairn.meta.TierReleaseCommand
+	nil,                             // 130: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 131: cairn.meta.Inode.HeadersEntry
+	nil,                             // 132: cairn.meta.Inode.TagsEntry
+	nil,                             // 133: cairn.meta.Inode.XattrsEntry
+	nil,                             // 134: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 135: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 136: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 137: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 138: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 139: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 140: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 141: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 142: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 143: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 144: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                             // 145: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 146: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 147: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 148: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 149: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 150: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 151: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -10535,10 +11310,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	121, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	122, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	123, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	124, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	130, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	131, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	132, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	133, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
@@ -10549,9 +11324,9 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	125, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	126, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	127, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	134, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	135, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	136, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
@@ -10559,7 +11334,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	128, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	137, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
@@ -10567,7 +11342,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	101, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	129, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	138, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -10608,200 +11383,216 @@ var file_proto_meta_proto_depIdxs = []int32{
 	117, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
 	120, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
 	51,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	42,  // 80: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 81: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 82: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 83: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 84: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 85: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 86: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	130, // 87: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 88: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 89: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 90: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 91: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 92: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 93: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 94: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	131, // 95: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	132, // 96: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 97: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	133, // 98: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 99: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 100: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 101: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	134, // 102: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 103: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 104: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	135, // 105: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	136, // 106: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	137, // 107: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	138, // 108: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	139, // 109: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	140, // 110: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	141, // 111: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	142, // 112: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 113: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 114: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 115: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 116: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 117: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 118: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 119: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 120: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 121: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 122: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 123: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 124: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 125: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 126: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 127: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 128: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 129: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 130: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	2,   // 131: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 132: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 133: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 134: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 135: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 136: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 137: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 138: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 139: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 140: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 141: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 142: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 143: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 144: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 145: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 146: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 147: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 148: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 149: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 150: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 151: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 152: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 153: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 154: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 155: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 156: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 157: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 158: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 159: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 160: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 161: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 162: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 163: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 164: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 165: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 166: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 167: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 168: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 169: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 170: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 171: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 172: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 173: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 174: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 175: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 176: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 177: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 178: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 179: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 180: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 181: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 182: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 183: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 184: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 185: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 186: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 187: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 188: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 189: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 190: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 191: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 192: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 193: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 194: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 195: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 196: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 197: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 198: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 199: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 200: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 201: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	4,   // 202: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 203: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 204: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 205: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 206: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 207: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 208: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 209: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 210: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 211: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 212: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 213: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 214: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 215: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 216: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 217: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 218: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 219: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 220: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 221: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 222: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 223: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 224: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 225: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 226: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 227: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 228: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 229: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 230: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 231: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 232: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 233: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 234: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 235: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 236: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 237: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 238: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 239: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 240: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 241: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 242: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 243: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 244: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 245: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 246: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 247: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 248: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 249: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 250: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 251: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 252: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 253: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 254: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 255: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 256: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 257: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 258: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 259: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 260: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 261: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 262: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 263: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 264: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 265: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 266: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 267: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 268: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	202, // [202:269] is the sub-list for method output_type
-	135, // [135:202] is the sub-list for method input_type
-	135, // [135:135] is the sub-list for extension type_name
-	135, // [135:135] is the sub-list for extension extendee
-	0,   // [0:135] is the sub-list for field type_name
+	127, // 80: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
+	128, // 81: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
+	122, // 82: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
+	129, // 83: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
+	42,  // 84: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 85: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 86: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 87: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 88: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	116, // 89: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 90: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	139, // 91: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 92: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 93: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 94: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 95: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 96: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 97: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 98: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	140, // 99: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	141, // 100: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 101: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	142, // 102: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 103: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 104: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 105: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	143, // 106: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	81,  // 107: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	82,  // 108: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	144, // 109: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	145, // 110: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	146, // 111: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	147, // 112: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	148, // 113: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	149, // 114: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	150, // 115: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	151, // 116: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 117: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 118: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 119: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 120: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 121: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 122: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 123: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 124: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 125: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 126: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 127: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 128: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 129: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 130: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 131: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 132: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 133: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 134: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	121, // 135: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	122, // 136: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	125, // 137: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	122, // 138: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 139: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 140: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	2,   // 141: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 142: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 143: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 144: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 145: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 146: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 147: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 148: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 149: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 150: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 151: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 152: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 153: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 154: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 155: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 156: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 157: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 158: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 159: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 160: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 161: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 162: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 163: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 164: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 165: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 166: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 167: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 168: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 169: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 170: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 171: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 172: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 173: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 174: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 175: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 176: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 177: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 178: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 179: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 180: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 181: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 182: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 183: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 184: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 185: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 186: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 187: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 188: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 189: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 190: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 191: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 192: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 193: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 194: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 195: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 196: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 197: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 198: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 199: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 200: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 201: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 202: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 203: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 204: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 205: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 206: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 207: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 208: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 209: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 210: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 211: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	122, // 212: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	123, // 213: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 214: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	4,   // 215: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 216: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 217: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 218: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 219: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 220: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 221: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 222: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 223: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 224: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 225: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 226: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 227: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 228: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 229: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 230: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 231: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 232: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 233: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 234: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 235: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 236: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 237: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 238: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 239: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 240: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 241: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 242: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 243: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 244: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 245: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 246: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 247: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 248: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 249: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 250: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 251: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 252: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 253: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 254: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 255: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 256: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 257: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 258: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 259: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 260: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 261: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 262: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 263: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 264: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 265: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 266: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 267: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 268: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 269: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 270: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 271: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 272: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 273: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 274: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 275: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 276: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 277: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 278: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 279: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 280: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 281: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 282: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 283: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 284: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	215, // [215:285] is the sub-list for method output_type
+	145, // [145:215] is the sub-list for method input_type
+	145, // [145:145] is the sub-list for extension type_name
+	145, // [145:145] is the sub-list for extension extendee
+	0,   // [0:145] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -10850,6 +11641,10 @@ func file_proto_meta_proto_init() {
 		(*Command_S3Delete)(nil),
 		(*Command_S3SetLock)(nil),
 		(*Command_ReclaimOrphans)(nil),
+		(*Command_TierMove)(nil),
+		(*Command_TierAccess)(nil),
+		(*Command_PutTierPolicy)(nil),
+		(*Command_TierRelease)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -10857,7 +11652,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   139,
+			NumMessages:   148,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -89,6 +89,9 @@ const (
 	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
 	Meta_RevokeCert_FullMethodName        = "/cairn.meta.Meta/RevokeCert"
+	Meta_TierSetPolicy_FullMethodName     = "/cairn.meta.Meta/TierSetPolicy"
+	Meta_TierGetPolicy_FullMethodName     = "/cairn.meta.Meta/TierGetPolicy"
+	Meta_TierStatus_FullMethodName        = "/cairn.meta.Meta/TierStatus"
 )
 
 // MetaClient is the client API for Meta service.
@@ -196,6 +199,10 @@ type MetaClient interface {
 	// (or one certificate by serial): meta and data servers refuse them on
 	// every handshake and call. Root only.
 	RevokeCert(ctx context.Context, in *RevokedCert, opts ...grpc.CallOption) (*RevokedCerts, error)
+	// Automatic tiering (meta/tier.go): policies and what the mover did.
+	TierSetPolicy(ctx context.Context, in *TierPolicy, opts ...grpc.CallOption) (*TierPolicy, error)
+	TierGetPolicy(ctx context.Context, in *TierPolicyRequest, opts ...grpc.CallOption) (*TierPolicyList, error)
+	TierStatus(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TierStatusResponse, error)
 }
 
 type metaClient struct {
@@ -897,6 +904,36 @@ func (c *metaClient) RevokeCert(ctx context.Context, in *RevokedCert, opts ...gr
 	return out, nil
 }
 
+func (c *metaClient) TierSetPolicy(ctx context.Context, in *TierPolicy, opts ...grpc.CallOption) (*TierPolicy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TierPolicy)
+	err := c.cc.Invoke(ctx, Meta_TierSetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) TierGetPolicy(ctx context.Context, in *TierPolicyRequest, opts ...grpc.CallOption) (*TierPolicyList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TierPolicyList)
+	err := c.cc.Invoke(ctx, Meta_TierGetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *metaClient) TierStatus(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TierStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TierStatusResponse)
+	err := c.cc.Invoke(ctx, Meta_TierStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -1002,6 +1039,10 @@ type MetaServer interface {
 	// (or one certificate by serial): meta and data servers refuse them on
 	// every handshake and call. Root only.
 	RevokeCert(context.Context, *RevokedCert) (*RevokedCerts, error)
+	// Automatic tiering (meta/tier.go): policies and what the mover did.
+	TierSetPolicy(context.Context, *TierPolicy) (*TierPolicy, error)
+	TierGetPolicy(context.Context, *TierPolicyRequest) (*TierPolicyList, error)
+	TierStatus(context.Context, *Empty) (*TierStatusResponse, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -1212,6 +1253,15 @@ func (UnimplementedMetaServer) MountLock(context.Context, *MountLockRequest) (*M
 }
 func (UnimplementedMetaServer) RevokeCert(context.Context, *RevokedCert) (*RevokedCerts, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeCert not implemented")
+}
+func (UnimplementedMetaServer) TierSetPolicy(context.Context, *TierPolicy) (*TierPolicy, error) {
+	return nil, status.Error(codes.Unimplemented, "method TierSetPolicy not implemented")
+}
+func (UnimplementedMetaServer) TierGetPolicy(context.Context, *TierPolicyRequest) (*TierPolicyList, error) {
+	return nil, status.Error(codes.Unimplemented, "method TierGetPolicy not implemented")
+}
+func (UnimplementedMetaServer) TierStatus(context.Context, *Empty) (*TierStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TierStatus not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -2415,6 +2465,60 @@ func _Meta_RevokeCert_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_TierSetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TierPolicy)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).TierSetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_TierSetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).TierSetPolicy(ctx, req.(*TierPolicy))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_TierGetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TierPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).TierGetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_TierGetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).TierGetPolicy(ctx, req.(*TierPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Meta_TierStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).TierStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_TierStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).TierStatus(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2677,6 +2781,18 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeCert",
 			Handler:    _Meta_RevokeCert_Handler,
+		},
+		{
+			MethodName: "TierSetPolicy",
+			Handler:    _Meta_TierSetPolicy_Handler,
+		},
+		{
+			MethodName: "TierGetPolicy",
+			Handler:    _Meta_TierGetPolicy_Handler,
+		},
+		{
+			MethodName: "TierStatus",
+			Handler:    _Meta_TierStatus_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

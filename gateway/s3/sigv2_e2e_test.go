@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,16 +20,29 @@ import (
 // TestSigV2Presign: awscli v1's `aws s3 presign` makes SigV2 query URLs
 // (AWSAccessKeyId, Signature, Expires); they are accepted as signed, and
 // a changed path, expiry or signature, a past expiry and an unknown key
-// are refused.
+// are refused. Where the aws on PATH is awscli v2 (Debian's package),
+// whose presign signs V4, the URL comes from botocore's V2 presigner
+// (Debian's python3-boto3), which is what awscli v1 calls.
 func TestSigV2Presign(t *testing.T) {
 	awsBin := tool(t, "aws", "awscli")
 	s, home := smokeServer(t)
+	r := runner{t: t, dir: t.TempDir(), env: awsEnv(home)}
+	presign := []string{awsBin, "--endpoint-url=" + s.S3URL(), "s3", "presign", "s3://sig-v2/dir/a b+c.txt", "--expires-in", "300"}
+	if v := r.run(awsBin, "--version"); !strings.HasPrefix(v, "aws-cli/1.") {
+		py := "/usr/bin/python3"
+		if _, err := os.Stat(py); err != nil {
+			py = tool(t, "python3", "python3-boto3")
+		}
+		presign = []string{py, "-c", `import sys, boto3
+from botocore.config import Config
+c = boto3.client("s3", endpoint_url=sys.argv[1], region_name="us-east-1", config=Config(signature_version="s3", s3={"addressing_style": "path"}))
+print(c.generate_presigned_url("get_object", Params={"Bucket": "sig-v2", "Key": "dir/a b+c.txt"}, ExpiresIn=300))`, s.S3URL()}
+	}
 	c := root(t, s)
 	ctx := context.Background()
 	must(c.CreateBucket(ctx, bucketInput("sig-v2")))
 	must(c.PutObject(ctx, putInput("sig-v2", "dir/a b+c.txt", "signed the old way")))
-	r := runner{t: t, dir: t.TempDir(), env: awsEnv(home)}
-	u := strings.TrimSpace(r.run(awsBin, "--endpoint-url="+s.S3URL(), "s3", "presign", "s3://sig-v2/dir/a b+c.txt", "--expires-in", "300"))
+	u := strings.TrimSpace(r.run(presign[0], presign[1:]...))
 	if !strings.Contains(u, "AWSAccessKeyId=") || strings.Contains(u, "X-Amz-Signature") {
 		t.Fatalf("aws s3 presign did not make a V2 URL: %s", u)
 	}

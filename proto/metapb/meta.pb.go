@@ -688,9 +688,14 @@ type Inode struct {
 	Seq uint64 `protobuf:"varint,400,opt,name=seq,proto3" json:"seq,omitempty"`
 	// S3 versioning and object lock (s3v band 250-299). s3_version is the
 	// version id's number, 0 for S3's "null" version.
-	S3Version     uint64       `protobuf:"varint,250,opt,name=s3_version,json=s3Version,proto3" json:"s3_version,omitempty"`
-	S3Retention   *S3Retention `protobuf:"bytes,251,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
-	S3LegalHold   bool         `protobuf:"varint,252,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	S3Version   uint64       `protobuf:"varint,250,opt,name=s3_version,json=s3Version,proto3" json:"s3_version,omitempty"`
+	S3Retention *S3Retention `protobuf:"bytes,251,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
+	S3LegalHold bool         `protobuf:"varint,252,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
+	// Which generation of the file's extent list is current (meta's store
+	// layout, meta/extents.go): every rewrite of the list writes a new
+	// generation under new keys, so reading it never steps over the keys
+	// that earlier rewrites deleted. 0: the list predates generations.
+	ExtentGen     uint64 `protobuf:"varint,501,opt,name=extent_gen,json=extentGen,proto3" json:"extent_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +896,13 @@ func (x *Inode) GetS3LegalHold() bool {
 		return x.S3LegalHold
 	}
 	return false
+}
+
+func (x *Inode) GetExtentGen() uint64 {
+	if x != nil {
+		return x.ExtentGen
+	}
+	return 0
 }
 
 type ResolveRequest struct {
@@ -9113,7 +9125,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\x86\b\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xa6\b\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -9141,7 +9153,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\n" +
 	"s3_version\x18\xfa\x01 \x01(\x04R\ts3Version\x12;\n" +
 	"\fs3_retention\x18\xfb\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
-	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x1a;\n" +
+	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x12\x1e\n" +
+	"\n" +
+	"extent_gen\x18\xf5\x03 \x01(\x04R\textentGen\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +

@@ -3,12 +3,14 @@ package fusefs_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,11 +34,16 @@ func TestFsx(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFsxChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "CAIRN_FSX_CHILD="+filepath.Join(dir, "fsx"), "CAIRN_FSX_OPS="+ops, "CAIRN_FSX_SEED="+seed)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("fsx: %v\n%s", err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if ops != "3000" {
+		// A long run shows its progress as it goes (ops/s over time).
+		cmd.Stdout = io.MultiWriter(&out, os.Stderr)
 	}
-	t.Logf("%s", bytes.TrimSpace(out))
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fsx: %v\n%s", err, out.Bytes())
+	}
+	t.Logf("%s", bytes.TrimSpace(out.Bytes()))
 }
 
 // TestFsxChild is TestFsx's child process (it does nothing in a normal run).
@@ -70,7 +77,13 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 			t.Fatalf("step %d %s at %d+%d: first difference at %d (got %#x, want %#x); %v", step, what, off, len(got), off+int64(i), got[i], want[i], counts)
 		}
 	}
+	start, last := time.Now(), time.Now()
 	for step := 0; step < ops; step++ {
+		if step > 0 && step%1000 == 0 {
+			now := time.Now()
+			fmt.Printf("fsx: %d operations, %.0f s, %.1f ops/s over the last 1000\n", step, now.Sub(start).Seconds(), 1000/now.Sub(last).Seconds())
+			last = now
+		}
 		size := int64(len(model))
 		switch op := rng.IntN(20); {
 		case op < 6: // write

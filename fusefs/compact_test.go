@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"cairn/proto/metapb"
 	"cairn/server"
-	"cairn/server/servertest"
 )
 
 // TestFragmentedFileCompacts writes a file as hundreds of small fsynced
@@ -22,17 +20,9 @@ import (
 // garbage collector took the needles compaction replaced, and through a
 // new mount after the whole store restarted.
 func TestFragmentedFileCompacts(t *testing.T) {
-	cfg := server.Defaults()
-	cfg.Data = t.TempDir()
-	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = freeAddr(t), freeAddr(t), freeAddr(t), "off"
-	cfg.S3 = "off"
-	cfg.RootUser, cfg.RootPassword = servertest.Root, servertest.RootSecret
-	srv, err := server.Start(cfg)
-	must(t, err)
+	cfg, srv := restartableStore(t)
 	t.Cleanup(func() { srv.Close() }) // after the mounts' cleanup (LIFO)
 	ctx := context.Background()
-	_, err = srv.Client().CreateNamespace(ctx, "data", servertest.Root, metapb.Visibility_PRIVATE)
-	must(t, err)
 	dir, m := mount(t, srv, "data", nil)
 	p := filepath.Join(dir, "frag")
 

@@ -59,6 +59,17 @@ func TestFsxChild(t *testing.T) {
 	fsx(t, p, ops, seed)
 }
 
+// noEINTR runs a raw system call again while a signal interrupts it (the
+// Go runtime's preemption signals reach a call that waits on the mount);
+// os.File's methods do this themselves, x/sys/unix's do not.
+func noEINTR(call func() error) error {
+	for {
+		if err := call(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
 func fsx(t *testing.T, p string, ops int, seed uint64) {
 	const maxSize = 1 << 20
 	rng := rand.New(rand.NewPCG(seed, 15))
@@ -144,7 +155,7 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 				b := byte(rng.Uint32()) | 1
 				m[i], model[i] = b, b
 			}
-			must(t, unix.Msync(m, unix.MS_SYNC))
+			must(t, noEINTR(func() error { return unix.Msync(m, unix.MS_SYNC) }))
 			must(t, unix.Munmap(m))
 			counts["mapwrite"]++
 		case op < 18: // punch a hole
@@ -153,7 +164,9 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 			}
 			off := rng.Int64N(size)
 			n := 1 + rng.Int64N(128<<10)
-			must(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n))
+			must(t, noEINTR(func() error {
+				return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+			}))
 			clear(model[off:min(off+n, size)])
 			counts["punch"]++
 		case op < 19: // fsync

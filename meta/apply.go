@@ -505,8 +505,10 @@ func tile(exts []*metapb.Extent, size uint64, needSize bool) ([]*metapb.Extent, 
 }
 
 func (t *txn) removeFile(ino uint64) error {
-	n, err := t.v.inode(ino)
-	if err != nil {
+	// A dangling entry's inode is gone: what extents it may have left are
+	// in the first layout (gen 0), as before generations.
+	n := &metapb.Inode{Ino: ino}
+	if _, err := t.v.getProto(inodeKey(ino), n); err != nil {
 		return err
 	}
 	if err := t.replaceExtents(n, nil, nil); err != nil {

@@ -393,6 +393,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	var (
 		na     *metapb.Inode
 		merged []*metapb.Extent
+		packed []*metapb.Extent // needles of a compaction, committed or discarded
 		epoch  uint64
 		done   func(uint64)
 	)
@@ -400,6 +401,12 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		// Holes stay holes (sparse): meta keeps gaps between extents
 		// and readers fill them with zeros, so a hole costs nothing.
 		merged = overlayExtents(base, upd, size)
+		if attempt == 0 {
+			// Only over the version the writes were made on: a retry lays
+			// them over another mount's version, whose bytes this mount
+			// has not read.
+			merged, packed = n.m.compact(ctx, n.ns, merged)
+		}
 		a := n.attr
 		req := &metapb.CommitRequest{
 			IfNoneMatch: n.f.creating, Ino: createdIno(n),
@@ -420,6 +427,8 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			break
 		}
 		done(0)
+		n.m.cl.Discard(packed)
+		packed = nil
 		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {
 			if err := refetch(); err != nil {
 				n.m.cl.Discard(upd)
@@ -455,23 +464,21 @@ func (m *Mount) upload(ctx context.Context, ns string, data []byte) ([]*metapb.E
 }
 
 // overlayExtents returns base with the ranges of upd (sorted, disjoint)
-// replaced by upd, cut at size, sorted by offset.
+// replaced by upd, cut at size, sorted by offset. What upd covers of base
+// is dropped (a fully shadowed extent disappears, and meta releases its
+// needle when no extent points into it any more); the rest of base is kept
+// in pieces, and pieces that continue each other in one needle are joined
+// again. It costs O((len(base)+len(upd)) log), not their product.
 func overlayExtents(base, upd []*metapb.Extent, size int64) []*metapb.Extent {
-	var out []*metapb.Extent
+	out := make([]*metapb.Extent, 0, len(base)+len(upd))
 	for _, e := range base {
 		lo, hi := e.Offset, e.Offset+e.Length
-		for _, u := range upd {
-			ul, uh := u.Offset, u.Offset+u.Length
-			if uh <= lo || ul >= hi {
-				continue
-			}
-			if ul > lo {
+		k := sort.Search(len(upd), func(k int) bool { return upd[k].Offset+upd[k].Length > lo })
+		for ; k < len(upd) && upd[k].Offset < hi; k++ {
+			if ul := upd[k].Offset; ul > lo {
 				out = append(out, piece(e, lo, ul))
 			}
-			lo = max(lo, uh)
-			if lo >= hi {
-				break
-			}
+			lo = max(lo, upd[k].Offset+upd[k].Length)
 		}
 		if lo < hi {
 			out = append(out, piece(e, lo, hi))
@@ -488,9 +495,19 @@ func overlayExtents(base, upd []*metapb.Extent, size int64) []*metapb.Extent {
 		if e.Offset+e.Length > end {
 			e = piece(e, e.Offset, end)
 		}
+		if k := len(cut); k > 0 && continues(cut[k-1], e) {
+			cut[k-1] = piece(cut[k-1], cut[k-1].Offset, e.Offset+e.Length)
+			continue
+		}
 		cut = append(cut, e)
 	}
 	return cut
+}
+
+// continues reports whether b takes up where a ends, in the file and in
+// the same needle.
+func continues(a, b *metapb.Extent) bool {
+	return a.Volume == b.Volume && a.Key == b.Key && a.Offset+a.Length == b.Offset && a.NeedleOffset+a.Length == b.NeedleOffset
 }
 
 // piece is the part [lo, hi) (file offsets) of extent e.

@@ -3,12 +3,14 @@ package fusefs_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,11 +34,16 @@ func TestFsx(t *testing.T) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFsxChild$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "CAIRN_FSX_CHILD="+filepath.Join(dir, "fsx"), "CAIRN_FSX_OPS="+ops, "CAIRN_FSX_SEED="+seed)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("fsx: %v\n%s", err, out)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if ops != "3000" {
+		// A long run shows its progress as it goes (ops/s over time).
+		cmd.Stdout = io.MultiWriter(&out, os.Stderr)
 	}
-	t.Logf("%s", bytes.TrimSpace(out))
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("fsx: %v\n%s", err, out.Bytes())
+	}
+	t.Logf("%s", bytes.TrimSpace(out.Bytes()))
 }
 
 // TestFsxChild is TestFsx's child process (it does nothing in a normal run).
@@ -50,6 +57,17 @@ func TestFsxChild(t *testing.T) {
 	seed, err := strconv.ParseUint(os.Getenv("CAIRN_FSX_SEED"), 10, 64)
 	must(t, err)
 	fsx(t, p, ops, seed)
+}
+
+// noEINTR runs a raw system call again while a signal interrupts it (the
+// Go runtime's preemption signals reach a call that waits on the mount);
+// os.File's methods do this themselves, x/sys/unix's do not.
+func noEINTR(call func() error) error {
+	for {
+		if err := call(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 func fsx(t *testing.T, p string, ops int, seed uint64) {
@@ -70,7 +88,13 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 			t.Fatalf("step %d %s at %d+%d: first difference at %d (got %#x, want %#x); %v", step, what, off, len(got), off+int64(i), got[i], want[i], counts)
 		}
 	}
+	start, last := time.Now(), time.Now()
 	for step := 0; step < ops; step++ {
+		if step > 0 && step%1000 == 0 {
+			now := time.Now()
+			fmt.Printf("fsx: %d operations, %.0f s, %.1f ops/s over the last 1000\n", step, now.Sub(start).Seconds(), 1000/now.Sub(last).Seconds())
+			last = now
+		}
 		size := int64(len(model))
 		switch op := rng.IntN(20); {
 		case op < 6: // write
@@ -131,7 +155,7 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 				b := byte(rng.Uint32()) | 1
 				m[i], model[i] = b, b
 			}
-			must(t, unix.Msync(m, unix.MS_SYNC))
+			must(t, noEINTR(func() error { return unix.Msync(m, unix.MS_SYNC) }))
 			must(t, unix.Munmap(m))
 			counts["mapwrite"]++
 		case op < 18: // punch a hole
@@ -140,7 +164,9 @@ func fsx(t *testing.T, p string, ops int, seed uint64) {
 			}
 			off := rng.Int64N(size)
 			n := 1 + rng.Int64N(128<<10)
-			must(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n))
+			must(t, noEINTR(func() error {
+				return unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+			}))
 			clear(model[off:min(off+n, size)])
 			counts["punch"]++
 		case op < 19: // fsync

@@ -22,11 +22,10 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestServerRestart stops the whole store (meta and data server) under a
-// live mount and starts it again on the same addresses and data: the
-// mount rides through (calls wait, the session comes back, caches are
-// dropped) and reads and writes work again without a remount.
-func TestServerRestart(t *testing.T) {
+// restartableStore starts a store with namespace "data" on fixed loopback
+// addresses, so that server.Start(cfg) brings it back on the same ones and
+// the same data. The caller closes it (last, after its mounts).
+func restartableStore(t *testing.T) (server.Config, *server.Server) {
 	cfg := server.Defaults()
 	cfg.Data = t.TempDir()
 	cfg.HTTP, cfg.Meta, cfg.Chunk, cfg.Admin = freeAddr(t), freeAddr(t), freeAddr(t), "off"
@@ -34,9 +33,21 @@ func TestServerRestart(t *testing.T) {
 	cfg.RootUser, cfg.RootPassword = servertest.Root, servertest.RootSecret
 	srv, err := server.Start(cfg)
 	must(t, err)
-	t.Cleanup(func() { srv.Close() }) // after the mount's cleanup (LIFO)
 	_, err = srv.Client().CreateNamespace(context.Background(), "data", servertest.Root, metapb.Visibility_PRIVATE)
-	must(t, err)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	return cfg, srv
+}
+
+// TestServerRestart stops the whole store (meta and data server) under a
+// live mount and starts it again on the same addresses and data: the
+// mount rides through (calls wait, the session comes back, caches are
+// dropped) and reads and writes work again without a remount.
+func TestServerRestart(t *testing.T) {
+	cfg, srv := restartableStore(t)
+	t.Cleanup(func() { srv.Close() }) // after the mount's cleanup (LIFO)
 	dir, m := mount(t, srv, "data", nil)
 	writeSynced(t, filepath.Join(dir, "before"), []byte("written before the restart"))
 

@@ -238,6 +238,9 @@ func (t *txn) newInodeMode(ino uint64, typ metapb.FileType, mode uint32, exact b
 		Ino: ino, Type: typ, Mode: mode, Uid: uid, Gid: gid,
 		MtimeNs: t.now, CtimeNs: t.now, Nlink: 1, Version: 1,
 	}
+	if typ == metapb.FileType_REGULAR {
+		n.ExtentGen = 1 // extents.go: new files start in the generation layout
+	}
 	if typ == metapb.FileType_DIRECTORY {
 		n.Nlink = 2
 		if n.Mode == 0 && !exact {
@@ -504,50 +507,14 @@ func tile(exts []*metapb.Extent, size uint64, needSize bool) ([]*metapb.Extent, 
 	return exts, at, nil
 }
 
-func (t *txn) writeExtents(ino, base uint64, exts []*metapb.Extent) error {
-	for _, e := range exts {
-		c := proto.Clone(e).(*metapb.Extent)
-		c.Offset += base
-		if err := t.put(extentKey(ino, c.Offset), c); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dropExtents deletes the extents of ino at offsets >= from and queues
-// their needles as garbage, except needles in keep (still referenced).
-func (t *txn) dropExtents(ino, from uint64, keep map[needle]bool) error {
-	p := extentPrefix(ino)
-	it, err := t.v.newIter(extentKey(ino, from), prefixEnd(p))
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	if keep, err = t.keepBelow(ino, from, keep); err != nil {
-		return err
-	}
-	released := map[needle]bool{}
-	for it.First(); it.Valid(); it.Next() {
-		e := &metapb.Extent{}
-		if err := proto.Unmarshal(it.Value(), e); err != nil {
-			return errors.E(errors.Corrupt, err)
-		}
-		if err := t.del(it.Key()); err != nil {
-			return err
-		}
-		if nd := (needle{e.Volume, e.Key}); !keep[nd] && !released[nd] {
-			released[nd] = true
-			if err := t.release(nd); err != nil {
-				return err
-			}
-		}
-	}
-	return it.Error()
-}
-
 func (t *txn) removeFile(ino uint64) error {
-	if err := t.dropExtents(ino, 0, nil); err != nil {
+	// A dangling entry's inode is gone: what extents it may have left are
+	// in the first layout (gen 0), as before generations.
+	n := &metapb.Inode{Ino: ino}
+	if _, err := t.v.getProto(inodeKey(ino), n); err != nil {
+		return err
+	}
+	if err := t.replaceExtents(n, nil, nil); err != nil {
 		return err
 	}
 	return t.del(inodeKey(ino))
@@ -657,11 +624,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 				return err
 			}
 		}
-		keep := map[needle]bool{}
-		for _, e := range exts {
-			keep[needle{e.Volume, e.Key}] = keepShared
+		var keep map[needle]bool
+		if keepShared {
+			keep = needlesOf(exts)
 		}
-		if err := t.dropExtents(ino, 0, keep); err != nil {
+		if err := t.replaceExtents(n, exts, keep); err != nil {
 			return err
 		}
 		t.touch(n, true)
@@ -693,8 +660,10 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 			return err
 		}
 	}
-	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
-		return err
+	if !found {
+		if err := t.replaceExtents(n, exts, nil); err != nil {
+			return err
+		}
 	}
 	t.res.inode = n
 	t.event(r.Ns, p, false)
@@ -784,7 +753,7 @@ func (t *txn) append(r *metapb.AppendRequest) error {
 			return err
 		}
 	}
-	if err := t.writeExtents(n.Ino, n.Size, exts); err != nil {
+	if err := t.appendExtents(n, n.Size, exts); err != nil {
 		return err
 	}
 	n.Size += total
@@ -1034,39 +1003,20 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 }
 
 // truncate cuts n's extents to size. Growing needs nothing: the range past
-// the last extent is a hole, read as zeros.
+// the last extent is a hole, read as zeros. The extent that straddles the
+// new end is shortened; its needle, and every needle an extent below the
+// end still uses (a needle may back several extents: a mount overwrites in
+// the middle), stay.
 func (t *txn) truncate(n *metapb.Inode, size uint64) error {
 	if size >= n.Size {
 		return nil
 	}
-	// The extent that straddles the new end is shortened. Its needle, and
-	// every needle an extent below the end still uses (a needle may back
-	// several extents: a mount overwrites in the middle), stay: dropExtents
-	// keeps what the extents below `size` use.
-	it, err := t.v.newIter(extentPrefix(n.Ino), extentKey(n.Ino, size))
+	exts, err := t.v.extents(n)
 	if err != nil {
 		return err
 	}
-	if it.Last() {
-		e := &metapb.Extent{}
-		if err := proto.Unmarshal(it.Value(), e); err != nil {
-			it.Close()
-			return errors.E(errors.Corrupt, err)
-		}
-		if e.Offset+e.Length > size {
-			e.Length = size - e.Offset
-			if err := t.put(extentKey(n.Ino, e.Offset), e); err != nil {
-				it.Close()
-				return err
-			}
-		}
-	}
-	err = it.Error()
-	it.Close()
-	if err != nil {
-		return err
-	}
-	return t.dropExtents(n.Ino, size, nil)
+	kept := cutExtents(exts, size)
+	return t.replaceExtents(n, kept, needlesOf(kept))
 }
 
 func (t *txn) putVolume(v *metapb.Volume) error {

@@ -10,7 +10,9 @@
 //	n/{name}                       metapb.Namespace
 //	d/{parent ino:8}{sort name}    directory entry -> child ino (8 bytes)
 //	i/{ino:8}                      metapb.Inode
-//	e/{ino:8}{offset:8}            metapb.Extent of a file, keyed by file offset
+//	f/{ino:8}{gen:8}{offset:8}     metapb.Extent of a file, keyed by file offset, in
+//	                               the generation Inode.extent_gen names (extents.go)
+//	e/{ino:8}{offset:8}            the same, for a file stored before generations (gen 0)
 //	g/{volume:4}{needle key:8}     garbage: a needle no file refers to any more
 //	v/{volume:4}                   metapb.Volume
 //	u/{access key}                 metapb.User (salted SHA-256 of the secret)
@@ -31,6 +33,8 @@
 //
 // Extents live apart from their inode so that a log file with a million
 // appends adds one small key per append instead of rewriting one huge value.
+// Any other change of the list writes it whole under the next generation,
+// so that reading it never steps over keys that earlier changes deleted.
 //
 // The sort name of a directory entry is the name for a file and name+"/" for
 // a directory. A depth-first walk of the entries in key order then yields

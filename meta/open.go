@@ -329,7 +329,7 @@ func (s *Service) openByIno(ctx context.Context, req *metapb.ResolveRequest) (*m
 	}
 	resp := &metapb.ResolveResponse{Inode: n, ByIno: true}
 	if req.WantExtents {
-		if resp.Extents, err = v.extents(req.Ino); err != nil {
+		if resp.Extents, err = v.extents(n); err != nil {
 			return nil, errors.E(op, err)
 		}
 	}
@@ -369,11 +369,7 @@ func (t *txn) commitOpen(r *metapb.CommitRequest) error {
 	if err != nil {
 		return err
 	}
-	keep := map[needle]bool{}
-	for _, e := range exts {
-		keep[needle{e.Volume, e.Key}] = true
-	}
-	if err := t.dropExtents(n.Ino, 0, keep); err != nil {
+	if err := t.replaceExtents(n, exts, needlesOf(exts)); err != nil {
 		return err
 	}
 	t.touch(n, true)
@@ -388,9 +384,6 @@ func (t *txn) commitOpen(r *metapb.CommitRequest) error {
 	n.Size, n.Etag, n.ContentType, n.UserMeta, n.MtimeNs = r.Size, r.Etag, r.ContentType, r.UserMeta, mtime
 	if r.AtimeNs != 0 {
 		n.AtimeNs = r.AtimeNs
-	}
-	if err := t.writeExtents(n.Ino, 0, exts); err != nil {
-		return err
 	}
 	t.res.inode = n
 	t.inodeEvent(r.Ns, n.Ino)

@@ -149,10 +149,14 @@ func (c *readCache) clear() {
 	}
 }
 
-// scanPrefix is the scan entry a key belongs to: the extents of one inode.
+// scanPrefix is the scan entry a key belongs to: the extents of one inode
+// (of one generation of them, extents.go).
 func scanPrefix(k []byte) []byte {
 	if len(k) > 10 && k[0] == pExtent && k[1] == '/' {
 		return k[:10]
+	}
+	if len(k) > 18 && k[0] == pExtentGen && k[1] == '/' {
+		return k[:18]
 	}
 	return nil
 }

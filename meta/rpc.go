@@ -154,7 +154,7 @@ func resolve(v *view, req *metapb.ResolveRequest) (*metapb.ResolveResponse, erro
 	}
 	resp := &metapb.ResolveResponse{Inode: n}
 	if req.WantExtents && n.Type != metapb.FileType_DIRECTORY {
-		if resp.Extents, err = v.extents(ino); err != nil {
+		if resp.Extents, err = v.extents(n); err != nil {
 			return nil, errors.E(op, fullPath(req.Ns, p), err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 
-	"google.golang.org/protobuf/proto"
-
 	"cairn/errors"
 	"cairn/pathname"
 	"cairn/proto/metapb"
@@ -50,32 +48,6 @@ func (t *txn) release(nd needle) error {
 	}
 	t.res.garbage = true
 	return t.b.Set(garbageKey(nd.vol, nd.key), nil, nil)
-}
-
-// keepBelow adds to keep the needles of ino's extents before offset from:
-// a truncation must not release a needle that an earlier extent of the
-// same file still points into.
-func (t *txn) keepBelow(ino, from uint64, keep map[needle]bool) (map[needle]bool, error) {
-	if from == 0 {
-		return keep, nil
-	}
-	it, err := t.v.newIter(extentPrefix(ino), extentKey(ino, from))
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	out := map[needle]bool{}
-	for k, v := range keep {
-		out[k] = v
-	}
-	for it.First(); it.Valid(); it.Next() {
-		e := &metapb.Extent{}
-		if err := proto.Unmarshal(it.Value(), e); err != nil {
-			return nil, errors.E(errors.Corrupt, err)
-		}
-		out[needle{e.Volume, e.Key}] = true
-	}
-	return out, it.Error()
 }
 
 func distinctNeedles(exts []*metapb.Extent) []needle {

@@ -538,8 +538,8 @@ func cutSlash(p string) (first, rest string, found bool) {
 }
 
 // extents returns a file's extents in offset order.
-func (v *view) extents(ino uint64) ([]*metapb.Extent, error) {
-	p := extentPrefix(ino)
+func (v *view) extents(n *metapb.Inode) ([]*metapb.Extent, error) {
+	p := extentsAt(n)
 	if e, ok := v.cached(p); ok {
 		out := make([]*metapb.Extent, len(e.vals))
 		for i, val := range e.vals {

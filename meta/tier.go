@@ -341,7 +341,7 @@ func (s *Service) scanNamespace(v *view, ns *metapb.Namespace, pol *metapb.TierP
 			if to == "" || to == cls || len(sc.moves) >= maxTierPlan || n.Nlink > 1 || n.Size == 0 {
 				continue
 			}
-			exts, err := v.extents(child)
+			exts, err := v.extents(n)
 			if err != nil {
 				it.Close()
 				return err

@@ -78,12 +78,9 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 		t.res.garbage = len(m.To) > 0
 		return nil
 	}
-	for _, e := range m.From {
-		if err := t.del(extentKey(m.Ino, e.Offset)); err != nil {
-			return err
-		}
-	}
-	if err := t.writeExtents(m.Ino, 0, m.To); err != nil {
+	// The old needles are not released here: they wait out the grace
+	// period below, then go to the collector.
+	if err := t.replaceExtents(n, m.To, needlesOf(m.From)); err != nil {
 		return err
 	}
 	due := t.now + m.GraceNs
@@ -108,7 +105,7 @@ func (t *txn) tierUnchanged(m *metapb.TierMoveCommand) (bool, *metapb.Inode, err
 	if err != nil || !found || n.Version != m.Version || n.Type != metapb.FileType_REGULAR {
 		return false, nil, err
 	}
-	cur, err := t.v.extents(m.Ino)
+	cur, err := t.v.extents(n)
 	if err != nil {
 		return false, nil, err
 	}

@@ -110,7 +110,7 @@ func (t *txn) archive(ns *metapb.Namespace, p string, n *metapb.Inode) error {
 	if n.S3Version == 0 && ns.S3Versioning == metapb.S3Versioning_S3_VERSIONING_SUSPENDED {
 		return lockedErr(n, t.now, false)
 	}
-	exts, err := t.v.extents(n.Ino)
+	exts, err := t.v.extents(n)
 	if err != nil {
 		return err
 	}
@@ -688,7 +688,7 @@ func (s *Service) S3GetVersion(ctx context.Context, req *metapb.S3VersionRequest
 		}
 		return tg.rec, nil
 	}
-	exts, err := v.extents(tg.ino)
+	exts, err := v.extents(tg.inode)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
@@ -807,7 +807,7 @@ func (t *txn) copySource(r *metapb.S3CopyRequest) (*metapb.Inode, []*metapb.Exte
 		if err != nil {
 			return nil, nil, err
 		}
-		exts, err := t.v.extents(src.Ino)
+		exts, err := t.v.extents(src)
 		return src, exts, err
 	}
 	ns, p, err := versionTarget(t.v, r.SrcNs, r.SrcPath)
@@ -819,7 +819,7 @@ func (t *txn) copySource(r *metapb.S3CopyRequest) (*metapb.Inode, []*metapb.Exte
 		return nil, nil, err
 	}
 	if tg.rec == nil {
-		exts, err := t.v.extents(tg.ino)
+		exts, err := t.v.extents(tg.inode)
 		return tg.inode, exts, err
 	}
 	if tg.rec.DeleteMarker {

@@ -694,7 +694,12 @@ type Inode struct {
 	// Storage class of this file's data when it is not its namespace's
 	// (tiers: a tier move or an S3 PUT with a storage class); "": the
 	// namespace's.
-	StorageClass  string `protobuf:"bytes,461,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	StorageClass string `protobuf:"bytes,461,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	// Which generation of the file's extent list is current (meta's store
+	// layout, meta/extents.go): every rewrite of the list writes a new
+	// generation under new keys, so reading it never steps over the keys
+	// that earlier rewrites deleted. 0: the list predates generations.
+	ExtentGen     uint64 `protobuf:"varint,501,opt,name=extent_gen,json=extentGen,proto3" json:"extent_gen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -902,6 +907,13 @@ func (x *Inode) GetStorageClass() string {
 		return x.StorageClass
 	}
 	return ""
+}
+
+func (x *Inode) GetExtentGen() uint64 {
+	if x != nil {
+		return x.ExtentGen
+	}
+	return 0
 }
 
 type ResolveRequest struct {
@@ -10189,7 +10201,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06length\x18\x02 \x01(\x04R\x06length\x12\x16\n" +
 	"\x06volume\x18\x03 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\x04R\x03key\x12#\n" +
-	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xac\b\n" +
+	"\rneedle_offset\x18\x05 \x01(\x04R\fneedleOffset\"\xcc\b\n" +
 	"\x05Inode\x12\x10\n" +
 	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12(\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x14.cairn.meta.FileTypeR\x04type\x12\x12\n" +
@@ -10218,7 +10230,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"s3_version\x18\xfa\x01 \x01(\x04R\ts3Version\x12;\n" +
 	"\fs3_retention\x18\xfb\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
 	"\rs3_legal_hold\x18\xfc\x01 \x01(\bR\vs3LegalHold\x12$\n" +
-	"\rstorage_class\x18\xcd\x03 \x01(\tR\fstorageClass\x1a;\n" +
+	"\rstorage_class\x18\xcd\x03 \x01(\tR\fstorageClass\x12\x1e\n" +
+	"\n" +
+	"extent_gen\x18\xf5\x03 \x01(\x04R\textentGen\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +

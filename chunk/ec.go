@@ -293,7 +293,14 @@ func (s *Store) ecReadTo(ctx context.Context, ev *ecVol, key uint64, off, length
 	n, err := s.ecReadOnce(ctx, ev, key, loc, off, length, w, false)
 	if n == 0 && err != nil && !errors.Is(errors.NotExist, err) && !errors.Is(errors.Range, err) && ctx.Err() == nil {
 		// Too few shards among those not recently failed: ask every one.
-		return s.ecReadOnce(ctx, ev, key, loc, off, length, w, true)
+		n, err = s.ecReadOnce(ctx, ev, key, loc, off, length, w, true)
+		if n == 0 && err != nil && !errors.Is(errors.NotExist, err) && ctx.Err() == nil && s.Heartbeat(ctx) == nil {
+			// Still too few: where the shards lie may have changed since
+			// the last heartbeat (meta rebuilt one elsewhere, and its old
+			// holder answers "no shard here"). This heartbeat's answer
+			// carries the map as meta has it now.
+			return s.ecReadOnce(ctx, ev, key, loc, off, length, w, true)
+		}
 	}
 	return n, err
 }

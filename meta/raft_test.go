@@ -141,6 +141,17 @@ func (g *testGroup) awaitLeader() *member {
 }
 
 // client dials every member, as a meta peer.
+// follower is a member other than l: the last one, so not the member
+// whose certificate client() dials with, when l is not the last.
+func (g *testGroup) follower(l *member) *member {
+	for i := len(g.members) - 1; i >= 0; i-- {
+		if m := g.members[i]; m != l {
+			return m
+		}
+	}
+	return nil
+}
+
 func (g *testGroup) client() metapb.MetaClient {
 	g.t.Helper()
 	var addrs []string
@@ -158,12 +169,7 @@ func (g *testGroup) client() metapb.MetaClient {
 func TestGroupFollowerRefusesNamingLeader(t *testing.T) {
 	g := newTestGroup(t, 3, nil)
 	l := g.awaitLeader()
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	cl, conn, err := Dial(f.addr, DialTLS(f.node.Client()))
 	if err != nil {
 		t.Fatal(err)
@@ -352,12 +358,7 @@ func TestGroupMembershipAndBackup(t *testing.T) {
 func TestGroupRefusesRevokedMember(t *testing.T) {
 	g := newTestGroup(t, 3, nil)
 	l := g.awaitLeader()
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	leaf, err := x509.ParseCertificate(f.node.Cert.Certificate[0])
 	if err != nil {
 		t.Fatal(err)
@@ -399,12 +400,7 @@ func TestGroupRefusesRevokedMember(t *testing.T) {
 func TestRevokedMemberLosesPooledConnections(t *testing.T) {
 	g := newTestGroup(t, 3, nil)
 	l := g.awaitLeader()
-	var f *member
-	for _, m := range g.members {
-		if m != l {
-			f = m
-		}
-	}
+	f := g.follower(l)
 	// The pool is warm: f has been applying the leader's appends.
 	if _, err := g.client().CreateNamespace(bg, &metapb.CreateNamespaceRequest{Name: "warm"}); err != nil {
 		t.Fatal(err)

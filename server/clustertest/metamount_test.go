@@ -9,12 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"cairn"
 	"cairn/chunk/chunktest"
-	"cairn/client"
-	"cairn/fusefs"
 	"cairn/internal/await"
-	"cairn/meta"
 )
 
 // TestMountRidesThroughMetaLeaderChange: a FUSE mount of a cluster whose
@@ -28,28 +24,7 @@ func TestMountRidesThroughMetaLeaderChange(t *testing.T) {
 	}
 	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
 	c.CreateNS(t, "mnt", 2)
-	mc, conn, err := meta.Dial(c.MetaAddr, meta.DialTLS(c.TLS), fusefs.CountCalls())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return c.Remote(a) }, NoWatch: true, CacheEntries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	dir := t.TempDir()
-	m, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "mnt", Mountpoint: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmounted := false
-	t.Cleanup(func() {
-		if !unmounted {
-			m.Unmount()
-			m.Wait()
-		}
-	})
+	dir, unmount := mountNS(t, c, c.MetaAddr, "mnt")
 
 	var (
 		mu      sync.Mutex
@@ -131,11 +106,7 @@ func TestMountRidesThroughMetaLeaderChange(t *testing.T) {
 			t.Fatalf("%s reads back %d bytes, %v", name, len(got), err)
 		}
 	}
-	if err := m.Unmount(); err != nil {
-		t.Fatal(err)
-	}
-	m.Wait()
-	unmounted = true
+	unmount()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i, name := range names {

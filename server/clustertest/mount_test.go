@@ -24,28 +24,7 @@ func TestMountRidesThroughRestarts(t *testing.T) {
 	}
 	c := Start(t, Options{Bin: bin, Servers: 4})
 	c.CreateNS(t, "mnt", 3)
-	mc, conn, err := meta.Dial(c.Meta.Addr, meta.DialTLS(c.TLS), fusefs.CountCalls())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return c.Remote(a) }, NoWatch: true, CacheEntries: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	dir := t.TempDir()
-	m, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: "mnt", Mountpoint: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmounted := false
-	t.Cleanup(func() {
-		if !unmounted {
-			m.Unmount()
-			m.Wait()
-		}
-	})
+	dir, unmount := mountNS(t, c, c.Meta.Addr, "mnt")
 	want := map[string][]byte{}
 	write := func(name string, size int) {
 		t.Helper()
@@ -91,16 +70,49 @@ func TestMountRidesThroughRestarts(t *testing.T) {
 	write("after-chunk", 4096)
 	check("after the data server's restart")
 
-	if err := m.Unmount(); err != nil { // drains what close left behind
-		t.Fatal(err)
-	}
-	m.Wait()
-	unmounted = true
+	unmount()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for name, data := range want {
 		if err := c.Check(ctx, "mnt", name, data); err != nil {
 			t.Errorf("store: %v", err)
 		}
+	}
+}
+
+// mountNS mounts namespace ns of c in a new directory, through meta at
+// metaAddr (a list for a group). unmount drains what close left behind
+// and unmounts; a test that stops before calling it unmounts at cleanup.
+func mountNS(t *testing.T, c *Cluster, metaAddr, ns string) (dir string, unmount func()) {
+	t.Helper()
+	mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(c.TLS), fusefs.CountCalls())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cl, err := client.New(client.Config{Meta: mc, Dial: func(a string) cairn.Chunks { return c.Remote(a) }, NoWatch: true, CacheEntries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	dir = t.TempDir()
+	m, err := fusefs.New(fusefs.Config{Meta: mc, Client: cl, Namespace: ns, Mountpoint: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmounted := false
+	t.Cleanup(func() {
+		if !unmounted {
+			m.Unmount()
+			m.Wait()
+		}
+	})
+	return dir, func() {
+		t.Helper()
+		if err := m.Unmount(); err != nil {
+			t.Fatal(err)
+		}
+		m.Wait()
+		unmounted = true
 	}
 }

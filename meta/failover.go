@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -86,9 +87,13 @@ type leaderPicker struct {
 	scs   []balancer.SubConn
 	addrs []string
 	hint  *leaderHint
+	stale atomic.Uint32 // round robin of stale-tolerant reads
 }
 
-func (p *leaderPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	if isStale(info.Ctx) { // any member may answer (raft.go, StaleOK)
+		return balancer.PickResult{SubConn: p.scs[int(p.stale.Add(1))%len(p.scs)]}, nil
+	}
 	leader, rr := "", 0
 	if p.hint != nil {
 		leader, rr = p.hint.get()
@@ -148,6 +153,11 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 				return err
 			}
 			hint.follow(leader)
+			if refused && isStale(ctx) {
+				// A follower too far behind (or the leader): the
+				// leader answers the next attempt at once.
+				ctx, delay = notStale(ctx), 0
+			}
 			t := time.NewTimer(delay)
 			select {
 			case <-ctx.Done():
@@ -155,7 +165,7 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 				return err
 			case <-t.C:
 			}
-			delay = min(2*delay, 500*time.Millisecond)
+			delay = min(max(2*delay, 10*time.Millisecond), 500*time.Millisecond)
 		}
 	}
 	return "cairnmeta:///group", []grpc.DialOption{
@@ -163,6 +173,21 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderBalancer + `":{}}]}`),
 		grpc.WithChainUnaryInterceptor(unary),
 	}, nil
+}
+
+// isStale reports whether an outgoing call is marked StaleOK.
+func isStale(ctx context.Context) bool {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	v := md.Get(StaleOKHeader)
+	return len(v) > 0 && v[0] == "1"
+}
+
+// notStale is ctx without the StaleOK mark.
+func notStale(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Delete(StaleOKHeader)
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // retriable reports whether a call may be sent again after a member went

@@ -38,46 +38,118 @@ func appliedIndex(db *pebble.DB) (uint64, error) {
 	return u64(val), nil
 }
 
-// applyEntry applies cmd as log entry index (0: no log, a meta alone) and
-// makes it visible, durable when sync is set. The command's own error
-// (a name taken, a file missing) is the entry's answer, returned in
-// cmdErr; the entry is applied either way, and err reports a store that
-// could not take it. Called with s.mu held.
+// entry is a command to apply as one log entry (index 0: no log, a meta
+// alone).
+type entry struct {
+	cmd   *metapb.Command
+	index uint64
+}
+
+// applyEntry applies cmd as log entry index and makes it visible, durable
+// when sync is set. The command's own error (a name taken, a file
+// missing) is the entry's answer, returned in cmdErr; the entry is
+// applied either way, and err reports a store that could not take it.
+// Called with s.mu held.
+func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res *result, cmdErr, err error) {
+	a, err := s.applyEntries([]entry{{cmd, index}}, sync)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a[0].res, a[0].err, nil
+}
+
+// applyEntries applies entries, in order, in one Pebble batch with one
+// commit (a Raft batch of committed entries: the commit pipeline, the
+// write-ahead log record and the read cache's update are paid once per
+// batch, not per entry), and answers each. The applied index written is
+// the last entry's. Called with s.mu held.
 //
 // A command whose request id the store remembers (dedup.go) changes
-// nothing but the applied index: its answer is the one remembered, and
-// nothing is published again.
-func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res *result, cmdErr, err error) {
+// nothing: its answer is the one remembered, and nothing is published
+// again. A command that fails must leave nothing of its own in the
+// batch; one that failed after writing part of its changes cannot be
+// taken out of a shared batch, so then the whole batch is dropped and
+// its entries applied one batch each.
+func (s *Service) applyEntries(es []entry, sync bool) ([]applyAnswer, error) {
+	answers, partial, err := s.applyShared(es, sync, nil)
+	if err != nil || partial < 0 {
+		return answers, err
+	}
+	if len(es) == 1 { // only its outcome is applied, as the failure left the store
+		answers, _, err = s.applyShared(es, sync, answers[0].err)
+		return answers, err
+	}
+	out := make([]applyAnswer, 0, len(es))
+	for i := range es {
+		a, err := s.applyEntries(es[i:i+1], sync)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a[0])
+	}
+	return out, nil
+}
+
+// applyShared is applyEntries' one batch. partial >= 0 names an entry
+// that failed after writing (nothing was applied; its answer is in
+// answers[partial]). failed, for a single entry, is the error it is known
+// to fail with: the command is not run again, only its outcome recorded.
+func (s *Service) applyShared(es []entry, sync bool, failed error) (answers []applyAnswer, partial int, err error) {
+	if err := s.reqs.load(s.db); err != nil {
+		return nil, -1, err
+	}
+	var undo reqUndo
 	b := s.db.NewIndexedBatch()
-	dup := false
-	if len(cmd.RequestId) > 0 {
-		if res, cmdErr, dup, err = recallOutcome(b, cmd.RequestId); err != nil {
-			b.Close()
-			return nil, nil, err
-		}
-	}
-	if !dup {
-		res, cmdErr = applyCommand(s.db, b, cmd, s.rc)
-	}
-	if cmdErr != nil && !dup {
+	fail := func(err error) ([]applyAnswer, int, error) {
+		undo.revert()
 		b.Close()
-		if index == 0 {
-			return nil, cmdErr, nil
-		}
-		b = s.db.NewIndexedBatch() // only the index moves, and the outcome
-		res = nil
+		return nil, -1, err
 	}
-	if len(cmd.RequestId) > 0 && !dup {
-		if err := rememberOutcome(b, cmd.RequestId, res, cmdErr); err != nil {
-			b.Close()
-			return nil, nil, err
+	answers = make([]applyAnswer, len(es))
+	dups := make([]bool, len(es))
+	var last uint64
+	for i, e := range es {
+		var res *result
+		var cmdErr error
+		dup := false
+		if id := e.cmd.RequestId; len(id) > 0 {
+			if res, cmdErr, dup, err = s.reqs.recall(b, id); err != nil {
+				return fail(err)
+			}
+		}
+		if !dup {
+			if failed != nil {
+				cmdErr = failed
+			} else {
+				n0 := b.Count()
+				res, cmdErr = applyCommand(s.db, b, e.cmd, s.rc)
+				if cmdErr != nil && b.Count() != n0 {
+					undo.revert()
+					b.Close()
+					answers[i] = applyAnswer{err: cmdErr}
+					return answers, i, nil
+				}
+			}
+			if cmdErr != nil {
+				res = nil
+			}
+			if id := e.cmd.RequestId; len(id) > 0 {
+				if err := s.reqs.remember(b, id, res, cmdErr, &undo); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		answers[i], dups[i] = applyAnswer{res: res, err: cmdErr}, dup
+		last = max(last, e.index)
+	}
+	if last != 0 {
+		if err := b.Set(keyApplied, be64(last), nil); err != nil {
+			return fail(errors.E(errors.Op("meta.apply"), errors.IO, err))
 		}
 	}
-	if index != 0 {
-		if err := b.Set(keyApplied, be64(index), nil); err != nil {
-			b.Close()
-			return nil, nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
-		}
+	if b.Empty() {
+		b.Close()
+		return answers, -1, nil
 	}
 	opts := pebble.NoSync
 	if sync {
@@ -88,15 +160,18 @@ func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res 
 	s.rc.endWrite(b)
 	b.Close()
 	if err != nil {
-		return nil, nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
+		undo.revert()
+		return nil, -1, errors.E(errors.Op("meta.apply"), diskKind(err), err)
 	}
-	if res != nil && !dup {
-		s.published(res)
-		if index != 0 || sync {
-			s.kickGC(res)
+	for i, a := range answers {
+		if a.res != nil && !dups[i] {
+			s.published(a.res)
+			if es[i].index != 0 || sync {
+				s.kickGC(a.res)
+			}
 		}
 	}
-	return res, cmdErr, nil
+	return answers, -1, nil
 }
 
 // published does what follows a visible command on every replica: its
@@ -139,6 +214,7 @@ func (s *Service) kickGC(res *result) {
 // Watchers are cut off and reset when they reconnect.
 func (s *Service) rebuild() error {
 	s.rc.clear()
+	s.reqs.forget()
 	v, err := s.readView()
 	if err != nil {
 		return err

@@ -142,7 +142,7 @@ func opName(fullMethod string) string { return path.Base(fullMethod) }
 // authz.go): this is the one place both transports pass.
 func (s *Service) serve(ctx context.Context, method string, req any, h func(context.Context) (any, error)) (any, error) {
 	done := s.ops.Start(method)
-	err := s.leaderGate(method) // raft.go: only the group's leader answers
+	err := s.memberGate(ctx, method, req) // raft.go: the group's leader answers, a follower stale reads
 	var c Caller
 	if err == nil {
 		c, err = s.caller(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
@@ -61,6 +62,10 @@ type GroupConfig struct {
 	TrailingLogs uint64
 	// SnapshotInterval is how often the threshold is checked. Default 30s.
 	SnapshotInterval time.Duration
+	// StaleReadBound is how long a follower that has not heard from a
+	// leader still answers reads that tolerate staleness (StaleOK).
+	// Default 1s.
+	StaleReadBound time.Duration
 }
 
 // Peer is one member of a group: its gRPC address (the Raft server id)
@@ -162,6 +167,9 @@ func (s *Service) startGroup(c GroupConfig) error {
 	}
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.StaleReadBound == 0 {
+		c.StaleReadBound = time.Second
 	}
 	dir := filepath.Join(s.cfg.Dir, "raft")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -309,6 +317,66 @@ func (s *Service) leaderGate(method string) error {
 // anyMemberMethods are answered by every member of a group, leader or not.
 var anyMemberMethods = map[string]bool{"MetaMembers": true}
 
+// StaleOKHeader is the gRPC metadata key ("1") of a read whose caller
+// accepts an answer that may miss the latest writes: a follower answers
+// it from what it applied (see staleReads). Set it with StaleOK.
+const StaleOKHeader = "cairn-stale-ok"
+
+// StaleOK marks the calls made with the returned context as tolerating
+// stale answers: a group client sends those of staleReads to any member
+// (round robin), and a follower answers them while it hears from a
+// leader (GroupConfig.StaleReadBound). Other calls ignore the mark.
+func StaleOK(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, StaleOKHeader, "1")
+}
+
+// staleReads are the reads a follower may answer from its own store:
+// they read the replicated state alone. Not a Resolve that wants extents
+// (its capabilities are the leader's to sign and its reads feed the
+// leader's tiering) or names an inode (open files are the leader's), nor
+// the cluster's status (data servers heartbeat to the leader only).
+var staleReads = map[string]bool{"List": true, "ListNamespaces": true, "GetNamespace": true, "Resolve": true}
+
+func staleAllowed(method string, req any) bool {
+	if !staleReads[method] {
+		return false
+	}
+	if r, ok := req.(*metapb.ResolveRequest); ok && (r.WantExtents || r.Ino != 0) {
+		return false
+	}
+	return true
+}
+
+func staleRequested(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(StaleOKHeader)
+	return len(v) > 0 && v[0] == "1"
+}
+
+// memberGate is leaderGate for one call: a follower also answers a read
+// its caller marked stale-tolerant, while it is fresh.
+func (s *Service) memberGate(ctx context.Context, method string, req any) error {
+	err := s.leaderGate(method)
+	if err != nil && staleAllowed(method, req) && staleRequested(ctx) && s.group.fresh() {
+		return nil
+	}
+	return err
+}
+
+// fresh reports whether this member, a follower, heard from a leader
+// within StaleReadBound: its state then lags the leader's by no more
+// than what the leader committed since (the commit index reaches
+// followers with every append and heartbeat). A member cut off from the
+// leader stops answering stale reads once the bound passes, rather than
+// answer from a state that grows older without limit.
+func (g *group) fresh() bool {
+	if g.r.State() != raft.Follower || g.applied.Load() == 0 {
+		return false
+	}
+	last := g.r.LastContact()
+	return !last.IsZero() && time.Since(last) < g.cfg.StaleReadBound
+}
+
 // applyAnswer is what the state machine returns to the proposer.
 type applyAnswer struct {
 	res *result
@@ -359,32 +427,55 @@ func (g *group) shutdown() {
 // raftFSM is the group as Raft's state machine.
 type raftFSM group
 
-var _ raft.FSM = (*raftFSM)(nil)
+var _ raft.BatchingFSM = (*raftFSM)(nil)
 
-// Apply applies a committed entry. Entries the store already holds (a
-// restart replays the log from the last snapshot) are skipped.
-func (f *raftFSM) Apply(l *raft.Log) any {
+// Apply applies one committed entry (Raft calls ApplyBatch).
+func (f *raftFSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies committed entries, in one Pebble batch (applyEntries).
+// Entries the store already holds (a restart replays the log from the
+// last snapshot) are skipped. The batch is not synced: the entries are in
+// the synced Raft log, and a store that lost its last batches in a crash
+// has an applied index that says so, from which they are applied again.
+func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	g := (*group)(f)
-	if l.Type != raft.LogCommand || l.Index <= g.applied.Load() {
-		return nil
+	out := make([]any, len(logs))
+	es := make([]entry, 0, len(logs))
+	at := make([]int, 0, len(logs))
+	applied := g.applied.Load()
+	for i, l := range logs {
+		if l.Type != raft.LogCommand || l.Index <= applied {
+			continue
+		}
+		cmd := &metapb.Command{}
+		if err := proto.Unmarshal(l.Data, cmd); err != nil {
+			g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
+			out[i] = applyAnswer{err: errors.E(errors.Op("meta.apply"), errors.Corrupt, err)}
+			continue
+		}
+		es, at = append(es, entry{cmd, l.Index}), append(at, i)
 	}
-	cmd := &metapb.Command{}
-	if err := proto.Unmarshal(l.Data, cmd); err != nil {
-		g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
-		return applyAnswer{err: errors.E(errors.Op("meta.apply"), errors.Corrupt, err)}
+	if len(es) == 0 {
+		return out
 	}
 	g.s.mu.Lock()
-	res, cmdErr, err := g.s.applyEntry(cmd, l.Index, false)
+	answers, err := g.s.applyEntries(es, false)
 	g.s.mu.Unlock()
 	if err != nil {
 		// The store cannot take what the majority agreed: this member
 		// must not go on applying later entries over a gap.
-		g.s.log.Error("meta: store failed applying a committed entry; leaving the group", "index", l.Index, "err", err)
+		g.s.log.Error("meta: store failed applying committed entries; leaving the group", "first", es[0].index, "err", err)
 		go g.shutdown()
-		return applyAnswer{err: err}
+		for _, i := range at {
+			out[i] = applyAnswer{err: err}
+		}
+		return out
 	}
-	g.applied.Store(l.Index)
-	return applyAnswer{res: res, err: cmdErr}
+	for j, i := range at {
+		out[i] = answers[j]
+	}
+	g.applied.Store(es[len(es)-1].index)
+	return out
 }
 
 // Snapshot takes a Pebble snapshot, consistent with the entries applied

@@ -68,7 +68,7 @@ type Service struct {
 	opens         openTable    // see open.go
 	callers       callerCache  // verified credentials (caller.go)
 
-	group *group        // the Raft group (raft.go); nil: meta alone
+	group *group       // the Raft group (raft.go); nil: meta alone
 	reqs  requestTable // the request ids applied, indexed (dedup.go); under mu
 
 	gcKick  chan struct{}

@@ -16,6 +16,7 @@ func benchMetaCommands() []*cobra.Command {
 	var f loadFlags
 	var addr string
 	var conns int
+	var stale bool
 	cmd := &cobra.Command{
 		Use:   "meta [--meta ADDR] [--concurrency 32]",
 		Short: "Whole-path resolutions per second, straight to the metadata service",
@@ -36,7 +37,11 @@ concurrency level.`,
 			if err := bench.PrepareMeta(cmd.Context(), mcs[0], f.ns); err != nil {
 				return fmt.Errorf("preparing %s/%s at %s: %w", f.ns, bench.MetaPath, addr, err)
 			}
-			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), "meta resolve", bench.ResolveOp(mcs, f.ns))
+			op := bench.ResolveOp(mcs, f.ns)
+			if stale { // any member of a group answers (meta.StaleOK)
+				op = staleOps(op)
+			}
+			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), "meta resolve", op)
 		},
 	}
 	f.register(cmd.Flags(), "0", []int{32})
@@ -44,5 +49,6 @@ concurrency level.`,
 	cmd.Flags().MarkHidden("no-keepalive")
 	cmd.Flags().StringVar(&addr, "meta", defaultMeta, "meta service gRPC address")
 	cmd.Flags().IntVar(&conns, "conns", 4, "gRPC connections the workers share round robin (a meta serves many gateways; one HTTP/2 connection topped out near 44k calls/s on 2 cores)")
-	return []*cobra.Command{cmd}
+	cmd.Flags().BoolVar(&stale, "stale", false, "mark the resolves stale-tolerant: every member of a group answers them, round robin")
+	return []*cobra.Command{cmd, benchMetaWriteCmd()}
 }

@@ -122,6 +122,8 @@ type Mount struct {
 	nsRoot map[string]*node // namespace -> its root directory node
 	opened map[uint64]*node // files open here, by inode number (open.go)
 
+	locks heldLocks // the file locks meta granted here (lock.go)
+
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once

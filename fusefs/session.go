@@ -153,7 +153,8 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		return err
 	}
 	s.sendMu.Lock()
-	err = stream.Send(&metapb.MountSessionMsg{Session: s.id})
+	// With the locks held here: a new meta leader takes them back.
+	err = stream.Send(&metapb.MountSessionMsg{Session: s.id, Locks: s.m.locks.all()})
 	if err == nil {
 		// The files open here, again: a new session (or meta after a
 		// restart) must know them before anything is unlinked.

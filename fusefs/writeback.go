@@ -173,6 +173,7 @@ func (g *mkdirGate) wait() {
 
 // OnForget keeps n if its work is queued (see writeBehind.kept).
 func (n *node) OnForget() {
+	n.m.untrack(n)
 	w := n.m.wb
 	w.keptMu.Lock()
 	if n.busy() {

@@ -1826,13 +1826,17 @@ func (x *CommitBatchResponse) GetInodes() []*Inode {
 // AppendRequest appends data already stored in needles at the end of a
 // file, atomically: two concurrent appends never interleave or overwrite.
 type AppendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,3,rep,name=extents,proto3" json:"extents,omitempty"` // offsets relative to the appended data (0, len0, ...)
-	Create        bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"`  // create the file if missing
-	Parents       bool                   `protobuf:"varint,5,opt,name=parents,proto3" json:"parents,omitempty"`
-	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"` // used when the file is created
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Ns          string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path        string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Extents     []*Extent              `protobuf:"bytes,3,rep,name=extents,proto3" json:"extents,omitempty"` // offsets relative to the appended data (0, len0, ...)
+	Create      bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"`  // create the file if missing
+	Parents     bool                   `protobuf:"varint,5,opt,name=parents,proto3" json:"parents,omitempty"`
+	ContentType string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"` // used when the file is created
+	// An open file's O_APPEND write (mount3): when path names another file
+	// or none, the data goes at the end of this inode, which the caller's
+	// session holds open (see CommitRequest.open_ino).
+	OpenIno       uint64 `protobuf:"varint,661,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1907,6 +1911,13 @@ func (x *AppendRequest) GetContentType() string {
 		return x.ContentType
 	}
 	return ""
+}
+
+func (x *AppendRequest) GetOpenIno() uint64 {
+	if x != nil {
+		return x.OpenIno
+	}
+	return 0
 }
 
 type DeleteRequest struct {
@@ -10338,14 +10349,15 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x12CommitBatchRequest\x123\n" +
 	"\acommits\x18\x01 \x03(\v2\x19.cairn.meta.CommitRequestR\acommits\"@\n" +
 	"\x13CommitBatchResponse\x12)\n" +
-	"\x06inodes\x18\x01 \x03(\v2\x11.cairn.meta.InodeR\x06inodes\"\xb6\x01\n" +
+	"\x06inodes\x18\x01 \x03(\v2\x11.cairn.meta.InodeR\x06inodes\"\xd2\x01\n" +
 	"\rAppendRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12,\n" +
 	"\aextents\x18\x03 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x16\n" +
 	"\x06create\x18\x04 \x01(\bR\x06create\x12\x18\n" +
 	"\aparents\x18\x05 \x01(\bR\aparents\x12!\n" +
-	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\"\x88\x01\n" +
+	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12\x1a\n" +
+	"\bopen_ino\x18\x95\x05 \x01(\x04R\aopenIno\"\x88\x01\n" +
 	"\rDeleteRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1c\n" +

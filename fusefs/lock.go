@@ -128,7 +128,7 @@ func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*met
 	delay := 20 * time.Millisecond
 	var deadline time.Time
 	for {
-		r, err := n.m.meta.MountLock(ctx, req)
+		r, err := n.lockAttempt(ctx, req)
 		if err == nil || !errors.Is(errors.Unavailable, err) || ctx.Err() != nil {
 			return r, err
 		}
@@ -144,6 +144,18 @@ func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*met
 		}
 		delay = min(delay*2, time.Second)
 	}
+}
+
+// lockAttempt is one MountLock call. Without a deadline of its own (all
+// but F_SETLKW) it may take CallTimeout and a new leader's grace, during
+// which meta holds lock calls back.
+func (n *node) lockAttempt(ctx context.Context, req *metapb.MountLockRequest) (*metapb.MountLockResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, CallTimeout+meta.LockGrace)
+		defer cancel()
+	}
+	return n.m.meta.MountLock(ctx, req)
 }
 
 // heldLocks mirrors the locks meta granted this mount, so that its

@@ -65,6 +65,7 @@ func (s *Service) leadLocks() {
 	t.grace = time.Now().Add(LockGrace)
 	t.wake()
 	t.mu.Unlock()
+	s.log.Info("meta: file locks come back from the mounts; no other lock granted for the grace", "grace", LockGrace)
 }
 
 // graceLeft is what remains of the grace (0 when over).
@@ -84,6 +85,7 @@ func (s *Service) reassertLocks(id string, locks []*metapb.MountLockRequest) {
 	t := s.lockTable()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	s.log.Info("meta: a mount re-asserts its file locks", "session", id, "locks", len(locks), "in_grace", time.Now().Before(t.grace))
 	for _, r := range locks {
 		if r.Type == syscall.F_UNLCK || r.Type > syscall.F_UNLCK || r.End < r.Start {
 			continue

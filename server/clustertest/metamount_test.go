@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -169,14 +170,25 @@ func TestMountLocksRideThroughMetaLeaderChange(t *testing.T) {
 
 	leader := c.MetaLeader(t)
 	leader.Kill(t)
+	killed := time.Now()
 	t.Logf("killed meta leader %s", leader.Addr)
 	next := c.MetaLeader(t)
-	t.Logf("new meta leader %s", next.Addr)
+	t.Logf("new meta leader %s after %v", next.Addr, time.Since(killed).Round(time.Millisecond))
+	defer func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(next.logPath)
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "lock") || strings.Contains(l, "leading") {
+					t.Log(l)
+				}
+			}
+		}
+	}()
 	// B's calls wait out the new leader's grace, by which time A's locks
 	// are back: still refused.
 	t0 := time.Now()
 	if err := syscall.Flock(int(fb2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
-		t.Fatalf("flock on B after the leader change, while A holds it: %v", err)
+		t.Fatalf("flock on B after the leader change (answered after %v), while A holds it: %v", time.Since(t0).Round(time.Millisecond), err)
 	}
 	if err := syscall.FcntlFlock(fb2.Fd(), syscall.F_SETLK, lk(syscall.F_RDLCK, 50, 10)); err != syscall.EAGAIN && err != syscall.EACCES {
 		t.Fatalf("fcntl lock on B after the leader change, while A holds it: %v", err)

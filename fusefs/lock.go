@@ -129,7 +129,15 @@ func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*met
 	var deadline time.Time
 	for {
 		r, err := n.lockAttempt(ctx, req)
-		if err == nil || !errors.Is(errors.Unavailable, err) || ctx.Err() != nil {
+		// A member killed under a call may end it with a transport
+		// error (a stream reset: IO, or no kind at all) rather than
+		// Unavailable; meta's lock table itself fails no other way, and
+		// taking or releasing the same lock twice leaves the same state.
+		lost := errors.Is(errors.Unavailable, err) || errors.Is(errors.IO, err) || errors.Is(errors.Other, err)
+		if err == nil || !lost || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
+				n.m.log.Warn("mount: lock call failed", "ino", req.Ino, "err", err)
+			}
 			return r, err
 		}
 		if deadline.IsZero() {

@@ -585,6 +585,7 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 		return nil, nil, false
 	}
 	ch := n.NewInode(ctx, cn, stableOf(a))
+	n.m.track(cn)
 	n.madeHere(name, cn, a, out)
 	return ch, cn.open(flags), true
 }

@@ -122,6 +122,15 @@ type Mount struct {
 	nsRoot map[string]*node // namespace -> its root directory node
 	opened map[uint64]*node // files open here, by inode number (open.go)
 
+	locks heldLocks // the file locks meta granted here (lock.go)
+
+	// live holds the file nodes the kernel knows, by inode number, so
+	// that an event naming an inode (another mount's write to an open
+	// file by inode) reaches the node whatever name this mount knows it
+	// by (open.go).
+	liveMu sync.Mutex
+	live   map[uint64]*node
+
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once

@@ -140,9 +140,13 @@ func (n *node) appendData(ctx context.Context, data []byte) error {
 	if err := n.flush(ctx); err != nil {
 		return err
 	}
+	ino := n.openIno()
 	p, err := n.path()
-	if err != nil {
+	if err != nil && ino == 0 {
 		return err
+	}
+	if err != nil {
+		p = "" // unlinked: by inode alone
 	}
 	exts, err := n.m.upload(ctx, n.ns, data)
 	if err != nil {
@@ -150,7 +154,9 @@ func (n *node) appendData(ctx context.Context, data []byte) error {
 	}
 	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, p)
-	a, err := n.m.meta.Append(ctx, &metapb.AppendRequest{Ns: n.ns, Path: p, Extents: exts})
+	// By inode while the file is open here (it always is: O_APPEND is an
+	// open flag): another mount may have renamed or unlinked its name.
+	a, err := n.m.meta.Append(ctx, &metapb.AppendRequest{Ns: n.ns, Path: p, Extents: exts, OpenIno: ino})
 	if err != nil {
 		done(0)
 		n.m.cl.Discard(exts)

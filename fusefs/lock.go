@@ -2,13 +2,17 @@ package fusefs
 
 import (
 	"context"
+	"math"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"google.golang.org/protobuf/proto"
 
+	"cairn/errors"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -84,6 +88,11 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 			return errno(err)
 		}
 	}
+	if req.Type == syscall.F_UNLCK {
+		// Forgotten before meta is asked: a session that reopens
+		// meanwhile must not bring the lock back after the unlock.
+		n.m.locks.set(req)
+	}
 	if req.Wait {
 		// A wait lasts as long as the holder keeps the lock; the kernel
 		// interrupts it (cancelling ctx) when the process gets a signal.
@@ -98,6 +107,9 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 	if !r.Granted {
 		return syscall.EAGAIN
 	}
+	if req.Type != syscall.F_UNLCK {
+		n.m.locks.set(req)
+	}
 	if h, ok := f.(*handle); ok && req.Type != syscall.F_UNLCK {
 		h.locks.mu.Lock()
 		if h.locks.owners == nil {
@@ -109,13 +121,115 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 	return 0
 }
 
-// lockCall asks meta, riding through a meta restart.
-func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (r *metapb.MountLockResponse, err error) {
-	err = retry(ctx, func() error {
-		r, err = n.m.meta.MountLock(ctx, req)
-		return err
-	})
-	return r, err
+// lockCall asks meta, riding through a meta restart or a change of
+// leader (a wait that began long before it too: unlike retry, the time
+// allowed runs from the first failure, not from the call).
+func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*metapb.MountLockResponse, error) {
+	delay := 20 * time.Millisecond
+	var deadline time.Time
+	for {
+		r, err := n.lockAttempt(ctx, req)
+		// A member killed under a call may end it with a transport
+		// error (a stream reset: IO, or no kind at all) rather than
+		// Unavailable; meta's lock table itself fails no other way, and
+		// taking or releasing the same lock twice leaves the same state.
+		lost := errors.Is(errors.Unavailable, err) || errors.Is(errors.IO, err) || errors.Is(errors.Other, err)
+		if err == nil || !lost || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
+				n.m.log.Warn("mount: lock call failed", "ino", req.Ino, "err", err)
+			}
+			return r, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(30*time.Second + meta.LockGrace)
+		} else if time.Now().After(deadline) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// lockAttempt is one MountLock call. Without a deadline of its own (all
+// but F_SETLKW) it may take CallTimeout and a new leader's grace, during
+// which meta holds lock calls back.
+func (n *node) lockAttempt(ctx context.Context, req *metapb.MountLockRequest) (*metapb.MountLockResponse, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, CallTimeout+meta.LockGrace)
+		defer cancel()
+	}
+	return n.m.meta.MountLock(ctx, req)
+}
+
+// heldLocks mirrors the locks meta granted this mount, so that its
+// session can hand them to a new meta leader (meta/locks.go): by file,
+// each owner's ranges, merged and split as meta does.
+type heldLocks struct {
+	mu    sync.Mutex
+	files map[heldFile][]*metapb.MountLockRequest
+}
+
+type heldFile struct {
+	ns  string
+	ino uint64
+}
+
+// set records a granted lock, or an unlock, of req's owner over its range.
+func (h *heldLocks) set(req *metapb.MountLockRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.files == nil {
+		h.files = map[heldFile][]*metapb.MountLockRequest{}
+	}
+	start, end := req.Start, req.End
+	if req.Flock {
+		start, end = 0, math.MaxUint64
+	}
+	f := heldFile{req.Ns, req.Ino}
+	var kept []*metapb.MountLockRequest
+	for _, l := range h.files[f] {
+		if l.Owner != req.Owner || l.Flock != req.Flock || l.End < start || l.Start > end {
+			kept = append(kept, l)
+			continue
+		}
+		if l.Start < start {
+			left := proto.Clone(l).(*metapb.MountLockRequest)
+			left.End = start - 1
+			kept = append(kept, left)
+		}
+		if l.End > end {
+			right := proto.Clone(l).(*metapb.MountLockRequest)
+			right.Start = end + 1
+			kept = append(kept, right)
+		}
+	}
+	if req.Type != syscall.F_UNLCK {
+		kept = append(kept, &metapb.MountLockRequest{
+			Ns: req.Ns, Ino: req.Ino, Owner: req.Owner, Flock: req.Flock,
+			Start: start, End: end, Type: req.Type, Pid: req.Pid,
+		})
+	}
+	if len(kept) == 0 {
+		delete(h.files, f)
+	} else {
+		h.files[f] = kept
+	}
+}
+
+// all returns every lock held, for a session's first message.
+func (h *heldLocks) all() []*metapb.MountLockRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*metapb.MountLockRequest
+	for _, ls := range h.files {
+		out = append(out, ls...)
+	}
+	return out
 }
 
 // dropLocks releases the locks taken through h: its POSIX locks at a

@@ -474,6 +474,7 @@ func (n *node) child(ctx context.Context, name string, a *metapb.Inode, ep uint6
 		ch = n.NewInode(ctx, cn, stableOf(a))
 		cn = ch.Operations().(*node) // an inode already known (hard link) is reused
 	}
+	n.m.track(cn)
 	cn.mu.Lock()
 	if cn.attr != nil && cn.attr.Ino == a.Ino && (cn.attr.Version > a.Version || cn.busy()) {
 		a = cn.attr // the listing that answered is older than what the node knows

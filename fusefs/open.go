@@ -92,6 +92,11 @@ func (m *Mount) openInos() []uint64 {
 func (s *session) applyIno(ev *metapb.Event, wait bool) {
 	n := s.m.openNode(ev.Ino)
 	if n == nil {
+		// Not open here, but known, perhaps by a name the writer's
+		// mount does not know (renamed since it opened the file).
+		n = s.m.liveNode(ev.Ino)
+	}
+	if n == nil {
 		return
 	}
 	s.ep.Add(1)
@@ -106,4 +111,33 @@ func (n *node) stillNamed() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.f.creating || !n.f.gone.Load()
+}
+
+// track records file node n as known to the kernel (Mount.live).
+func (m *Mount) track(n *node) {
+	if !n.isFile() {
+		return
+	}
+	m.liveMu.Lock()
+	if m.live == nil {
+		m.live = map[uint64]*node{}
+	}
+	m.live[n.StableAttr().Ino] = n
+	m.liveMu.Unlock()
+}
+
+// untrack forgets n (the kernel forgot it).
+func (m *Mount) untrack(n *node) {
+	m.liveMu.Lock()
+	if m.live[n.StableAttr().Ino] == n {
+		delete(m.live, n.StableAttr().Ino)
+	}
+	m.liveMu.Unlock()
+}
+
+// liveNode returns the file node with inode number ino the kernel knows.
+func (m *Mount) liveNode(ino uint64) *node {
+	m.liveMu.Lock()
+	defer m.liveMu.Unlock()
+	return m.live[ino]
 }

@@ -31,6 +31,8 @@ type session struct {
 	heard atomic.Int64  // unix nanoseconds of meta's last message
 	up    atomic.Bool
 
+	steering atomic.Bool // a call finding the meta leader is out (run)
+
 	last   atomic.Uint64                  // sequence of the last event received
 	sendMu sync.Mutex                     // one sender at a time on the stream
 	out    metapb.Meta_MountSessionClient // the stream while up (sendMu)
@@ -128,6 +130,7 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 func (s *session) run(ctx context.Context) {
 	backoff := 50 * time.Millisecond
 	var last uint64
+	started := time.Now().UnixNano()
 	for ctx.Err() == nil {
 		err := s.follow(ctx, &last)
 		s.reset()
@@ -135,6 +138,25 @@ func (s *session) run(ctx context.Context) {
 			return
 		}
 		s.m.log.Debug("mount: session lost", "err", err)
+		if s.heard.Load() > started {
+			backoff = 50 * time.Millisecond // it was up: try again at once
+		}
+		// A stream refused by a member of a meta group that does not
+		// lead moves nothing: only unary calls follow the leader a
+		// refusal names (meta/failover.go). So an idle mount (no other
+		// calls) kept sending its session to a follower after a leader
+		// change, while the new leader's grace for locks ran out. One
+		// cheap call finds the leader for the next attempt (beside the
+		// back-off: a meta that is down must not slow the reconnect).
+		if s.steering.CompareAndSwap(false, true) {
+			go func() {
+				defer s.steering.Store(false)
+				lctx, cancel := context.WithTimeout(ctx, meta.SessionLease)
+				defer cancel()
+				s.m.meta.Info(lctx, &metapb.Empty{})
+			}()
+		}
+		started = time.Now().UnixNano()
 		select {
 		case <-ctx.Done():
 			return
@@ -153,7 +175,8 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		return err
 	}
 	s.sendMu.Lock()
-	err = stream.Send(&metapb.MountSessionMsg{Session: s.id})
+	// With the locks held here: a new meta leader takes them back.
+	err = stream.Send(&metapb.MountSessionMsg{Session: s.id, Locks: s.m.locks.all()})
 	if err == nil {
 		// The files open here, again: a new session (or meta after a
 		// restart) must know them before anything is unlinked.

@@ -131,3 +131,58 @@ func BenchmarkCreatesTwoMounts(b *testing.B) {
 		})
 	}
 }
+
+// TestByInodeAcrossRename: an open file is its inode on every mount. An
+// O_APPEND write after another mount renamed the file goes to the file
+// (it went by path, and failed with ENOENT); and a mount that knows the
+// file by its new name sees a write made by inode through the old
+// descriptor at once (it saw it only after its cache expired).
+func TestByInodeAcrossRename(t *testing.T) {
+	srv := store(t)
+	a, _ := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 2*60e9, a, b)()
+
+	t.Run("append-after-rename", func(t *testing.T) {
+		f, err := os.OpenFile(filepath.Join(a, "ap"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		must(t, err)
+		defer f.Close()
+		_, err = f.Write([]byte("line 1\n"))
+		must(t, err)
+		must(t, os.Rename(filepath.Join(b, "ap"), filepath.Join(b, "ap.1")))
+		_, err = f.Write([]byte("line 2\n"))
+		must(t, err)
+		if got := readFile(t, filepath.Join(b, "ap.1")); got != "line 1\nline 2\n" {
+			t.Fatalf("the renamed file reads %q on the renaming mount", got)
+		}
+		must(t, f.Close())
+		if _, err := os.Stat(filepath.Join(a, "ap")); !os.IsNotExist(err) {
+			t.Fatalf("the old name came back: %v", err)
+		}
+		st, err := srv.Client().StatFresh(t.Context(), "data", "ap.1")
+		must(t, err)
+		got, err := srv.Client().ReadAll(t.Context(), st)
+		must(t, err)
+		if string(got) != "line 1\nline 2\n" {
+			t.Fatalf("the store holds %q", got)
+		}
+	})
+
+	t.Run("write-seen-under-new-name", func(t *testing.T) {
+		must(t, os.WriteFile(filepath.Join(a, "wn"), []byte("old content"), 0o644))
+		f, err := os.OpenFile(filepath.Join(a, "wn"), os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		must(t, os.Rename(filepath.Join(b, "wn"), filepath.Join(b, "wn.2")))
+		if got := readFile(t, filepath.Join(b, "wn.2")); got != "old content" {
+			t.Fatalf("B reads %q before the write", got)
+		}
+		_, err = f.WriteAt([]byte("NEW"), 0)
+		must(t, err)
+		must(t, f.Sync()) // committed by inode: no name of A's knows it
+		if got := readFile(t, filepath.Join(b, "wn.2")); got != "NEW content" {
+			t.Fatalf("B reads %q under the new name after A's fsync", got)
+		}
+		must(t, f.Close())
+	})
+}

@@ -32,6 +32,10 @@ type writeBehind struct {
 	alone   bool            // no other session when this epoch began: paths need no notice
 	noticed map[string]bool // paths other mounts were told of in this epoch
 	pending int             // queued or running, all inodes
+	// announcing counts the MountDirty calls in flight (made without
+	// w.mu); a drain waits for them, and idle is broadcast when the
+	// count drops to 0.
+	announcing int
 
 	inoMu        sync.Mutex
 	inoNext, end uint64 // inode numbers reserved for local creates
@@ -169,6 +173,7 @@ func (g *mkdirGate) wait() {
 
 // OnForget keeps n if its work is queued (see writeBehind.kept).
 func (n *node) OnForget() {
+	n.m.untrack(n)
 	w := n.m.wb
 	w.keptMu.Lock()
 	if n.busy() {
@@ -286,6 +291,7 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	}
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
+	announced := false
 	w.mu.Lock()
 	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
 		// Meta learns this mount is dirty, and every other mount drops
@@ -295,22 +301,39 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		// other mounts live, a create of a name another mount is
 		// creating too is refused here, and made synchronously instead,
 		// which answers EEXIST.
+		//
+		// Not under w.mu: MountDirty may wait for other mounts (their
+		// notice acknowledgements, the recall of a claim), and the
+		// mount's other creates need not queue behind it. A drain waits
+		// for it instead (announcing), so that the epoch it reports
+		// clean covers the work announced here.
 		epoch := w.epoch
 		if !w.dirty {
 			epoch++
 		}
+		w.announcing++
+		w.mu.Unlock()
 		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
+		w.mu.Lock()
+		w.announcing--
 		if err != nil {
+			if w.announcing == 0 {
+				w.idle.Broadcast()
+			}
 			w.mu.Unlock()
 			return false
 		}
-		if !w.dirty {
+		switch {
+		case !w.dirty || epoch > w.epoch:
 			// Alone for the whole epoch: another session's first look
 			// recalls this mount, which ends the epoch.
 			w.alone = r.Alone
+		case !r.Alone:
+			w.alone = false // another session came while it was announced
 		}
-		w.epoch, w.dirty = epoch, true
+		w.epoch, w.dirty = max(w.epoch, epoch), true
 		w.noticed[k] = true
+		announced = true
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
@@ -354,6 +377,11 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		go w.run(n)
 	}
 	c.mu.Unlock()
+	if announced && w.announcing == 0 {
+		// The work is pending now: a drain waiting for the
+		// announcement waits for it too.
+		w.idle.Broadcast()
+	}
 	w.mu.Unlock()
 	return true
 }
@@ -558,7 +586,7 @@ func (w *writeBehind) drain() uint64 {
 		delete(w.parked, n)
 		go w.run(n)
 	}
-	for w.pending > 0 {
+	for w.pending > 0 || w.announcing > 0 {
 		w.idle.Wait()
 	}
 	w.dirty = false

@@ -715,12 +715,15 @@ func (t *txn) append(r *metapb.AppendRequest) error {
 	if err != nil {
 		return err
 	}
-	if p == "" {
+	if p == "" && r.OpenIno == 0 {
 		return errors.E(errors.IsDir, "the root is a directory")
 	}
 	exts, total, err := tile(r.Extents, 0, false)
 	if err != nil {
 		return err
+	}
+	if r.OpenIno != 0 && !r.Create && !t.names(ns, p, r.OpenIno) {
+		return t.appendOpen(r, exts, total) // open.go
 	}
 	parent, name, err := t.parentDir(ns, p, r.Parents, 0, 0)
 	if err != nil {

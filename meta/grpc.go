@@ -159,8 +159,10 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 	}
 	ctx = WithCaller(ctx, c)
 	s.recallDirty(ctx, method)
+	release := s.holdNames(ctx, method, req) // writebehind.go: other mounts' create claims
 	before := s.hub.lastSeq()
 	resp, err := h(ctx)
+	release()
 	// A command that published events changed what mounts may cache
 	// (classify.go). A failed one may have applied too (a batch whose
 	// answer failed after), so its events are waited for as well.

@@ -23,10 +23,21 @@ import (
 //     session of that id is back within SessionLease, its locks are
 //     dropped and waiters woken, so a mount that dies releases its locks
 //     (a mount whose session only blinked keeps them).
-//   - A meta restart loses every lock: mounts do not re-establish them
-//     (a holder keeps believing it holds its lock while another mount may
-//     take it). Locks are advisory, and the documented price of keeping
-//     them out of the log.
+//   - A change of meta leader does not lose them, though they are kept
+//     out of the Raft log (a lock or unlock would otherwise cost a log
+//     append and an fsync on a majority, and sqlite takes several per
+//     transaction): every mount keeps the locks it was granted, and
+//     sends them with the first message of its session on the new leader,
+//     which takes them back (reassertLocks). So that no other mount is
+//     granted one of them first, a new leader grants nothing during its
+//     grace of LockGrace (as an NFSv4 server after a restart): lock and
+//     test calls wait for its end, and calls from a session not yet
+//     reopened here are refused (Unavailable: the mount tries again once
+//     its session, and so its locks, are back). A mount whose session
+//     comes back after the grace gets back those of its locks no one
+//     took meanwhile; the others are logged as lost. A meta alone that
+//     restarts loses every lock, as before (it cannot tell a restart
+//     from a first start without a write per lock).
 //   - F_SETLKW waits here until no conflict remains or the call is
 //     cancelled (the waiting process got a signal); every release wakes
 //     every waiter, which then checks again, so no wake-up is lost.
@@ -35,6 +46,65 @@ type lockTable struct {
 	mu      sync.Mutex
 	files   map[lockFile][]heldLock
 	changed chan struct{} // closed and replaced at every release
+	grace   time.Time     // no lock granted before, but re-asserted ones
+}
+
+// LockGrace is how long a new meta leader waits for mounts to re-assert
+// their locks before it grants any: mounts retry meta with a back-off of
+// at most 2s and reopen their session within a few seconds of a leader
+// being ready.
+const LockGrace = 3 * SessionLease
+
+// leadLocks readies the lock table of a member that has just become the group's
+// leader: what it held from an earlier term is stale, and the mounts'
+// locks come back with their sessions during the grace.
+func (s *Service) leadLocks() {
+	t := s.lockTable()
+	t.mu.Lock()
+	clear(t.files)
+	t.grace = time.Now().Add(LockGrace)
+	t.wake()
+	t.mu.Unlock()
+	s.log.Info("meta: file locks come back from the mounts; no other lock granted for the grace", "grace", LockGrace)
+}
+
+// graceLeft is what remains of the grace (0 when over).
+func (t *lockTable) graceLeft() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return max(time.Until(t.grace), 0)
+}
+
+// reassertLocks takes back the locks session id holds, which it sent with
+// its first message (see lockTable). One that another owner holds
+// meanwhile (granted after the grace) is lost: logged, not granted.
+func (s *Service) reassertLocks(id string, locks []*metapb.MountLockRequest) {
+	if len(locks) == 0 {
+		return
+	}
+	t := s.lockTable()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.log.Info("meta: a mount re-asserts its file locks", "session", id, "locks", len(locks), "in_grace", time.Now().Before(t.grace))
+	for _, r := range locks {
+		if r.Type == syscall.F_UNLCK || r.Type > syscall.F_UNLCK || r.End < r.Start {
+			continue
+		}
+		r.Session, r.Test, r.Wait = id, false, false
+		if r.Flock {
+			r.Start, r.End = 0, math.MaxUint64
+		}
+		f := lockFile{r.Ns, r.Ino}
+		if _, ok := t.conflict(f, r); ok {
+			s.log.Warn("meta: a mount's lock was taken by another while its session was away: lost", "session", id, "ns", r.Ns, "ino", r.Ino)
+			continue
+		}
+		t.release(f, r)
+		t.files[f] = append(t.files[f], heldLock{
+			session: id, owner: r.Owner, flock: r.Flock,
+			start: r.Start, end: r.End, write: r.Type == syscall.F_WRLCK, pid: r.Pid,
+		})
+	}
 }
 
 type lockFile struct {
@@ -160,6 +230,20 @@ func (s *Service) MountLock(ctx context.Context, req *metapb.MountLockRequest) (
 		return nil, errors.E(op, errors.Unavailable, "no live session "+req.Session)
 	}
 	t := s.lockTable()
+	if g := t.graceLeft(); g > 0 {
+		if !live {
+			// Its locks come back with its session: an unlock now would
+			// be undone by them.
+			return nil, errors.E(op, errors.Unavailable, "meta's leader changed: waiting for session "+req.Session)
+		}
+		if req.Type != syscall.F_UNLCK {
+			select {
+			case <-time.After(g):
+			case <-ctx.Done():
+				return nil, errors.E(op, errors.Canceled, ctx.Err())
+			}
+		}
+	}
 	f := lockFile{req.Ns, req.Ino}
 	for {
 		t.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn/errors"
 	"cairn/proto/metapb"
 )
 
@@ -55,5 +56,57 @@ func TestLockDiesWithSession(t *testing.T) {
 	// B holds it now; A's session is gone, so A cannot lock.
 	if _, err := lock("mount-a", false); err == nil {
 		t.Fatal("a lock for a session that ended was granted")
+	}
+}
+
+// TestLocksReassertedToNewLeader: a new leader (leadLocks) has lost every
+// lock; a mount hands back those it holds with its session's first
+// message, and until the grace ends no other lock is granted: a
+// conflicting call waits and is then refused, and an unlock from a
+// session not yet back is refused (the mount retries once it is).
+func TestLocksReassertedToNewLeader(t *testing.T) {
+	ts := start(t, newCluster())
+	ts.svc.leadLocks()
+	lock := func(session string, typ uint32) (*metapb.MountLockResponse, error) {
+		return ts.cl.MountLock(bg, &metapb.MountLockRequest{
+			Session: session, Ns: "data", Ino: 7, Owner: 1, Start: 0, End: 99, Type: typ,
+		})
+	}
+	openSession(t, ts, "mount-b")
+	t0 := time.Now()
+	if _, err := lock("mount-a", syscall.F_UNLCK); !errors.Is(errors.Unavailable, err) {
+		t.Fatalf("an unlock from a session not back yet: %v", err)
+	}
+	refused := async(func() error {
+		r, err := lock("mount-b", syscall.F_WRLCK)
+		if err == nil && r.Granted {
+			return errors.E(errors.Invalid, "granted")
+		}
+		return err
+	})
+	// A's session comes back with its lock.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := ts.cl.MountSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(&metapb.MountSessionMsg{Session: "mount-a", Locks: []*metapb.MountLockRequest{
+		{Ns: "data", Ino: 7, Owner: 1, Start: 10, End: 19, Type: syscall.F_WRLCK},
+	}})
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-refused; err != nil {
+		t.Fatalf("B's lock beside A's re-asserted one: %v", err)
+	}
+	if d := time.Since(t0); d < LockGrace-time.Second {
+		t.Fatalf("B was answered %v into a grace of %v", d, LockGrace)
+	}
+	if r, err := lock("mount-a", syscall.F_UNLCK); err != nil || !r.Granted {
+		t.Fatalf("A's unlock: %v, %v", r, err)
+	}
+	if r, err := lock("mount-b", syscall.F_WRLCK); err != nil || !r.Granted {
+		t.Fatalf("B's lock after A's unlock: %v, %v", r, err)
 	}
 }

@@ -389,3 +389,24 @@ func (t *txn) commitOpen(r *metapb.CommitRequest) error {
 	t.inodeEvent(r.Ns, n.Ino)
 	return t.put(inodeKey(n.Ino), n)
 }
+
+// appendOpen is append to the open file r.OpenIno (AppendRequest.open_ino)
+// when r.Path no longer names it: at its end, whatever its names are now.
+func (t *txn) appendOpen(r *metapb.AppendRequest, exts []*metapb.Extent, total uint64) error {
+	n, err := t.v.inode(r.OpenIno)
+	if err != nil {
+		return err
+	}
+	if n.Type != metapb.FileType_REGULAR {
+		return errors.E(errors.Invalid, "not a regular file")
+	}
+	t.touch(n, true)
+	if err := t.appendExtents(n, n.Size, exts); err != nil {
+		return err
+	}
+	n.Size += total
+	n.Etag = syntheticETag(n)
+	t.res.inode = n
+	t.inodeEvent(r.Ns, n.Ino)
+	return t.put(inodeKey(n.Ino), n)
+}

@@ -294,6 +294,7 @@ func (g *group) takeOver(gen uint64) {
 		return
 	}
 	if g.gen.Load() == gen && g.r.State() == raft.Leader {
+		s.leadLocks() // locks.go: the mounts' locks come back during a grace
 		g.ready.Store(true)
 		s.log.Info("meta: leading the group", "id", g.cfg.ID)
 	}

@@ -249,6 +249,9 @@ func (s *Service) Append(ctx context.Context, req *metapb.AppendRequest) (*metap
 	if _, err := checkPath("meta.Append", req.Ns, req.Path); err != nil {
 		return nil, err
 	}
+	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
+		req.OpenIno = 0 // by inode only through the caller's own open
+	}
 	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_Append{Append: req}}))
 }
 

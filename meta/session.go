@@ -41,6 +41,11 @@ type sessionTable struct {
 	dirty   atomic.Int64     // nonzero: some session may be dirty (writebehind.go)
 	notices uint64           // last write-behind notice id
 	claims  map[string]claim // ns\x00path -> a mount's granted create (writebehind.go)
+	// held counts, by ns\x00path, the synchronous commands in flight that
+	// name the path; no create claim of it is granted meanwhile, and
+	// heldWake is closed and replaced whenever one ends (writebehind.go).
+	held     map[string]int
+	heldWake chan struct{}
 }
 
 // byID returns the live session named id (t.mu held).
@@ -76,6 +81,8 @@ func (s *Service) sessions() *sessionTable {
 	if t.m == nil {
 		t.m = map[*mountSession]struct{}{}
 		t.claims = map[string]claim{}
+		t.held = map[string]int{}
+		t.heldWake = make(chan struct{})
 	}
 	t.mu.Unlock()
 	return t
@@ -101,6 +108,7 @@ func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ms := &mountSession{id: hello.Session, cancel: cancel, wake: make(chan struct{}), dead: make(chan struct{})}
+	s.reassertLocks(hello.Session, hello.Locks) // locks.go: before the session is live
 	t := s.sessions()
 	t.mu.Lock()
 	t.m[ms] = struct{}{}

@@ -3,9 +3,14 @@ package meta
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"cairn/pathname"
 
 	"cairn/errors"
 	"cairn/proto/metapb"
@@ -214,10 +219,25 @@ type claim struct {
 // Exist when the name is taken.
 func (s *Service) claimName(ctx context.Context, self *mountSession, req *metapb.MountDirtyRequest) error {
 	t := s.sessions()
-	key := req.Ns + "\x00" + req.Path
+	key := nameKey(req.Ns, req.Path)
 	for attempt := 0; ; attempt++ {
 		var rs []recall
 		t.mu.Lock()
+		if t.held[key] > 0 {
+			// A synchronous command naming it is in flight: it may
+			// create it after the look-up below. Wait for its end.
+			wake := t.heldWake
+			t.mu.Unlock()
+			if attempt == 8 {
+				return errors.E(errors.Unavailable, errors.Path(req.Ns+"/"+req.Path), "create claim contended")
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return errors.E(errors.Canceled, ctx.Err())
+			}
+			continue
+		}
 		for ms := range t.m {
 			if ms == self {
 				continue
@@ -277,4 +297,125 @@ func (t *sessionTable) sweepClaims() {
 			delete(t.claims, k)
 		}
 	}
+}
+
+// nameKey is the key of ns/p in the claim and hold tables: the path
+// cleaned, so that two spellings of one name meet.
+func nameKey(ns, p string) string {
+	if c, _, err := pathname.Clean(p); err == nil {
+		p = c
+	}
+	return ns + "\x00" + p
+}
+
+// holdNames makes a synchronous command honour the create claims of
+// other mounts, atomically with its own check: the check meta makes when
+// it applies the command (the name is free, a rename's target...) must
+// not race a claim granted meanwhile, which lets another mount answer a
+// create of the same name behind. So before the command runs, every live
+// claim another mount holds on a name the request names is recalled (the
+// holder commits its queued create; the command then meets it in meta),
+// and until the command has run no claim on those names is granted
+// (claimName waits). Which commands and which names is read from the
+// request (classify.go's rule: a command naming a path in a namespace),
+// not from a list. The caller's own claims and a mount's write-behind
+// commits (DrainHeader) pass. It returns the release, run once the
+// command is applied (or failed).
+func (s *Service) holdNames(ctx context.Context, method string, req any) func() {
+	m, ok := req.(proto.Message)
+	if !ok || !commandMethods[method] || !dataMethods[method] {
+		return func() {}
+	}
+	var self string
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if len(md.Get(DrainHeader)) > 0 {
+			return func() {}
+		}
+		if v := md.Get(SessionHeader); len(v) > 0 {
+			self = v[0]
+		}
+	}
+	keys := requestNames(m.ProtoReflect(), nil, 0)
+	if len(keys) == 0 {
+		return func() {}
+	}
+	t := s.sessions()
+	for {
+		var rs []recall
+		t.mu.Lock()
+		for _, k := range keys {
+			c, ok := t.claims[k]
+			if !ok || c.ms.id == self {
+				continue
+			}
+			_, live := t.m[c.ms]
+			c.ms.mu.Lock()
+			held := live && c.ms.cleaned < c.epoch
+			out := c.ms.out
+			c.ms.mu.Unlock()
+			if !held {
+				delete(t.claims, k)
+			} else if !slices.ContainsFunc(rs, func(r recall) bool { return r.ms == c.ms }) {
+				rs = append(rs, recall{c.ms, c.epoch, out})
+			}
+		}
+		if len(rs) == 0 {
+			for _, k := range keys {
+				t.held[k]++
+			}
+			t.mu.Unlock()
+			return func() {
+				t.mu.Lock()
+				for _, k := range keys {
+					if t.held[k]--; t.held[k] <= 0 {
+						delete(t.held, k)
+					}
+				}
+				close(t.heldWake)
+				t.heldWake = make(chan struct{})
+				t.mu.Unlock()
+			}
+		}
+		t.mu.Unlock()
+		if ctx.Err() != nil {
+			return func() {} // the command fails on its own context
+		}
+		s.recall(ctx, rs)
+	}
+}
+
+// requestNames appends to keys the nameKey of every path m names: in each
+// message, a namespace field (ns, bucket, *_ns) with the path fields
+// beside it (path, key, from, to, *_path), at any depth.
+func requestNames(m protoreflect.Message, keys []string, depth int) []string {
+	if depth > 4 {
+		return keys
+	}
+	var ns string
+	var paths []string
+	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		n := string(f.Name())
+		switch {
+		case f.IsList() && f.Kind() == protoreflect.MessageKind:
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				keys = requestNames(l.Get(i).Message(), keys, depth+1)
+			}
+		case f.IsMap() || f.IsList():
+		case f.Kind() == protoreflect.MessageKind:
+			keys = requestNames(v.Message(), keys, depth+1)
+		case f.Kind() != protoreflect.StringKind:
+		case n == "ns" || n == "bucket" || strings.HasSuffix(n, "_ns"):
+			ns = v.String()
+		case n == "path" || n == "key" || n == "from" || n == "to" || strings.HasSuffix(n, "_path"):
+			paths = append(paths, v.String())
+		}
+		return true
+	})
+	if ns != "" {
+		for _, p := range paths {
+			keys = append(keys, nameKey(ns, p))
+		}
+	}
+	return keys
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,4 +116,102 @@ func TestMountRidesThroughMetaLeaderChange(t *testing.T) {
 			t.Errorf("store: %v", err)
 		}
 	}
+}
+
+// TestMountLocksRideThroughMetaLeaderChange: file locks live in the meta
+// leader's memory; each mount hands those it holds to the next leader,
+// which grants nothing else during its grace. A holds an fcntl write
+// lock and a flock on a file, B waits for the fcntl lock (F_SETLKW), and
+// the leader is killed (kill -9): afterwards B still cannot take either,
+// its wait goes on, and A's release wakes it.
+func TestMountLocksRideThroughMetaLeaderChange(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
+	c.CreateNS(t, "mnt", 2)
+	a, _ := mountNS(t, c, c.MetaAddr, "mnt")
+	b, _ := mountNS(t, c, c.MetaAddr, "mnt")
+	if err := os.WriteFile(filepath.Join(a, "f"), []byte("locked"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := func(dir string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, "f"), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	fa, fb, fb2 := open(a), open(b), open(b)
+	lk := func(typ int16, start, n int64) *syscall.Flock_t {
+		return &syscall.Flock_t{Type: typ, Start: start, Len: n}
+	}
+	if err := syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_WRLCK, 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(fa.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(fb2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+		t.Fatalf("flock on B while A holds it: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- syscall.FcntlFlock(fb.Fd(), syscall.F_SETLKW, lk(syscall.F_WRLCK, 0, 10)) }()
+	stillWaiting := func(what string, d time.Duration) {
+		t.Helper()
+		select {
+		case err := <-waited:
+			t.Fatalf("%s: B's F_SETLKW returned (%v) while A held the lock", what, err)
+		case <-time.After(d):
+		}
+	}
+	stillWaiting("before the kill", time.Second)
+
+	leader := c.MetaLeader(t)
+	leader.Kill(t)
+	killed := time.Now()
+	t.Logf("killed meta leader %s", leader.Addr)
+	next := c.MetaLeader(t)
+	t.Logf("new meta leader %s after %v", next.Addr, time.Since(killed).Round(time.Millisecond))
+	defer func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(next.logPath)
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, "lock") || strings.Contains(l, "leading") {
+					t.Log(l)
+				}
+			}
+		}
+	}()
+	// B's calls wait out the new leader's grace, by which time A's locks
+	// are back: still refused.
+	t0 := time.Now()
+	if err := syscall.Flock(int(fb2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+		t.Fatalf("flock on B after the leader change (answered after %v), while A holds it: %v", time.Since(t0).Round(time.Millisecond), err)
+	}
+	if err := syscall.FcntlFlock(fb2.Fd(), syscall.F_SETLK, lk(syscall.F_RDLCK, 50, 10)); err != syscall.EAGAIN && err != syscall.EACCES {
+		t.Fatalf("fcntl lock on B after the leader change, while A holds it: %v", err)
+	}
+	t.Logf("B refused %v after the new leader", time.Since(t0).Round(time.Millisecond))
+	stillWaiting("after the leader change", 2*time.Second)
+
+	if err := syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_UNLCK, 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("B's F_SETLKW: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("B's F_SETLKW was not woken by A's release")
+	}
+	if err := syscall.Flock(int(fa.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(fb2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("flock on B after A's release: %v", err)
+	}
+	leader.Start(t)
 }

@@ -12,6 +12,10 @@ import (
 // collections (limitGarbage).
 const garbageHeadroom = 256 << 20
 
+// mountGarbageHeadroom is a mount's, smaller: a mount runs beside the
+// user's own programs.
+const mountGarbageHeadroom = 128 << 20
+
 // limitGarbage bounds a server's garbage to headroom bytes. tuneGC's
 // GOGC=400 collects when the heap is five times what was live: cheap for a
 // small heap, but a large one (the gateway's hot cache, meta's block and

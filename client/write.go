@@ -254,8 +254,23 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 	var full []uint32
 	var suspect []string
 	var lastErr error
+	refused := 0 // Assigns that found no servers for a volume
 	for attempt := 0; attempt < 6; attempt++ {
 		v, err := c.writable(ctx, ns, full, suspect)
+		if errors.KindOf(err) == errors.Unavailable && refused < len(assignPauses) {
+			// Meta found too few servers for a volume: the servers this
+			// writer just reported are out of placement until they answer
+			// a heartbeat (meta.slowButAlive), about a second. Ask again
+			// after a pause rather than fail the write; a write that
+			// found every server wanting fails after the last pause.
+			if werr := pause(ctx, assignPauses[refused]); werr != nil {
+				return 0, 0, err
+			}
+			refused++
+			attempt--
+			suspect = nil // reported: again would restart meta's wait for a heartbeat
+			continue
+		}
 		if err != nil {
 			return 0, 0, err
 		}
@@ -298,6 +313,23 @@ func (c *Client) store(ctx context.Context, ns string, data []byte) (uint32, uin
 		return 0, 0, err
 	}
 	return 0, 0, lastErr
+}
+
+// assignPauses space the Assigns of a write that meta refused for want of
+// servers: about three seconds in all, longer than a loaded server takes
+// to send its next heartbeat.
+var assignPauses = [...]time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
+
+// pause waits d, or less if ctx ends first (its error).
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // failedServer is the server a write error blames: the replica a primary

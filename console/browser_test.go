@@ -31,6 +31,9 @@ import (
 // chrome starts headless Chromium (Debian's chromium package) for one test.
 func chrome(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a browser: not in the -short tier")
+	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("chromium is not installed (apt-get install chromium): the console's browser tests need it")

@@ -49,6 +49,26 @@ func TestPlacementSpreads(t *testing.T) {
 	if !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("assign with 2 placeable servers for RF 3: %v", err)
 	}
+	// c1 and c2 were slow, not dead: they answer heartbeats after the
+	// report. Suspicion then only narrows the choice: it must not refuse
+	// an RF 3 volume while 3 servers that may take one are alive.
+	for _, id := range []string{"c1", "c2"} {
+		if _, err := ts.cl.Heartbeat(bg, &metapb.HeartbeatRequest{ServerId: id, Addr: id + ":1", Free: 100,
+			Labels: map[string]string{"zone": "z2", "rack": "r3"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := ts.cl.Assign(bg, &metapb.AssignRequest{Ns: "rf3", Full: []uint32{6}})
+	if err != nil {
+		t.Fatalf("assign with 2 placeable servers and 2 suspect ones that answer heartbeats: %v", err)
+	}
+	if v := a.Volume; len(v.ServerIds) != 3 || slices.Contains(v.ServerIds, "b1") {
+		t.Fatalf("volume %d on %v: want 3 replicas, none on the drained b1", v.Id, v.ServerIds)
+	}
+	// Reported again and not heard from since: it may be dead now.
+	if _, err := ts.cl.Assign(bg, &metapb.AssignRequest{Ns: "rf3", Full: []uint32{a.Volume.Id}, Suspect: []string{"c1:1", "c2:1"}}); !errors.Is(errors.Unavailable, err) {
+		t.Fatalf("assign after a new report, with no heartbeat since: %v", err)
+	}
 	st, err := ts.cl.ClusterStatus(bg, &metapb.Empty{})
 	if err != nil {
 		t.Fatal(err)

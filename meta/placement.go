@@ -175,15 +175,23 @@ func (s *Service) Assign(ctx context.Context, req *metapb.AssignRequest) (*metap
 	if err := s.markReadOnly(req.Full); err != nil {
 		return nil, err
 	}
-	if v := s.pickWritable(rf, cl); v != nil {
+	if v := s.pickWritable(rf, cl, false); v != nil {
 		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
 	}
 	// One creation at a time: concurrent Assigns that all found nothing
 	// writable wait here and then take the volume the first one made.
 	s.assignMu.Lock()
 	defer s.assignMu.Unlock()
-	if v := s.pickWritable(rf, cl); v != nil {
+	if v := s.pickWritable(rf, cl, false); v != nil {
 		return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
+	}
+	// Too few servers above suspicion for a new volume: a writable one
+	// on servers that were reported slow but answer heartbeats since
+	// does better than a new volume on them, and better than a refusal.
+	if s.placeableCount(cl) < int(rf) {
+		if v := s.pickWritable(rf, cl, true); v != nil {
+			return &metapb.AssignResponse{Volume: v, WriteCap: s.writeCap(req.Ns, v.Id)}, nil
+		}
 	}
 	v, err := s.createVolume(ctx, rf, cl)
 	if err != nil {
@@ -212,8 +220,9 @@ func (s *Service) markReadOnly(ids []uint32) error {
 }
 
 // pickWritable picks a writable volume with rf replicas, all of them on
-// servers placement may use (alive, not suspect, not draining).
-func (s *Service) pickWritable(rf uint32, cl Class) *metapb.Volume {
+// servers placement may use (alive, not suspect, not draining); with
+// slow, also on servers suspect but heard from since (slowButAlive).
+func (s *Service) pickWritable(rf uint32, cl Class, slow bool) *metapb.Volume {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	now := time.Now()
@@ -228,7 +237,7 @@ func (s *Service) pickWritable(rf uint32, cl Class) *metapb.Volume {
 		ok := true
 		for _, id := range v.ServerIds {
 			d := s.servers[id]
-			ok = ok && d != nil && s.placeable(d, now) && mediaOK(cl, d)
+			ok = ok && d != nil && (s.placeable(d, now) || slow && s.slowButAlive(d, now)) && mediaOK(cl, d)
 		}
 		if ok {
 			cands = append(cands, v)
@@ -245,7 +254,8 @@ func (s *Service) pickWritable(rf uint32, cl Class) *metapb.Volume {
 }
 
 // createVolume makes a volume with rf replicas on servers chosen by
-// choose, and records it. Called with assignMu held, so ids are not raced
+// choose, and records it. Servers reported slow (slowButAlive) fill the
+// places the others cannot. Called with assignMu held, so ids are not raced
 // for. A server that fails to create its copy is suspected and another is
 // chosen; the copies already made are reused on the next attempt (same id).
 func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metapb.Volume, error) {
@@ -267,7 +277,11 @@ func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metap
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		s.pmu.Lock()
-		chosen := s.choose(int(rf), s.classCandidates(cl, s.placementCandidates(time.Now(), nil)), nil)
+		now := time.Now()
+		chosen := s.choose(int(rf), s.classCandidates(cl, s.placementCandidates(now, nil)), nil)
+		if len(chosen) < int(rf) {
+			chosen = append(chosen, s.choose(int(rf)-len(chosen), s.classCandidates(cl, s.slowCandidates(now)), chosen)...)
+		}
 		s.pmu.Unlock()
 		if len(chosen) < int(rf) {
 			return nil, errors.E(errors.Unavailable, fmt.Sprintf("%d replicas wanted, %d data servers can take them", rf, len(chosen)))
@@ -313,4 +327,40 @@ func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metap
 		return proto.Clone(vol).(*metapb.Volume), nil
 	}
 	return nil, lastErr
+}
+
+// slowButAlive reports whether d is kept out of placement only by a
+// writer's report of it failing, and has sent a heartbeat since: a busy
+// server (a forward to it timed out under load), not a dead one, which is
+// silent after the report. Placement takes such servers when the others
+// are too few for a volume's replicas, rather than refuse every write
+// until the suspicion lapses: every replica still fsyncs before a write is
+// acknowledged, so a slow one costs latency, never durability. Called with
+// pmu.
+func (s *Service) slowButAlive(d *dataServer, now time.Time) bool {
+	until := s.cl.suspect[d.addr]
+	if !now.Before(until) {
+		return false // not suspect: placeable decides
+	}
+	reported := until.Add(-s.cfg.DeadAfter) // markSuspect's time of the last report
+	return d.lastSeen.After(reported) && s.alive(d, now) && !s.cl.draining[d.id] && !diskFull(d)
+}
+
+// slowCandidates are the servers slowButAlive, in id order. Called with pmu.
+func (s *Service) slowCandidates(now time.Time) []*dataServer {
+	var out []*dataServer
+	for _, d := range s.servers {
+		if s.slowButAlive(d, now) {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b *dataServer) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// placeableCount is how many servers of class cl's media placement may use.
+func (s *Service) placeableCount(cl Class) int {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return len(s.classCandidates(cl, s.placementCandidates(time.Now(), nil)))
 }

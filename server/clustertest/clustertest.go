@@ -28,6 +28,7 @@ import (
 	"cairn/capability"
 	"cairn/chunk"
 	"cairn/client"
+	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/pki"
 	"cairn/proto/metapb"
@@ -401,17 +402,12 @@ func (c *Cluster) Status(t testing.TB) *metapb.ClusterStatusResponse {
 	}
 }
 
-// WaitFor polls cond every 100ms until it holds or the deadline passes.
-// Deadlines are generous: these tests run on 2 loaded cores.
+// WaitFor waits until cond holds, failing t if d passes first: the
+// suite's one wait (internal/await). Deadlines are generous: these tests
+// run on 2 loaded cores.
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	await.Until(t, d, what, cond)
 }
 
 // WaitAlive waits until meta sees every given data server alive, and each

@@ -87,6 +87,11 @@ type Config struct {
 	// Resolve (namespaces, dirents, inodes, extent lists). Default 1,000,000.
 	ReadCacheEntries int
 
+	// ReadCacheBytes bounds the same cache in bytes (keys, values and a
+	// fixed overhead per entry), so that large extent lists cannot grow it
+	// past what the operator planned for. Default 64 MiB.
+	ReadCacheBytes int64
+
 	// BlockCacheSize is the bytes of Pebble's block cache. A warm cache keeps
 	// the point reads of a mutation (does the name exist, the parent's
 	// inode) off the disk and out of the decompressor. Default 256 MiB.
@@ -172,6 +177,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadCacheEntries <= 0 {
 		c.ReadCacheEntries = 1_000_000
+	}
+	if c.ReadCacheBytes <= 0 {
+		c.ReadCacheBytes = 64 << 20
 	}
 	if c.BlockCacheSize <= 0 {
 		c.BlockCacheSize = 256 << 20

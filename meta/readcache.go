@@ -23,12 +23,14 @@ type readCache struct {
 	gen    atomic.Uint64
 	seed   maphash.Seed
 	shards [32]cacheShard
-	max    int // entries per shard
+	max    int   // entries per shard
+	maxB   int64 // bytes per shard
 }
 
 type cacheShard struct {
-	mu sync.Mutex
-	m  map[string]cacheEntry
+	mu    sync.Mutex
+	m     map[string]cacheEntry
+	bytes int64 // size of m by entrySize
 }
 
 // cacheEntry is a value, or a proven absence (absent), or for a scan entry
@@ -39,8 +41,20 @@ type cacheEntry struct {
 	absent bool
 }
 
-func newReadCache(entries int) *readCache {
-	c := &readCache{seed: maphash.MakeSeed(), max: max(1, entries/32)}
+// entryOverhead approximates what a map slot, the key's string header and
+// the entry's slices cost beyond their bytes.
+const entryOverhead = 96
+
+func entrySize(k string, e cacheEntry) int64 {
+	n := int64(len(k) + len(e.val) + entryOverhead)
+	for _, v := range e.vals {
+		n += int64(len(v)) + 24
+	}
+	return n
+}
+
+func newReadCache(entries int, bytes int64) *readCache {
+	c := &readCache{seed: maphash.MakeSeed(), max: max(1, entries/32), maxB: max(1, bytes/32)}
 	for i := range c.shards {
 		c.shards[i].m = map[string]cacheEntry{}
 	}
@@ -76,16 +90,32 @@ func (c *readCache) put(gen uint64, k []byte, e cacheEntry) {
 	if c.gen.Load() != gen {
 		return
 	}
-	if len(s.m) >= c.max {
-		n := c.max/10 + 1 // map order makes this a random sample
-		for k := range s.m {
-			delete(s.m, k)
-			if n--; n == 0 {
-				break
-			}
-		}
+	size := entrySize(string(k), e)
+	if size > c.maxB/4 {
+		return // one entry may not take a quarter of its shard
+	}
+	if old, ok := s.m[string(k)]; ok {
+		s.bytes -= entrySize(string(k), old)
+		delete(s.m, string(k))
+	}
+	if len(s.m) >= c.max || s.bytes+size > c.maxB {
+		s.evict(c.max/10+1, c.maxB-c.maxB/10-size)
 	}
 	s.m[string(k)] = e
+	s.bytes += size
+}
+
+// evict drops at least n entries, and more until the shard holds at most
+// bytes. Map order makes this a random sample.
+func (s *cacheShard) evict(n int, bytes int64) {
+	for k, e := range s.m {
+		if n <= 0 && s.bytes <= bytes {
+			return
+		}
+		delete(s.m, k)
+		s.bytes -= entrySize(k, e)
+		n--
+	}
 }
 
 // beginWrite is called, under the apply mutex, before a batch is applied.
@@ -127,8 +157,12 @@ func (c *readCache) endWrite(b *pebble.Batch) {
 func (c *readCache) update(k []byte, e cacheEntry) {
 	s := c.shard(k)
 	s.mu.Lock()
-	if _, ok := s.m[string(k)]; ok {
+	if old, ok := s.m[string(k)]; ok {
+		s.bytes += entrySize(string(k), e) - entrySize(string(k), old)
 		s.m[string(k)] = e
+		if s.bytes > c.maxB {
+			s.evict(0, c.maxB-c.maxB/10)
+		}
 	}
 	s.mu.Unlock()
 }
@@ -136,7 +170,10 @@ func (c *readCache) update(k []byte, e cacheEntry) {
 func (c *readCache) drop(k []byte) {
 	s := c.shard(k)
 	s.mu.Lock()
-	delete(s.m, string(k))
+	if old, ok := s.m[string(k)]; ok {
+		s.bytes -= entrySize(string(k), old)
+		delete(s.m, string(k))
+	}
 	s.mu.Unlock()
 }
 
@@ -145,6 +182,7 @@ func (c *readCache) clear() {
 		s := &c.shards[i]
 		s.mu.Lock()
 		s.m = map[string]cacheEntry{}
+		s.bytes = 0
 		s.mu.Unlock()
 	}
 }

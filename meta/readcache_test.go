@@ -82,7 +82,7 @@ func TestReadCacheCoherent(t *testing.T) {
 
 // TestReadCacheBounded checks that the cache evicts rather than grows.
 func TestReadCacheBounded(t *testing.T) {
-	c := newReadCache(320)
+	c := newReadCache(320, 1<<30)
 	gen, _ := c.snapshot()
 	for i := range 10_000 {
 		c.put(gen, []byte(fmt.Sprint(i)), cacheEntry{absent: true})
@@ -93,5 +93,44 @@ func TestReadCacheBounded(t *testing.T) {
 	}
 	if n > 320 {
 		t.Fatalf("%d entries held, bound 320", n)
+	}
+}
+
+// TestReadCacheBoundedBytes checks the byte bound: large values (long
+// extent lists) evict others instead of growing the cache past it, and the
+// shards' byte counts stay exact through updates and drops.
+func TestReadCacheBoundedBytes(t *testing.T) {
+	const bound = 1 << 20
+	c := newReadCache(1_000_000, bound)
+	gen, _ := c.snapshot()
+	val := make([]byte, 4000)
+	for i := range 5_000 {
+		k := []byte(fmt.Sprint(i))
+		c.put(gen, k, cacheEntry{val: val})
+		if i%3 == 0 {
+			c.update(k, cacheEntry{vals: [][]byte{val, val[:10]}})
+		}
+		if i%7 == 0 {
+			c.drop(k)
+		}
+	}
+	c.put(gen, []byte("huge"), cacheEntry{val: make([]byte, bound)})
+	var held int64
+	for i := range c.shards {
+		s := &c.shards[i]
+		var want int64
+		for k, e := range s.m {
+			want += entrySize(k, e)
+		}
+		if s.bytes != want {
+			t.Fatalf("shard %d counts %d bytes, holds %d", i, s.bytes, want)
+		}
+		held += want
+	}
+	if held > bound {
+		t.Fatalf("%d bytes held, bound %d", held, bound)
+	}
+	if held < bound/4 {
+		t.Fatalf("only %d bytes held of %d: evicting far too much", held, bound)
 	}
 }

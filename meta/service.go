@@ -139,7 +139,7 @@ func Open(cfg Config) (*Service, error) {
 // load reads the state kept in memory: the event sequence and the volumes.
 func (s *Service) load() error {
 	s.hub = newHub(0, 4096)
-	s.rc = newReadCache(s.cfg.ReadCacheEntries)
+	s.rc = newReadCache(s.cfg.ReadCacheEntries, s.cfg.ReadCacheBytes)
 	return s.rebuild() // fsm.go
 }
 

@@ -895,10 +895,13 @@ func (s *Service) S3ListVersions(ctx context.Context, req *metapb.S3ListVersions
 		r.Key, r.Extents = key, nil
 		if key != lastKey {
 			// The key's newest stored version is its latest when no file
-			// is current.
+			// is current (which the caller may judge itself).
 			lastKey = key
-			_, _, werr := v.walk(ns.RootIno, key)
-			r.Current = werr != nil
+			r.Current = true
+			if !req.NewestAsCurrent {
+				_, _, werr := v.walk(ns.RootIno, key)
+				r.Current = werr != nil
+			}
 		}
 		out.Versions = append(out.Versions, r)
 		ok = it.Next()

@@ -85,3 +85,60 @@ func TestVersionedNativeChanges(t *testing.T) {
 		t.Fatalf("current other: %q", got)
 	}
 }
+
+// TestListObjectVersionsSteps: a bucket whose keys have zero to four
+// stored versions (and some a delete marker as their latest) lists the
+// same page by page, for page sizes that cut keys' versions apart, as at
+// once; each key's latest is marked so exactly once. The tree's page is
+// listed in steps sized by the stored versions beside it (runBeside).
+func TestListObjectVersionsSteps(t *testing.T) {
+	s := start(t)
+	c := root(t, s)
+	ctx := context.Background()
+	const b = "steps"
+	must(c.CreateBucket(ctx, bucketInput(b)))
+	must(c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(b),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}))
+	const keys = 90
+	want := 0
+	for round := 0; round < 5; round++ {
+		req := &metapb.CommitBatchRequest{}
+		for i := 0; i < keys; i++ {
+			if i%5 >= round {
+				req.Commits = append(req.Commits, &metapb.CommitRequest{Ns: b, Path: fmt.Sprintf("d%d/k%03d", i%3, i), Parents: true, Etag: "d41d8cd98f00b204e9800998ecf8427e"})
+				want++
+			}
+		}
+		must(s.Meta().CommitBatch(ctx, req))
+	}
+	for i := 0; i < keys; i += 7 {
+		must(c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b), Key: aws.String(fmt.Sprintf("d%d/k%03d", i%3, i))}))
+		want++
+	}
+	full := listAll(t, c, b, 1000, "")
+	if len(full) != want {
+		t.Fatalf("%d entries, want %d", len(full), want)
+	}
+	latest := map[string]int{}
+	for _, e := range full {
+		if f := strings.Fields(e); f[2] == "true" {
+			latest[f[0]]++
+		}
+	}
+	if len(latest) != keys {
+		t.Fatalf("%d keys have a latest version, want %d", len(latest), keys)
+	}
+	for k, n := range latest {
+		if n != 1 {
+			t.Fatalf("%s has %d latest versions", k, n)
+		}
+	}
+	for _, n := range []int32{1, 3, 7, 16, 50, 333} {
+		if got := listAll(t, c, b, n, ""); fmt.Sprint(got) != fmt.Sprint(full) {
+			t.Fatalf("max-keys %d:\n%v\nwant\n%v", n, got, full)
+		}
+	}
+	if got := listAll(t, c, b, 2, "/"); fmt.Sprint(got) != "[prefix d0/ prefix d1/ prefix d2/]" {
+		t.Fatalf("delimited: %v", got)
+	}
+}

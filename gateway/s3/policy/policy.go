@@ -100,7 +100,7 @@ type Condition struct {
 	// IfExists (the operator's ...IfExists form): a request without the
 	// key meets the condition.
 	IfExists bool
-	nets   []netip.Prefix
+	nets     []netip.Prefix
 }
 
 // Error is a policy refused, with the reason (S3's MalformedPolicy).

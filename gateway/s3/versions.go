@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/xml"
 	"net/http"
 	"sort"
@@ -348,7 +349,13 @@ func (s *Server) listVersions(q *request) error {
 			out.NextVersionIDMarker = versionIDOfRecord(last.rec)
 		}
 	}
-	writeXML(q.w, http.StatusOK, out)
+	var b bytes.Buffer
+	b.Grow(256 + 400*len(out.Versions))
+	b.WriteString(xml.Header)
+	out.appendXML(&b)
+	q.w.Header().Set("Content-Type", "application/xml")
+	q.w.WriteHeader(http.StatusOK)
+	q.w.Write(b.Bytes())
 	return nil
 }
 

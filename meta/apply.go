@@ -741,6 +741,9 @@ func (t *txn) append(r *metapb.AppendRequest) error {
 		if n, err = t.v.inode(ino); err != nil {
 			return err
 		}
+		if err := t.revise(ns, p, n); err != nil {
+			return err
+		}
 		t.touch(n, true)
 	case !r.Create:
 		return errors.E(errors.NotExist, "no such file")
@@ -749,6 +752,11 @@ func (t *txn) append(r *metapb.AppendRequest) error {
 			return err
 		}
 		n.ContentType = r.ContentType
+		if !t.plain {
+			if err := t.stamp(ns, p, n, &metapb.CommitRequest{}); err != nil {
+				return err
+			}
+		}
 		if err := t.b.Set(direntKey(parent, name, false), be64(n.Ino), nil); err != nil {
 			return err
 		}
@@ -798,6 +806,15 @@ func (t *txn) delete(r *metapb.DeleteRequest) error {
 			return errors.E(errors.NotEmpty, "directory not empty")
 		}
 		if !empty {
+			// In a versioned namespace each file below is deleted as S3
+			// deletes a key: it stays as a stored version.
+			if versioned(ns) && !t.plain {
+				if err := t.filesBelow(ino, p, func(fp string, fino uint64) error {
+					return t.beforeDelete(ns, fp, fino)
+				}); err != nil {
+					return err
+				}
+			}
 			if err := t.removeTree(ino); err != nil {
 				return err
 			}
@@ -871,6 +888,12 @@ func (t *txn) rename(r *metapb.RenameRequest) error {
 	if err != nil {
 		return err
 	}
+	if !exists || !r.NoReplace && oldDir == isDir {
+		// (What else exists, the switch below refuses.)
+		if err := t.beforeRename(ns, from, to, ino, isDir, old, exists && !oldDir); err != nil {
+			return err
+		}
+	}
 	if exists {
 		switch {
 		case r.NoReplace:
@@ -911,6 +934,9 @@ func (t *txn) rename(r *metapb.RenameRequest) error {
 		return err
 	}
 	t.touch(n, false)
+	if err := t.afterRename(ns, to, n, isDir); err != nil {
+		return err
+	}
 	if err := t.put(inodeKey(ino), n); err != nil {
 		return err
 	}
@@ -965,6 +991,12 @@ func (t *txn) setAttr(r *metapb.SetAttrRequest) error {
 		}
 		t.res.inode = n
 		return t.put(inodeKey(ino), n)
+	}
+	if r.Size != nil && *r.Size != n.Size && !isDir {
+		// A new content: the old one stays as a version (versions.go).
+		if err := t.revise(ns, p, n); err != nil {
+			return err
+		}
 	}
 	t.touch(n, false)
 	if r.AtimeNs != nil {

@@ -286,6 +286,112 @@ func (t *txn) beforeDelete(ns *metapb.Namespace, p string, ino uint64) error {
 	return t.deleteMarker(ns, p)
 }
 
+// revise is the hook for a change in place of the file n at p (an
+// append, a truncation or extension): in a versioned namespace the content
+// before the change stays as a stored version and n becomes a new version,
+// as it would had the changed content been PUT. Call it before n changes.
+// A file changed by inode after its name went (p "") has no key to keep.
+func (t *txn) revise(ns *metapb.Namespace, p string, n *metapb.Inode) error {
+	if !versioned(ns) || t.plain || p == "" {
+		return nil
+	}
+	if err := t.archive(ns, p, n); err != nil {
+		return err
+	}
+	return t.stamp(ns, p, n, &metapb.CommitRequest{})
+}
+
+// filesBelow calls fn with the path and inode of every file below
+// directory ino, whose path is base. Its memory is the directories still
+// to visit.
+func (t *txn) filesBelow(ino uint64, base string, fn func(p string, ino uint64) error) error {
+	type dir struct {
+		ino uint64
+		p   string
+	}
+	stack := []dir{{ino, base}}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		pre := direntPrefix(d.ino)
+		it, err := t.v.newIter(pre, prefixEnd(pre))
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			_, name, isDir, ok := parseDirentKey(it.Key())
+			if !ok {
+				it.Close()
+				return errors.E(errors.Corrupt, "bad directory entry key")
+			}
+			child, cp := u64(it.Value()), d.p+"/"+name
+			if isDir {
+				stack = append(stack, dir{child, cp})
+				continue
+			}
+			if err := fn(cp, child); err != nil {
+				it.Close()
+				return err
+			}
+		}
+		err = it.Error()
+		it.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// beforeRename is rename's hook in a versioned namespace, called before
+// the entries move: S3 has no rename, so a renamed file is what a copy to
+// the new key and a delete of the old one leave. The old key keeps the
+// file as a stored version under a delete marker; the replaced target,
+// if any, is kept as a stored version; after the move the file is a new
+// version of its new key (afterRename). A directory's files move so one
+// by one.
+func (t *txn) beforeRename(ns *metapb.Namespace, from, to string, ino uint64, isDir bool, old uint64, replaces bool) error {
+	if !versioned(ns) || t.plain {
+		return nil
+	}
+	if replaces {
+		n, err := t.v.inode(old)
+		if err != nil {
+			return err
+		}
+		if err := t.archive(ns, to, n); err != nil {
+			return err
+		}
+	}
+	if !isDir {
+		return t.beforeDelete(ns, from, ino)
+	}
+	return t.filesBelow(ino, from, func(p string, ino uint64) error {
+		return t.beforeDelete(ns, p, ino)
+	})
+}
+
+// afterRename stamps the moved file n (now at to), or every file below
+// the moved directory, as a new version of its new key.
+func (t *txn) afterRename(ns *metapb.Namespace, to string, n *metapb.Inode, isDir bool) error {
+	if !versioned(ns) || t.plain {
+		return nil
+	}
+	if !isDir {
+		return t.stamp(ns, to, n, &metapb.CommitRequest{})
+	}
+	return t.filesBelow(n.Ino, to, func(p string, ino uint64) error {
+		f, err := t.v.inode(ino)
+		if err != nil {
+			return err
+		}
+		if err := t.stamp(ns, p, f, &metapb.CommitRequest{}); err != nil {
+			return err
+		}
+		return t.put(inodeKey(ino), f)
+	})
+}
+
 // ---- commands -------------------------------------------------------------------
 
 func (t *txn) setVersioning(r *metapb.S3VersioningRequest) error {
@@ -789,10 +895,13 @@ func (s *Service) S3ListVersions(ctx context.Context, req *metapb.S3ListVersions
 		r.Key, r.Extents = key, nil
 		if key != lastKey {
 			// The key's newest stored version is its latest when no file
-			// is current.
+			// is current (which the caller may judge itself).
 			lastKey = key
-			_, _, werr := v.walk(ns.RootIno, key)
-			r.Current = werr != nil
+			r.Current = true
+			if !req.NewestAsCurrent {
+				_, _, werr := v.walk(ns.RootIno, key)
+				r.Current = werr != nil
+			}
 		}
 		out.Versions = append(out.Versions, r)
 		ok = it.Next()

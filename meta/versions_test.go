@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"fmt"
 	"testing"
 
 	"cairn/errors"
@@ -81,4 +82,128 @@ func FuzzParseVersionID(f *testing.F) {
 			t.Fatalf("%q parsed as %d (null %v)", s, n, null)
 		}
 	})
+}
+
+// TestVersionedChangesInPlace: in a versioned namespace every change that
+// replaces or alters a file's content (an append, a truncation, a rename
+// over it, a rename or recursive delete of it) keeps the content before the
+// change as a stored version whose needles garbage collection leaves, as
+// a PUT or DELETE of S3 would.
+func TestVersionedChangesInPlace(t *testing.T) {
+	ts := start(t, nil)
+	cl, svc := ts.cl, ts.svc
+	mkns(t, cl, "vers")
+	if _, err := cl.S3SetVersioning(bg, &metapb.S3VersioningRequest{Ns: "vers", State: metapb.S3Versioning_S3_VERSIONING_ENABLED}); err != nil {
+		t.Fatal(err)
+	}
+	// versions lists p's versions, newest first, as "size/needle".
+	versions := func(p string) (out []string) {
+		t.Helper()
+		l, err := cl.S3ListVersions(bg, &metapb.S3ListVersionsRequest{Ns: "vers", Prefix: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur, err := cl.S3GetVersion(bg, &metapb.S3VersionRequest{Ns: "vers", Path: p}); err == nil && !cur.DeleteMarker {
+			l.Versions = append([]*metapb.S3Version{cur}, l.Versions...)
+		}
+		for _, v := range l.Versions {
+			if v.Key != p {
+				continue
+			}
+			if v.DeleteMarker {
+				out = append(out, "marker")
+				continue
+			}
+			full, err := cl.S3GetVersion(bg, &metapb.S3VersionRequest{Ns: "vers", Path: p, VersionId: versionIDOf(v)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := fmt.Sprint(full.Inode.Size)
+			for _, e := range full.Extents {
+				s += fmt.Sprintf("/%d", e.Key)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	check := func(p string, want ...string) {
+		t.Helper()
+		if got := versions(p); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("versions of %s: %v, want %v", p, got, want)
+		}
+	}
+
+	put(t, cl, "vers", "a", 10, 1)
+	if _, err := cl.Append(bg, &metapb.AppendRequest{Ns: "vers", Path: "a", Extents: []*metapb.Extent{ext(0, 5, 1, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("a", "15/1/2", "10/1")
+	size := uint64(4)
+	if _, err := cl.SetAttr(bg, &metapb.SetAttrRequest{Ns: "vers", Path: "a", Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	check("a", "4/1", "15/1/2", "10/1")
+	if garbage(t, svc, 2) {
+		t.Fatal("the needle a truncation cut off was queued while a version holds it")
+	}
+	// A file created by an append is a version of its own.
+	n, err := cl.Append(bg, &metapb.AppendRequest{Ns: "vers", Path: "new", Create: true, Extents: []*metapb.Extent{ext(0, 3, 1, 9)}})
+	if err != nil || n.S3Version == 0 {
+		t.Fatalf("append-created file: version %d, %v", n.GetS3Version(), err)
+	}
+
+	// A rename over b keeps b's content at b, and a's at a under a marker.
+	put(t, cl, "vers", "b", 7, 3)
+	if _, err := cl.Rename(bg, &metapb.RenameRequest{Ns: "vers", From: "a", To: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	check("b", "4/1", "7/3")
+	check("a", "marker", "4/1", "15/1/2", "10/1")
+	for _, key := range []uint64{1, 2, 3} {
+		if garbage(t, svc, key) {
+			t.Fatalf("needle %d queued while a version owns it", key)
+		}
+	}
+
+	// A directory's rename and a recursive delete keep each file.
+	put(t, cl, "vers", "d/x", 6, 4)
+	put(t, cl, "vers", "d/e/y", 8, 5)
+	if _, err := cl.Rename(bg, &metapb.RenameRequest{Ns: "vers", From: "d", To: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	check("d/x", "marker", "6/4")
+	check("d/e/y", "marker", "8/5")
+	check("f/e/y", "8/5")
+	if _, err := cl.Delete(bg, &metapb.DeleteRequest{Ns: "vers", Path: "f", Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	check("f/x", "marker", "6/4")
+	check("f/e/y", "marker", "8/5")
+	for _, key := range []uint64{4, 5} {
+		if garbage(t, svc, key) {
+			t.Fatalf("needle %d queued while a version owns it", key)
+		}
+	}
+
+	// Suspended: the change replaces the null version, as a PUT would.
+	if _, err := cl.S3SetVersioning(bg, &metapb.S3VersioningRequest{Ns: "vers", State: metapb.S3Versioning_S3_VERSIONING_SUSPENDED}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, cl, "vers", "s", 10, 6)
+	if _, err := cl.Append(bg, &metapb.AppendRequest{Ns: "vers", Path: "s", Extents: []*metapb.Extent{ext(0, 5, 1, 7)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("s", "15/6/7")
+	if garbage(t, svc, 6) {
+		t.Fatal("the appended-to file's own needle was queued")
+	}
+	check("b", "4/1", "7/3")
+	if _, err := cl.SetAttr(bg, &metapb.SetAttrRequest{Ns: "vers", Path: "b", Size: &size}); err == nil {
+		check("b", "4/1", "7/3") // the same size: nothing changed
+	}
+	size = 2
+	if _, err := cl.SetAttr(bg, &metapb.SetAttrRequest{Ns: "vers", Path: "b", Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	check("b", "2/1", "4/1", "7/3")
 }

@@ -178,6 +178,7 @@ func FuzzChunked(f *testing.F) {
 }
 
 func FuzzXMLBodies(f *testing.F) {
+	f.Add([]byte(`<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag><Tag><Key>k</Key><Value>w</Value></Tag></TagSet></Tagging>`))
 	f.Add([]byte(`<Delete><Quiet>true</Quiet><Object><Key>a</Key></Object></Delete>`))
 	f.Add([]byte(`<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>"x"</ETag></Part></CompleteMultipartUpload>`))
 	f.Add([]byte(`<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET</AllowedMethod></CORSRule></CORSConfiguration>`))
@@ -218,6 +219,14 @@ func FuzzXMLBodies(f *testing.F) {
 		} else if d := req.DefaultRetention; d != nil && (d.Mode != "GOVERNANCE" && d.Mode != "COMPLIANCE" || (d.Days == 0) == (d.Years == 0)) {
 			t.Fatalf("accepted default retention %v", d)
 		}
+		// POST Object's tagging field: a 400, or at most 10 checked tags.
+		if tags, err := parseTaggingXML(string(data)); err != nil {
+			if ae, ok := err.(*apiError); !ok || ae.status != 400 {
+				t.Fatalf("a bad tagging field gave %v, want a 400 S3 error", err)
+			}
+		} else if len(tags) > 10 || checkTags(tags) != nil {
+			t.Fatalf("accepted tags %v", tags)
+		}
 		for _, v := range []any{&deleteRequest{}, &completeMultipartUpload{}, &corsConfiguration{}, &tagging{}, &aclIn{}, &createBucketConfiguration{},
 			&versioningConfiguration{}, &objectLockConfiguration{}, &retentionXML{}, &legalHoldXML{}} {
 			err := readXML(&body{r: bytes.NewReader(data)}, v)
@@ -248,4 +257,38 @@ func FuzzCopySourceRange(f *testing.F) {
 			t.Fatalf("%q of %d bytes: offset %d length %d", h, size, off, n)
 		}
 	})
+}
+
+// TestParseTaggingXML: POST Object's tagging field, a Tagging document.
+func TestParseTaggingXML(t *testing.T) {
+	for _, tc := range []struct {
+		doc, want, code string
+	}{
+		{"", "map[]", ""},
+		{`<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag><Tag><Key>b</Key><Value></Value></Tag></TagSet></Tagging>`, "map[a:1 b:]", ""},
+		{`<Tagging><TagSet>`, "", "MalformedXML"},
+		{`<Tagging><TagSet><Tag><Key>a</Key></Tag><Tag><Key>a</Key></Tag></TagSet></Tagging>`, "", "InvalidTag"},
+		{`<Tagging><TagSet><Tag><Key></Key><Value>v</Value></Tag></TagSet></Tagging>`, "", "InvalidTag"},
+		{`<Tagging><TagSet><Tag><Key>k</Key></Tag></TagSet></Tagging>`, "map[k:]", ""},
+	} {
+		tags, err := parseTaggingXML(tc.doc)
+		code := ""
+		if ae, ok := err.(*apiError); ok {
+			code = ae.code
+		} else if err != nil {
+			t.Fatalf("%q: %v", tc.doc, err)
+		}
+		if code != tc.code || err == nil && fmt.Sprint(tags) != tc.want && !(tags == nil && tc.want == "map[]") {
+			t.Fatalf("%q: %v %v, want %s %s", tc.doc, tags, err, tc.want, tc.code)
+		}
+	}
+	var many strings.Builder
+	many.WriteString("<Tagging><TagSet>")
+	for i := range 11 {
+		fmt.Fprintf(&many, "<Tag><Key>k%d</Key><Value>v</Value></Tag>", i)
+	}
+	many.WriteString("</TagSet></Tagging>")
+	if _, err := parseTaggingXML(many.String()); err == nil {
+		t.Fatal("11 tags accepted")
+	}
 }

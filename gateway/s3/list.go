@@ -62,9 +62,16 @@ func (l *lister) run() error {
 	}
 	cursor := l.cursor
 	for {
+		// One entry past the room left tells whether the page is
+		// truncated, without a second call for it. Grouping by another
+		// delimiter than "/" may fold any number of entries into one.
+		limit := l.maxKeys - len(l.contents) - len(l.prefixes) + 1
+		if l.delimiter != "" && !delimited {
+			limit = maxKeysLimit
+		}
 		resp, err := l.s.client.List(l.q.ctx(), &metapb.ListRequest{
 			Ns: l.q.bucket, Prefix: l.prefix, Delimiter: metaDelim, Cursor: cursor,
-			Limit: uint32(min(l.maxKeys+1, maxKeysLimit)),
+			Limit: uint32(limit),
 		})
 		if errors.Is(errors.Invalid, err) && l.cursor != "" {
 			return apiErr(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect")
@@ -110,6 +117,42 @@ func (l *lister) run() error {
 	}
 }
 
+// runBeside runs a version listing's tree page in steps, so that it lists
+// about as many files as fit on the page beside recs, the stored versions
+// from the same marker in key order, rather than a page of files of which
+// most would be dropped: with two versions a key, half of them.
+func (l *lister) runBeside(recs []*metapb.S3Version) error {
+	want := l.maxKeys
+	defer func() { l.maxKeys = want }()
+	step := want
+	if len(recs) > 0 {
+		step = max(want-len(recs), want/4, 1)
+	}
+	l.maxKeys = 0
+	j := 0 // recs before the end of the tree's entries so far
+	for {
+		l.maxKeys += step
+		if err := l.run(); err != nil || !l.truncated {
+			return err
+		}
+		files := len(l.contents) + len(l.prefixes)
+		end := l.last + "\x00"
+		if n := len(l.prefixes); n > 0 && l.prefixes[n-1] == l.last {
+			end = string(prefixEndString(l.last))
+		}
+		for j < len(recs) && recs[j].Key < end {
+			j++
+		}
+		room := want - files - j
+		if room <= 0 {
+			return nil // truncated, as it should be
+		}
+		// As many files as the share of them so far says will fit.
+		step = max((room*files+files+j-1)/(files+j), 1)
+		l.cursor, l.truncated = l.nextCursor, false
+	}
+}
+
 // listKind is which listing a request asks for.
 type listKind uint8
 
@@ -122,12 +165,25 @@ const (
 // page runs one page of a listing for the request's parameters of kind k
 // and returns it with the encoder that encoding-type asks for.
 func (s *Server) page(q *request, k listKind) (l *lister, esc func(string) string, err error) {
+	l, esc, empty, err := s.pageSetup(q, k)
+	if err == nil && !empty {
+		err = l.run()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, esc, nil
+}
+
+// pageSetup reads a listing's parameters; empty says that no key can
+// match (the lister need not run).
+func (s *Server) pageSetup(q *request, k listKind) (l *lister, esc func(string) string, empty bool, err error) {
 	v := q.query
 	l = &lister{s: s, q: q, prefix: v.Get("prefix"), delimiter: v.Get("delimiter"), maxKeys: maxKeysLimit}
 	if mk := v.Get("max-keys"); mk != "" {
 		n, err := strconv.Atoi(mk)
 		if err != nil || n < 0 {
-			return nil, nil, apiErr(http.StatusBadRequest, "InvalidArgument", "max-keys must be a non-negative integer")
+			return nil, nil, false, apiErr(http.StatusBadRequest, "InvalidArgument", "max-keys must be a non-negative integer")
 		}
 		l.maxKeys = min(n, maxKeysLimit)
 	}
@@ -137,16 +193,16 @@ func (s *Server) page(q *request, k listKind) (l *lister, esc func(string) strin
 	case "url":
 		esc = urlEncode
 	default:
-		return nil, nil, apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
+		return nil, nil, false, apiErr(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request")
 	}
 	delimited := l.delimiter == "/"
 	after := map[listKind]string{listV1: v.Get("marker"), listV2: v.Get("start-after"), listVersions: v.Get("key-marker")}[k]
 	// No key starts with '/' (see cleanKey), and meta would read the
 	// prefix "/" as the bucket's root.
-	empty := strings.HasPrefix(l.prefix, "/")
+	empty = strings.HasPrefix(l.prefix, "/")
 	if t := v.Get("continuation-token"); k == listV2 && t != "" {
 		if l.cursor, l.lastCP, err = decodeToken(t); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	} else if after != "" {
 		var ok bool
@@ -156,12 +212,7 @@ func (s *Server) page(q *request, k listKind) (l *lister, esc func(string) strin
 			l.lastCP = after // a marker that is a common prefix: skip its group
 		}
 	}
-	if !empty {
-		if err := l.run(); err != nil {
-			return nil, nil, err
-		}
-	}
-	return l, esc, nil
+	return l, esc, empty, nil
 }
 
 func (s *Server) listObjects(q *request, v2 bool) error {

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"path"
 	"strconv"
@@ -244,10 +245,37 @@ func postField(name string) bool {
 	switch name {
 	case "key", "acl", "policy", "success_action_status", "success_action_redirect", "redirect",
 		"content-type", "cache-control", "content-disposition", "content-encoding", "expires",
-		"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "bucket":
+		"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "bucket",
+		"tagging", "x-amz-checksum-algorithm":
+		return true
+	}
+	if _, ok := checksumAlgos[textproto.CanonicalMIMEHeaderKey(name)]; ok {
 		return true
 	}
 	return strings.HasPrefix(name, "x-amz-meta-") || strings.HasPrefix(name, "x-ignore-")
+}
+
+// postChecksumAlgorithm checks the form's x-amz-checksum-algorithm: it
+// names the one x-amz-checksum-* field the form carries, whose value
+// store verifies (the value alone is verified as well).
+func postChecksumAlgorithm(fields map[string]string) error {
+	algo, ok := fields["x-amz-checksum-algorithm"]
+	if !ok {
+		return nil
+	}
+	name := "x-amz-checksum-" + strings.ToLower(algo)
+	if _, known := checksumAlgos[textproto.CanonicalMIMEHeaderKey(name)]; !known {
+		return errInvalidRequest("x-amz-checksum-algorithm must be CRC32, CRC32C, CRC64NVME, SHA1 or SHA256")
+	}
+	if fields[name] == "" {
+		return errInvalidRequest("x-amz-checksum-algorithm " + algo + " needs the form field " + name)
+	}
+	for f := range fields {
+		if f != name && f != "x-amz-checksum-algorithm" && strings.HasPrefix(f, "x-amz-checksum-") {
+			return errInvalidRequest("x-amz-checksum-algorithm " + algo + " and the form field " + f + " disagree")
+		}
+	}
+	return nil
 }
 
 // postSignature verifies the form's SigV4 signature of its policy and
@@ -343,13 +371,21 @@ func (s *Server) postObject(q *request) error {
 	// The fields as the headers a PutObject would carry.
 	h := http.Header{}
 	for name, v := range fields {
+		_, sum := checksumAlgos[textproto.CanonicalMIMEHeaderKey(name)]
 		switch {
 		case name == "acl":
 			h.Set("X-Amz-Acl", v)
 		case name == "content-type" || name == "cache-control" || name == "content-disposition" ||
-			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-"):
+			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-") || sum:
 			h.Set(name, v)
 		}
+	}
+	if err := postChecksumAlgorithm(fields); err != nil {
+		return err
+	}
+	tags, err := parseTaggingXML(fields["tagging"])
+	if err != nil {
+		return err
 	}
 	sub := *q
 	sub.r = q.r.Clone(q.r.Context())
@@ -391,7 +427,7 @@ func (s *Server) postObject(q *request) error {
 	}
 	ino, err := s.client.CommitStored(q.ctx(), q.bucket, p, st, client.CommitOptions{
 		PutOptions: client.PutOptions{ContentType: ct, UserMeta: user},
-		Headers:    std,
+		Headers:    storeChecksums(q.w.Header(), std), Tags: tags,
 	})
 	if err != nil {
 		return s.keyError(err)

@@ -298,6 +298,10 @@ func checkHeaders(h http.Header) error {
 			return errInvalidRequest("Bucket is missing Object Lock Configuration")
 		case strings.Contains(lk, "server-side-encryption"):
 			return errNotImplemented("server-side encryption is not supported (" + lk + ")")
+		case lk == "x-amz-account-id":
+			// S3 Control (/v20180820/..., the host prefixed with the
+			// account id) would otherwise be read as an object request.
+			return errNotImplemented("S3 Control (account-level operations, such as the account's PublicAccessBlock) is not supported; use PutPublicAccessBlock on each bucket")
 		}
 		return errNotImplemented("the header " + lk + " is not supported")
 	}

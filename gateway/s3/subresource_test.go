@@ -332,3 +332,27 @@ func TestObjectACLFollowsBucket(t *testing.T) {
 		}
 	}
 }
+
+// TestS3ControlRefused: S3 Control's account-level PublicAccessBlock calls
+// (aws-sdk-go-v2's s3control client sends /v20180820/configuration/
+// publicAccessBlock with x-amz-account-id, to the endpoint's host
+// prefixed with the account id) answer NotImplemented, and a bucket named
+// like S3 Control's path prefix keeps its objects and gains none.
+func TestS3ControlRefused(t *testing.T) {
+	s := start(t)
+	c := root(t, s)
+	ctx := context.Background()
+	must(c.CreateBucket(ctx, bucketInput("v20180820")))
+	must(c.PutObject(ctx, putInput("v20180820", "configuration/publicAccessBlock", "kept")))
+	body := []byte(`<PublicAccessBlockConfiguration xmlns="http://awss3control.amazonaws.com/doc/2018-08-20/"><BlockPublicAcls>true</BlockPublicAcls></PublicAccessBlockConfiguration>`)
+	h := http.Header{"X-Amz-Account-Id": {"123456789012"}}
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		resp, data := rawS3Body(t, s, m, "/v20180820/configuration/publicAccessBlock", h, body)
+		if resp.StatusCode != http.StatusNotImplemented || !bytes.Contains(data, []byte("S3 Control")) {
+			t.Fatalf("%s S3 Control PublicAccessBlock: %d %s", m, resp.StatusCode, data)
+		}
+	}
+	if got := string(getBody(t, c, "v20180820", "configuration/publicAccessBlock")); got != "kept" {
+		t.Fatalf("the bucket's object holds %q", got)
+	}
+}

@@ -3,6 +3,7 @@ package s3
 import (
 	"net/http"
 	"net/url"
+	"strings"
 )
 
 // parseTagging reads the x-amz-tagging header (URL query encoding).
@@ -20,6 +21,31 @@ func parseTagging(s string) (map[string]string, error) {
 			return nil, apiErr(http.StatusBadRequest, "InvalidArgument", "duplicate tag key "+k)
 		}
 		tags[k] = vs[0]
+	}
+	return tags, checkTags(tags)
+}
+
+// parseTaggingXML reads a Tagging document given whole (POST Object's
+// tagging field); "" is no tags.
+func parseTaggingXML(doc string) (map[string]string, error) {
+	if doc == "" {
+		return nil, nil
+	}
+	var in tagging
+	if err := readXML(&body{r: strings.NewReader(doc), size: int64(len(doc))}, &in); err != nil {
+		return nil, err
+	}
+	return tagMap(in)
+}
+
+// tagMap is a Tagging document's tags, checked.
+func tagMap(in tagging) (map[string]string, error) {
+	tags := map[string]string{}
+	for _, t := range in.Tags {
+		if _, dup := tags[t.Key]; dup {
+			return nil, apiErr(http.StatusBadRequest, "InvalidTag", "Cannot provide multiple Tags with the same key")
+		}
+		tags[t.Key] = t.Value
 	}
 	return tags, checkTags(tags)
 }
@@ -74,14 +100,8 @@ func (s *Server) putObjectTagging(q *request) error {
 	if err := readXML(q.body, &in); err != nil {
 		return err
 	}
-	tags := map[string]string{}
-	for _, t := range in.Tags {
-		if _, dup := tags[t.Key]; dup {
-			return apiErr(http.StatusBadRequest, "InvalidTag", "Cannot provide multiple Tags with the same key")
-		}
-		tags[t.Key] = t.Value
-	}
-	if err := checkTags(tags); err != nil {
+	tags, err := tagMap(in)
+	if err != nil {
 		return err
 	}
 	if err := s.setTags(q, tags); err != nil {

@@ -1,10 +1,10 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/xml"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 
 	"cairn/client"
@@ -214,35 +214,30 @@ func (s *Server) listVersions(q *request) error {
 			return errInvalidVersion()
 		}
 	}
-	// Stored versions are fetched while the tree is listed (one round trip
-	// less per page); those past the tree's page are dropped below. A
-	// bucket never versioned has none.
-	type recsResult struct {
-		l   *metapb.S3VersionList
-		err error
-	}
-	recsCh := make(chan recsResult, 1)
-	prefix := q.query.Get("prefix")
-	if n.S3Versioning == metapb.S3Versioning_S3_VERSIONING_OFF || strings.HasPrefix(prefix, "/") {
-		recsCh <- recsResult{l: &metapb.S3VersionList{}}
-	} else {
-		go func() {
-			l, err := s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
-				Ns: q.bucket, Prefix: prefix, Delimiter: q.query.Get("delimiter"), KeyMarker: km, VersionIdMarker: vm,
-				Limit: uint32(maxKeysOf(q) + 1),
-			})
-			recsCh <- recsResult{l, err}
-		}()
-	}
-	l, esc, err := s.page(q, listVersions)
-	rr := <-recsCh
+	l, esc, empty, err := s.pageSetup(q, listVersions)
 	if err != nil {
 		return err
 	}
-	if rr.err != nil {
-		return notExistAs(rr.err, errNoSuchBucket())
+	// The stored versions first (a bucket never versioned has none), then
+	// about as many of the tree's files as fit beside them; those past
+	// the tree's page are dropped below. Which keys have a current file
+	// the tree says, so meta need not walk to each key.
+	recs := &metapb.S3VersionList{}
+	prefix := l.prefix
+	if n.S3Versioning != metapb.S3Versioning_S3_VERSIONING_OFF && !strings.HasPrefix(prefix, "/") && l.maxKeys > 0 {
+		recs, err = s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
+			Ns: q.bucket, Prefix: prefix, Delimiter: l.delimiter, KeyMarker: km, VersionIdMarker: vm,
+			Limit: uint32(l.maxKeys + 1), NewestAsCurrent: true,
+		})
+		if err != nil {
+			return notExistAs(err, errNoSuchBucket())
+		}
 	}
-	recs := rr.l
+	if !empty && l.maxKeys > 0 {
+		if err := l.runBeside(recs.Versions); err != nil {
+			return err
+		}
+	}
 	own := ownerOf(n.Owner)
 	out := listVersionsResult{
 		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), KeyMarker: esc(km),
@@ -285,14 +280,21 @@ func (s *Server) listVersions(q *request) error {
 	}
 	merged := make([]item, 0, len(tree)+len(recs.Versions))
 	i, j := 0, 0
+	file := "" // the last current file merged: its key's stored versions are not the latest
 	for i < len(tree) || j < len(recs.Versions) {
 		var it item
 		switch {
 		case j == len(recs.Versions) || i < len(tree) && tree[i].key <= recs.Versions[j].Key:
 			it = tree[i]
+			if !it.cp {
+				file = it.key
+			}
 			i++
 		default:
 			r := recs.Versions[j]
+			if r.Current && r.Key == file && !r.CommonPrefix {
+				r.Current = false
+			}
 			it = item{key: r.Key, cp: r.CommonPrefix, rec: r}
 			j++
 		}
@@ -347,18 +349,14 @@ func (s *Server) listVersions(q *request) error {
 			out.NextVersionIDMarker = versionIDOfRecord(last.rec)
 		}
 	}
-	writeXML(q.w, http.StatusOK, out)
+	var b bytes.Buffer
+	b.Grow(256 + 400*len(out.Versions))
+	b.WriteString(xml.Header)
+	out.appendXML(&b)
+	q.w.Header().Set("Content-Type", "application/xml")
+	q.w.WriteHeader(http.StatusOK)
+	q.w.Write(b.Bytes())
 	return nil
-}
-
-// maxKeysOf is the request's max-keys as page reads it (an invalid one
-// fails there).
-func maxKeysOf(q *request) int {
-	n, err := strconv.Atoi(q.query.Get("max-keys"))
-	if err != nil || n < 0 || n > maxKeysLimit {
-		return maxKeysLimit
-	}
-	return n
 }
 
 // prefixEndString is the first string after every string with prefix p.

@@ -1,9 +1,11 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/xml"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"cairn/errors"
@@ -347,4 +349,100 @@ type uploadXML struct {
 	Owner        owner  `xml:"Owner"`
 	StorageClass string `xml:"StorageClass"`
 	Initiated    string `xml:"Initiated"`
+}
+
+// appendXML appends r as xml.Marshal writes it: a version listing is a
+// thousand entries a page, and encoding/xml's reflection was a third of
+// ListObjectVersions' time (xml_test.go checks the bytes are the same).
+func (r *listVersionsResult) appendXML(b *bytes.Buffer) {
+	b.WriteString(`<ListVersionsResult xmlns="`)
+	xml.EscapeText(b, []byte(r.Xmlns))
+	b.WriteString(`">`)
+	elem(b, "Name", r.Name)
+	elem(b, "Prefix", r.Prefix)
+	elem(b, "KeyMarker", r.KeyMarker)
+	elem(b, "VersionIdMarker", r.VersionIDMarker)
+	if r.NextKeyMarker != "" {
+		elem(b, "NextKeyMarker", r.NextKeyMarker)
+	}
+	if r.NextVersionIDMarker != "" {
+		elem(b, "NextVersionIdMarker", r.NextVersionIDMarker)
+	}
+	b.WriteString("<MaxKeys>")
+	b.WriteString(strconv.Itoa(r.MaxKeys))
+	b.WriteString("</MaxKeys>")
+	if r.Delimiter != "" {
+		elem(b, "Delimiter", r.Delimiter)
+	}
+	if r.EncodingType != "" {
+		elem(b, "EncodingType", r.EncodingType)
+	}
+	b.WriteString("<IsTruncated>")
+	b.WriteString(strconv.FormatBool(r.IsTruncated))
+	b.WriteString("</IsTruncated>")
+	for i := range r.Versions {
+		v := &r.Versions[i]
+		b.WriteByte('<')
+		b.WriteString(v.XMLName.Local)
+		b.WriteByte('>')
+		elem(b, "Key", v.Key)
+		elem(b, "VersionId", v.VersionID)
+		b.WriteString("<IsLatest>")
+		b.WriteString(strconv.FormatBool(v.IsLatest))
+		b.WriteString("</IsLatest>")
+		elem(b, "LastModified", v.LastModified)
+		if v.ETag != "" {
+			elem(b, "ETag", v.ETag)
+		}
+		if v.Size != nil {
+			b.WriteString("<Size>")
+			b.WriteString(strconv.FormatUint(*v.Size, 10))
+			b.WriteString("</Size>")
+		}
+		if v.Owner != nil {
+			b.WriteString("<Owner>")
+			elem(b, "ID", v.Owner.ID)
+			elem(b, "DisplayName", v.Owner.DisplayName)
+			b.WriteString("</Owner>")
+		}
+		if v.StorageClass != "" {
+			elem(b, "StorageClass", v.StorageClass)
+		}
+		b.WriteString("</")
+		b.WriteString(v.XMLName.Local)
+		b.WriteByte('>')
+	}
+	for _, p := range r.CommonPrefixes {
+		b.WriteString("<CommonPrefixes>")
+		elem(b, "Prefix", p.Prefix)
+		b.WriteString("</CommonPrefixes>")
+	}
+	b.WriteString("</ListVersionsResult>")
+}
+
+// elem appends <name>s</name>, s escaped as encoding/xml escapes it.
+func elem(b *bytes.Buffer, name, s string) {
+	b.WriteByte('<')
+	b.WriteString(name)
+	b.WriteByte('>')
+	if plainXML(s) {
+		b.WriteString(s)
+	} else {
+		xml.EscapeText(b, []byte(s))
+	}
+	b.WriteString("</")
+	b.WriteString(name)
+	b.WriteByte('>')
+}
+
+// plainXML reports whether s needs no escaping: printable ASCII other
+// than the five XML specials.
+func plainXML(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&' || c == '\'' || c == '"' {
+			return false
+		}
+	}
+	return true
 }

@@ -9312,6 +9312,10 @@ type S3ListVersionsRequest struct {
 	VersionIdMarker string                 `protobuf:"bytes,5,opt,name=version_id_marker,json=versionIdMarker,proto3" json:"version_id_marker,omitempty"` // ... or, when set, key_marker's versions after this one
 	End             string                 `protobuf:"bytes,6,opt,name=end,proto3" json:"end,omitempty"`                                                  // stop before this key ("" no end)
 	Limit           uint32                 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The caller knows which keys have a current file (it lists the tree
+	// beside): current then marks each key's newest stored version, and
+	// the caller clears it where a file is current (no path walk per key).
+	NewestAsCurrent bool `protobuf:"varint,541,opt,name=newest_as_current,json=newestAsCurrent,proto3" json:"newest_as_current,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -9393,6 +9397,13 @@ func (x *S3ListVersionsRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *S3ListVersionsRequest) GetNewestAsCurrent() bool {
+	if x != nil {
+		return x.NewestAsCurrent
+	}
+	return false
 }
 
 // S3VersionList holds stored (not current) versions and common prefixes,
@@ -10999,7 +11010,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"version_id\x18\x03 \x01(\tR\tversionId\x12+\n" +
-	"\x11bypass_governance\x18\x04 \x01(\bR\x10bypassGovernance\"\xd0\x01\n" +
+	"\x11bypass_governance\x18\x04 \x01(\bR\x10bypassGovernance\"\xfd\x01\n" +
 	"\x15S3ListVersionsRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n" +
@@ -11008,7 +11019,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"key_marker\x18\x04 \x01(\tR\tkeyMarker\x12*\n" +
 	"\x11version_id_marker\x18\x05 \x01(\tR\x0fversionIdMarker\x12\x10\n" +
 	"\x03end\x18\x06 \x01(\tR\x03end\x12\x14\n" +
-	"\x05limit\x18\a \x01(\rR\x05limit\"V\n" +
+	"\x05limit\x18\a \x01(\rR\x05limit\x12+\n" +
+	"\x11newest_as_current\x18\x9d\x04 \x01(\bR\x0fnewestAsCurrent\"V\n" +
 	"\rS3VersionList\x121\n" +
 	"\bversions\x18\x01 \x03(\v2\x15.cairn.meta.S3VersionR\bversions\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x02\n" +

@@ -21,10 +21,12 @@
 //
 // Conditions: aws:SourceIp with IpAddress / NotIpAddress (addresses and
 // CIDR blocks), aws:SecureTransport with Bool, s3:prefix and aws:Referer
-// with StringEquals / StringNotEquals / StringLike / StringNotLike. All
-// conditions of a statement must hold (several values of one key: any);
-// a key the request does not carry makes a positive operator false and a
-// negated one true, as in AWS.
+// with StringEquals / StringNotEquals / StringLike / StringNotLike; each
+// operator also in its ...IfExists form. All conditions of a statement
+// must hold (several values of one key: any); a key the request does not
+// carry makes a positive operator false, a negated one true and an
+// ...IfExists one true, as in AWS. A public Allow limited by
+// IpAddressIfExists still counts as public (Public).
 //
 // Evaluation: a matching Deny wins over everything; else a matching
 // Allow allows; else the policy has no opinion and the caller's other

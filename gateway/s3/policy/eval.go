@@ -109,21 +109,23 @@ func (st *Statement) matchesPrincipal(r *Request) bool {
 }
 
 // holds evaluates one condition. A key the request lacks makes a
-// positive operator false and a negated one true.
+// positive operator false and a negated one true, and any ...IfExists
+// operator true.
 func (c *Condition) holds(r *Request) bool {
-	negated := strings.HasPrefix(c.Op, "StringNot") || c.Op == "NotIpAddress"
+	// What the condition says of a request without the key.
+	absent := strings.HasPrefix(c.Op, "StringNot") || c.Op == "NotIpAddress" || c.IfExists
 	var val string
 	switch c.Key {
 	case "aws:sourceip":
 		if !r.SourceIP.IsValid() {
-			return negated
+			return absent
 		}
 		ip := r.SourceIP.Unmap()
 		in := false
 		for _, n := range c.nets {
 			in = in || n.Contains(ip)
 		}
-		return in != negated
+		return in != (c.Op == "NotIpAddress")
 	case "aws:securetransport":
 		want := r.SecureTransport
 		for _, v := range c.Values {
@@ -134,12 +136,12 @@ func (c *Condition) holds(r *Request) bool {
 		return false
 	case "s3:prefix":
 		if r.Prefix == nil {
-			return negated
+			return absent
 		}
 		val = *r.Prefix
 	case "aws:referer":
 		if r.Referer == "" {
-			return negated
+			return absent
 		}
 		val = r.Referer
 	default:
@@ -153,7 +155,7 @@ func (c *Condition) holds(r *Request) bool {
 			break
 		}
 	}
-	return any != negated
+	return any != strings.HasPrefix(c.Op, "StringNot")
 }
 
 // Public reports whether the policy grants access to everyone: an Allow
@@ -176,7 +178,9 @@ func (st *Statement) public() bool {
 		return false
 	}
 	for _, c := range st.Conditions {
-		if c.Op == "IpAddress" {
+		// IpAddressIfExists lets a request without a known address in:
+		// not a limit, to be safe.
+		if c.Op == "IpAddress" && !c.IfExists {
 			return false
 		}
 	}

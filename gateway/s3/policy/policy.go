@@ -94,10 +94,13 @@ type Statement struct {
 
 // Condition is one operator on one key with its values (any may match).
 type Condition struct {
-	Op     string // as written: StringLike, IpAddress, ...
+	Op     string // as written, less IfExists: StringLike, IpAddress, ...
 	Key    string // lower-case: aws:sourceip, s3:prefix, aws:securetransport, aws:referer
 	Values []string
-	nets   []netip.Prefix
+	// IfExists (the operator's ...IfExists form): a request without the
+	// key meets the condition.
+	IfExists bool
+	nets     []netip.Prefix
 }
 
 // Error is a policy refused, with the reason (S3's MalformedPolicy).
@@ -392,16 +395,18 @@ func parseConditions(raw json.RawMessage) ([]Condition, error) {
 		if len(keys) == 0 {
 			return nil, errf("Condition operator %s has no keys", op)
 		}
+		base, ifExists := strings.CutSuffix(op, "IfExists")
 		for _, k := range sortedKeys(keys) {
 			lk := strings.ToLower(k)
 			allowed, ok := condKeys[lk]
 			if !ok {
 				return nil, errf("Policy has an unsupported condition key %q (supported: aws:SourceIp, aws:SecureTransport, s3:prefix, aws:Referer)", k)
 			}
-			if !contains(allowed, op) {
-				return nil, errf("Policy has an unsupported condition operator %s for %s (supported: %s)", op, k, strings.Join(allowed, ", "))
+			if !contains(allowed, base) {
+				return nil, errf("Policy has an unsupported condition operator %s for %s (supported: %s, each also ...IfExists)", op, k, strings.Join(allowed, ", "))
 			}
-			c := Condition{Op: op, Key: lk}
+			op := base
+			c := Condition{Op: op, Key: lk, IfExists: ifExists}
 			vals, err := condValues(keys[k], k, op == "Bool")
 			if err != nil {
 				return nil, err

@@ -35,7 +35,7 @@ func TestParseRefuses(t *testing.T) {
 		{"bucket action on objects", stmt(`{"Effect":"Allow","Principal":"*","Action":"s3:ListBucket","Resource":"arn:aws:s3:::b/*"}`), "does not apply"},
 		{"condition key", stmt(`{` + ok + `,"Condition":{"StringEquals":{"aws:UserAgent":"x"}}}`), "condition key"},
 		{"condition op", stmt(`{` + ok + `,"Condition":{"NumericLessThan":{"aws:SourceIp":"1"}}}`), "operator"},
-		{"IfExists", stmt(`{` + ok + `,"Condition":{"StringLikeIfExists":{"aws:Referer":"x"}}}`), "operator"},
+		{"set operator", stmt(`{` + ok + `,"Condition":{"ForAnyValue:StringLike":{"aws:Referer":"x"}}}`), "operator"},
 		{"bad cidr", stmt(`{` + ok + `,"Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/33"}}}`), "CIDR"},
 		{"bad bool", stmt(`{` + ok + `,"Condition":{"Bool":{"aws:SecureTransport":"yes"}}}`), "true or false"},
 		{"duplicate sid", stmt(`{"Sid":"a",` + ok + `},{"Sid":"a",` + ok + `}`), "unique"},
@@ -108,6 +108,61 @@ func TestEvaluate(t *testing.T) {
 	}
 }
 
+// TestEvaluateIfExists: each ...IfExists operator holds for a request
+// without its key and is its plain operator for one with it.
+func TestEvaluateIfExists(t *testing.T) {
+	cond := func(c string) *Policy {
+		t.Helper()
+		p, err := Parse([]byte(`{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":["arn:aws:s3:::b","arn:aws:s3:::b/*"],"Condition":`+c+`}}`), "b")
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		return p
+	}
+	pfx := func(s string) *string { return &s }
+	near, far := netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("192.0.2.1")
+	for _, c := range []struct {
+		cond string
+		r    Request
+		want Decision
+	}{
+		{`{"StringEqualsIfExists":{"s3:prefix":"pub/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b"}, Allow},
+		{`{"StringEqualsIfExists":{"s3:prefix":"pub/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b", Prefix: pfx("pub/")}, Allow},
+		{`{"StringEqualsIfExists":{"s3:prefix":"pub/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b", Prefix: pfx("priv/")}, None},
+		{`{"StringEquals":{"s3:prefix":"pub/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b"}, None},
+		{`{"StringNotEqualsIfExists":{"s3:prefix":"priv/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b", Prefix: pfx("priv/")}, None},
+		{`{"StringNotEqualsIfExists":{"s3:prefix":"priv/"}}`, Request{Anonymous: true, Action: "s3:ListBucket", Resource: "b"}, Allow},
+		{`{"StringLikeIfExists":{"aws:Referer":"https://example.com/*"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x"}, Allow},
+		{`{"StringLikeIfExists":{"aws:Referer":"https://example.com/*"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", Referer: "https://evil.example/"}, None},
+		{`{"StringLikeIfExists":{"aws:Referer":"https://example.com/*"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", Referer: "https://example.com/p"}, Allow},
+		{`{"StringNotLikeIfExists":{"aws:Referer":"https://evil*"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", Referer: "https://evil.example/"}, None},
+		{`{"IpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x"}, Allow},
+		{`{"IpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", SourceIP: near}, Allow},
+		{`{"IpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", SourceIP: far}, None},
+		{`{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x"}, None},
+		{`{"NotIpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", SourceIP: near}, None},
+		{`{"NotIpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", SourceIP: far}, Allow},
+		{`{"BoolIfExists":{"aws:SecureTransport":"true"}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x", SecureTransport: true}, Allow},
+		{`{"BoolIfExists":{"aws:SecureTransport":true}}`, Request{Anonymous: true, Action: "s3:GetObject", Resource: "b/x"}, None},
+	} {
+		if got := cond(c.cond).Evaluate(&c.r); got != c.want {
+			t.Errorf("%s with %+v: %v, want %v", c.cond, c.r, got, c.want)
+		}
+	}
+	// ...IfExists only where the plain operator is taken.
+	for _, c := range []string{`{"BoolIfExists":{"s3:prefix":"a"}}`, `{"IfExists":{"s3:prefix":"a"}}`, `{"StringEqualsIfExistsIfExists":{"s3:prefix":"a"}}`, `{"NullIfExists":{"s3:prefix":"true"}}`} {
+		_, err := Parse([]byte(`{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::b/*","Condition":`+c+`}}`), "b")
+		var pe *Error
+		if !errors.As(err, &pe) {
+			t.Errorf("%s: err %v, want a policy error", c, err)
+		}
+	}
+	// An address condition that lets requests without one in is no limit.
+	if !cond(`{"IpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"}}`).Public() {
+		t.Error("an Allow to * under IpAddressIfExists is not public")
+	}
+}
+
 func TestPublic(t *testing.T) {
 	for doc, want := range map[string]bool{
 		`{"Statement":{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}`:                                                  true,
@@ -149,6 +204,8 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}]}`,
 		`{"Statement":{"Sid":"x","Effect":"Deny","Principal":{"AWS":["alice","arn:aws:iam:::user/bob"]},"Action":["s3:*"],"Resource":["arn:aws:s3:::b","arn:aws:s3:::b/*"],"Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"},"Bool":{"aws:SecureTransport":true},"StringLike":{"s3:prefix":"a*","aws:Referer":["x"]}}}}`,
+		`{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::b/*","Condition":{"StringEqualsIfExists":{"s3:prefix":"a"},"IpAddressIfExists":{"aws:SourceIp":"10.0.0.0/8"},"BoolIfExists":{"aws:SecureTransport":"true"},"StringNotLikeIfExists":{"aws:Referer":"x*"},"NotIpAddressIfExists":{"aws:SourceIp":"::1"}}}}`,
+		`{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::b/*","Condition":{"IfExists":{"s3:prefix":"a"}}}}`,
 		`{"Statement":[]}`, `[]`, `{"Statement":[{"Effect":1}]}`, `null`,
 	} {
 		f.Add([]byte(s), "s3:GetObject", "b/x")
@@ -165,6 +222,7 @@ func FuzzParse(f *testing.F) {
 		pfx := "a"
 		for _, r := range []Request{
 			{Anonymous: true, Action: action, Resource: resource},
+			{Anonymous: true, Action: action, Resource: resource, SourceIP: netip.MustParseAddr("::1")},
 			{User: "alice", AccessKey: "k", Action: action, Resource: resource, Prefix: &pfx, Referer: "x", SourceIP: netip.MustParseAddr("10.0.0.1"), SecureTransport: true},
 		} {
 			p.Evaluate(&r)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
 
 	"cairn/chunk/chunktest"
 	"cairn/ec"
@@ -110,37 +111,79 @@ func writeAt(path string, b []byte, off int64) (int, error) {
 }
 
 // BenchmarkECRead155K: a 155 KiB needle read over HTTP from a replicated
-// volume (baseline), from the encoded volume's data shard that holds it,
-// and with that shard lost (asked of the next shard's server, which
-// rebuilds the range from 4 others, 3 of them remote, read in parallel).
+// volume (the baseline), from the encoded volume's data shard that holds
+// it (healthy), and with that shard lost (degraded: asked of another shard
+// server, which rebuilds the range from 4 others, 3 of them remote, read
+// in parallel). The sub-benchmarks time one path each (for pprof); the
+// "interleaved" one reads all three in turn in every iteration and
+// reports each path's mean and the ratios (healthy-x: replicated
+// time / healthy time, target >= 0.9; degraded-x: replicated time /
+// degraded time, target >= 0.3), so that a machine whose load changes
+// during the run weighs on all three alike:
+//
+//	go test -run XXX -bench 'BenchmarkECRead155K/interleaved' -benchtime 3000x ./chunk/
 func BenchmarkECRead155K(b *testing.B) {
 	const size = 155 << 10
 	stores, rs, keys, home := ecSetup(b, 64, size)
-	var ecKeys []uint64 // needles in data shard 1 (server 0 keeps the replica)
+	// Server 0 keeps the replica it encoded (read-only): the baseline
+	// reads the same needles from it. Needles of data shard 1 are read
+	// healthy from server 1; those of data shard 3, whose file server 3
+	// loses, degraded from server 2.
+	var healthy, lost []uint64
 	for _, k := range keys {
-		if home[k] == 1 {
-			ecKeys = append(ecKeys, k)
+		switch home[k] {
+		case 1:
+			healthy = append(healthy, k)
+		case 3:
+			lost = append(lost, k)
 		}
 	}
-	run := func(b *testing.B, r *Remote) {
-		b.SetBytes(size)
-		b.ReportAllocs()
+	ev := stores[3].ecVolume(1)
+	stores[3].ec.mu.Lock()
+	delete(ev.shards, 3)
+	stores[3].ec.mu.Unlock()
+	read := func(b *testing.B, r *Remote, k uint64) {
+		if _, err := r.ReadTo(context.Background(), 1, k, 0, size, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+	paths := []struct {
+		name string
+		r    *Remote
+		keys []uint64
+	}{
+		{"replicated", rs[0], healthy},
+		{"ec-healthy", rs[1], healthy},
+		{"ec-shard-lost", rs[2], lost},
+	}
+	for _, p := range paths {
+		b.Run(p.name, func(b *testing.B) {
+			b.SetBytes(size)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				read(b, p.r, p.keys[i%len(p.keys)])
+				i++
+			}
+		})
+	}
+	b.Run("interleaved", func(b *testing.B) {
+		var took [3]time.Duration
 		i := 0
 		for b.Loop() {
-			k := ecKeys[i%len(ecKeys)]
-			if _, err := r.ReadTo(context.Background(), 1, k, 0, size, io.Discard); err != nil {
-				b.Fatal(err)
+			for j := range paths {
+				p := paths[(i+j)%len(paths)] // each path first in turn
+				start := time.Now()
+				read(b, p.r, p.keys[i%len(p.keys)])
+				took[(i+j)%len(paths)] += time.Since(start)
 			}
 			i++
 		}
-	}
-	b.Run("replicated", func(b *testing.B) { run(b, rs[0]) })
-	b.Run("ec-healthy", func(b *testing.B) { run(b, rs[1]) })
-	b.Run("ec-shard-lost", func(b *testing.B) {
-		ev := stores[1].ecVolume(1)
-		stores[1].ec.mu.Lock()
-		delete(ev.shards, 1)
-		stores[1].ec.mu.Unlock()
-		run(b, rs[2])
+		n := float64(b.N)
+		b.ReportMetric(float64(took[0].Microseconds())/n, "replicated-µs")
+		b.ReportMetric(float64(took[1].Microseconds())/n, "healthy-µs")
+		b.ReportMetric(float64(took[2].Microseconds())/n, "degraded-µs")
+		b.ReportMetric(float64(took[0])/float64(took[1]), "healthy-x")
+		b.ReportMetric(float64(took[0])/float64(took[2]), "degraded-x")
 	})
 }

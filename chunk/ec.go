@@ -42,6 +42,37 @@ type ecState struct {
 	vols      map[uint32]*ecVol
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
+	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
+}
+
+// ecPeer is the client of the shard server at addr, made once: a read
+// that goes to peers asks up to K of them.
+func (s *Store) ecPeer(addr string) *Remote {
+	if r, ok := s.ec.peers.Load(addr); ok {
+		return r.(*Remote)
+	}
+	r, _ := s.ec.peers.LoadOrStore(addr, s.peer(addr))
+	return r.(*Remote)
+}
+
+// ecBufs keeps the buffers of needle records fetched whole and of shard
+// ranges served to peers: a degraded read would otherwise allocate and
+// zero its needle's size several times over.
+var ecBufs sync.Pool // *[]byte
+
+func getECBuf(n int64) *[]byte {
+	if bp, ok := ecBufs.Get().(*[]byte); ok && int64(cap(*bp)) >= n {
+		*bp = (*bp)[:n]
+		return bp
+	}
+	b := make([]byte, n, max(n, 256<<10))
+	return &b
+}
+
+func putECBuf(bp *[]byte) {
+	if cap(*bp) <= prefetchMax {
+		ecBufs.Put(bp)
+	}
 }
 
 // ecVol is one erasure-coded volume this server holds shards of.
@@ -69,6 +100,7 @@ type localShard struct {
 	f    *os.File
 	s    *ec.Shard
 	size int64
+	fi   os.FileInfo // to know the file again when reopened by name
 }
 
 func ecIndexPath(dir string, vid uint32) string {
@@ -163,7 +195,7 @@ func openLocalShard(path string) (*localShard, error) {
 		f.Close()
 		return nil, err
 	}
-	return &localShard{f: f, s: sh, size: fi.Size()}, nil
+	return &localShard{f: f, s: sh, size: fi.Size(), fi: fi}, nil
 }
 
 func (s *Store) ecVolume(vid uint32) *ecVol {
@@ -248,7 +280,7 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reade
 			if t, ok := ev.failed.Load(peerShard{i, ev.servers[i]}); ok && !askAll && time.Since(t.(time.Time)) < peerRetry {
 				continue
 			}
-			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
+			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
 		}
 	}
 	return ec.NewReader(l, shards)
@@ -317,14 +349,20 @@ func (s *Store) ecReadOnce(ctx context.Context, ev *ecVol, key uint64, loc volum
 	// one per block.
 	blocks := (loc.Size + volume.BlockSize - 1) / volume.BlockSize
 	rec := loc.Size + 4*blocks
-	var src io.ReaderAt = avoiding{r: r}
+	var n int64
+	fetched := false
 	if rec <= prefetchMax && !s.allLocal(ev, loc.Data, rec) {
-		buf := make([]byte, rec)
-		if _, err := r.ReadAt(buf, loc.Data); err == nil {
-			src = window{base: loc.Data, b: buf, under: src}
+		bp := getECBuf(rec)
+		defer putECBuf(bp) // WriteRecord is done with it when it returns
+		if _, err := r.ReadAt(*bp, loc.Data); err == nil {
+			// Verified in place and written in one piece: no copy.
+			fetched = true
+			n, err = volume.WriteRecord(*bp, key, loc.Size, off, length, w)
 		}
 	}
-	n, err := volume.ReadLocated(src, key, loc, off, length, w)
+	if !fetched {
+		n, err = volume.ReadLocated(avoiding{r: r}, key, loc, off, length, w)
+	}
 	if err == nil || !errors.Is(errors.Corrupt, err) {
 		return n, err
 	}
@@ -499,15 +537,56 @@ func (s *Store) PutShard(vid uint32, idx int, body io.Reader) error {
 
 // readShard reads cell bytes of a local shard (a peer's reconstruction).
 func (s *Store) readShard(vid uint32, idx int, p []byte, off int64) error {
-	ev := s.ecVolume(vid)
-	if ev == nil || ev.shards[idx] == nil {
+	var ls *localShard
+	s.ec.mu.RLock()
+	if ev := s.ec.vols[vid]; ev != nil {
+		ls = ev.shards[idx]
+	}
+	s.ec.mu.RUnlock()
+	if ls == nil {
 		return errors.E(errors.Op("chunk.readShard"), errors.NotExist, volPath(vid), fmt.Sprintf("no shard %d here", idx))
 	}
-	_, err := ev.shards[idx].s.ReadAt(p, off)
+	_, err := ls.s.ReadAt(p, off)
 	if err != nil && err != io.EOF {
 		return errors.E(errors.Op("chunk.readShard"), errors.IO, volPath(vid), err)
 	}
 	return nil
+}
+
+// sendShard writes n cell bytes of local shard idx from off to w with
+// the kernel's file-to-socket copy (sendfile): a degraded read elsewhere
+// asks K servers for its needle's range, and a pread into a buffer and
+// a write from it cost a copy each. The copy needs a file position of its
+// own, so the shard is opened again by name, and used only if it is still
+// the file loaded. handled is false if it could not be done that way (the
+// caller reads and writes instead); nothing was written then.
+func (s *Store) sendShard(w io.Writer, vid uint32, idx int, off, n int64) (handled bool, err error) {
+	var ls *localShard
+	s.ec.mu.RLock()
+	if ev := s.ec.vols[vid]; ev != nil {
+		ls = ev.shards[idx]
+	}
+	s.ec.mu.RUnlock()
+	if ls == nil {
+		return false, nil
+	}
+	at, err := ls.s.FileOffset(off, n)
+	if err != nil {
+		return false, nil
+	}
+	f, err := os.Open(ecShardPath(s.cfg.Dir, vid, idx))
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, ls.fi) {
+		return false, nil
+	}
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return false, nil
+	}
+	_, err = io.Copy(w, io.LimitReader(f, n))
+	return true, err
 }
 
 // EncodeVolume encodes this server's copy of volume vid (which must be
@@ -630,7 +709,7 @@ func (s *Store) RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layo
 	shards := make([]io.ReaderAt, l.K+l.M)
 	for i, addr := range servers {
 		if addr != "" && i != idx {
-			shards[i] = &remoteShard{ctx: ctx, r: s.peer(addr), vid: vid, idx: i}
+			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(addr), vid: vid, idx: i}
 		}
 	}
 	r, err := ec.NewReader(l, shards)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"slices"
 	"testing"
@@ -27,7 +29,7 @@ func ecSetup(t testing.TB, n, size int) ([]*Store, []*Remote, []uint64, map[uint
 		cfg.MaxVolumeSize = 1 << 30
 		s := openStore(t, cfg)
 		stores = append(stores, s)
-		r := serve(t, s)
+		r := serveTuned(t, s)
 		rs = append(rs, r)
 		addrs = append(addrs, r.Addr())
 	}
@@ -59,6 +61,29 @@ func ecSetup(t testing.TB, n, size int) ([]*Store, []*Remote, []uint64, map[uint
 		home[k] = ev.layout.Home(nd)
 	}
 	return stores, rs, keys, home
+}
+
+// serveTuned serves s over loopback HTTP with the connection settings the
+// data server has in production (gateway.Server, which this package cannot
+// import): no Nagle, and a 1 MiB send buffer, so that a 155 KiB answer goes
+// into the socket in one write. Read benchmarks compare paths that differ
+// in how many such answers they wait for.
+func serveTuned(t testing.TB, s *Store) *Remote {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {
+				tc.SetNoDelay(true)
+				tc.SetWriteBuffer(1 << 20)
+			}
+		}}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Close() })
+	return signed(lis.Addr().String())
 }
 
 // TestECReads: every needle of an encoded volume reads back byte-exact

@@ -207,7 +207,9 @@ func growTo(b []byte, n int) []byte {
 }
 
 // RebuildShard writes shard idx whole (header, cells, footer) from the
-// other shards, one row at a time: how repair replaces a lost shard.
+// other shards: how repair replaces a lost shard. Rows are rebuilt
+// rebuildDepth at a time (each a round trip to K servers) and written in
+// order, so that the transfers of one row overlap those of the next.
 func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	const op = errors.Op("ec.RebuildShard")
 	l := r.l
@@ -217,16 +219,50 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	if _, err := w.Write(Header{Volume: vol, Layout: l, Index: idx}.marshal()); err != nil {
 		return errors.E(op, errors.IO, err)
 	}
-	cell := make([]byte, l.Cell)
-	var foot []byte
-	for row := int64(0); row < l.Rows(); row++ {
-		if err := r.rebuild(cell, idx, row*l.Cell, nil); err != nil {
-			return err
+	type job struct {
+		cell []byte
+		err  error
+		done chan struct{}
+	}
+	free := make(chan []byte, rebuildDepth)
+	for range rebuildDepth {
+		free <- make([]byte, l.Cell)
+	}
+	queue := make(chan *job, rebuildDepth)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(queue)
+		for row := int64(0); row < l.Rows(); row++ {
+			var j *job
+			select {
+			case cell := <-free:
+				j = &job{cell: cell, done: make(chan struct{})}
+			case <-stop:
+				return
+			}
+			go func() {
+				j.err = r.rebuild(j.cell, idx, row*l.Cell, nil)
+				close(j.done)
+			}()
+			select {
+			case queue <- j:
+			case <-stop:
+				return
+			}
 		}
-		if _, err := w.Write(cell); err != nil {
+	}()
+	var foot []byte
+	for j := range queue {
+		<-j.done
+		if j.err != nil {
+			return j.err
+		}
+		if _, err := w.Write(j.cell); err != nil {
 			return errors.E(op, errors.IO, err)
 		}
-		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(cell, castagnoli))
+		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(j.cell, castagnoli))
+		free <- j.cell
 	}
 	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(foot, castagnoli))
 	if _, err := w.Write(foot); err != nil {
@@ -234,3 +270,6 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	}
 	return nil
 }
+
+// rebuildDepth is how many rows RebuildShard rebuilds at once.
+const rebuildDepth = 4

@@ -238,6 +238,40 @@ func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
 	s.ec.mu.Unlock()
 }
 
+// ecDropShards deletes the stale shards meta names (HeartbeatResponse.
+// ec_drop: another server holds them now, and has said so). A volume
+// left with no shard here loses its index and deletions too.
+func (s *Store) ecDropShards(drop []*metapb.ShardStat) {
+	for _, st := range drop {
+		vid, i := st.Volume, int(st.Index)
+		s.ec.mu.Lock()
+		ev := s.ec.vols[vid]
+		var ls *localShard
+		if ev != nil {
+			ls = ev.shards[i]
+			delete(ev.shards, i)
+		}
+		last := ev != nil && len(ev.shards) == 0
+		if last {
+			delete(s.ec.vols, vid)
+		}
+		s.ec.mu.Unlock()
+		if ls == nil {
+			continue
+		}
+		ls.f.Close() // a reader still holding it fails over to a rebuild
+		if err := os.Remove(ecShardPath(s.cfg.Dir, vid, i)); err != nil && !os.IsNotExist(err) {
+			s.log.Warn("could not delete a stale shard", "volume", vid, "shard", i, "err", err)
+			continue
+		}
+		s.log.Info("stale shard deleted: meta has it on another server", "volume", vid, "shard", i)
+		if last {
+			os.Remove(ecIndexPath(s.cfg.Dir, vid))
+			os.Remove(ecDeletedPath(s.cfg.Dir, vid))
+		}
+	}
+}
+
 // locate finds needle key of an ec volume.
 func (s *Store) ecLocate(ev *ecVol, key uint64) (volume.Location, bool) {
 	s.ec.mu.RLock()

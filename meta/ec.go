@@ -39,6 +39,7 @@ type ecState struct {
 	encoded uint64 // volumes encoded since start
 	rebuilt uint64 // shards rebuilt since start
 	running string // the job in progress, for status
+	job     *ecJob // the job in progress: its target's shard is not stale
 	// changed is when meta last recorded a volume's shards: a server's
 	// report older than that says nothing about a shard it just got.
 	changed map[uint32]time.Time
@@ -228,6 +229,14 @@ func (s *Service) nextEC(now time.Time) *ecJob {
 }
 
 func (s *Service) runEC(ctx context.Context, j *ecJob) error {
+	s.ec.mu.Lock()
+	s.ec.job = j
+	s.ec.mu.Unlock()
+	defer func() {
+		s.ec.mu.Lock()
+		s.ec.job = nil
+		s.ec.mu.Unlock()
+	}()
 	if j.idx < 0 {
 		return s.encode(ctx, j)
 	}
@@ -388,6 +397,69 @@ func gcTargets(vol *metapb.Volume) []string {
 		if a != "" && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
+	}
+	return out
+}
+
+// shardConfirmed reports whether shard i of v is on the server meta
+// records for it by that server's own word: alive, and listing the shard
+// in a report made after the volume's shards last changed. Called with
+// pmu.
+func (s *Service) shardConfirmed(v *metapb.Volume, i int, now time.Time) bool {
+	e := v.Ec
+	if i >= len(e.ShardServerIds) || e.ShardServerIds[i] == "" {
+		return false
+	}
+	d := s.servers[e.ShardServerIds[i]]
+	if d == nil || s.dead(d.id, now) {
+		return false
+	}
+	s.ec.mu.Lock()
+	changed := s.ec.changed[v.Id]
+	s.ec.mu.Unlock()
+	if !d.shardsAt.After(changed) || d.shardsAt.UnixNano() <= e.EncodedNs {
+		return false
+	}
+	for _, st := range d.shards {
+		if st.Volume == v.Id && int(st.Index) == i {
+			return true
+		}
+	}
+	return false
+}
+
+// ecStaleShards are the shards server id reported that meta records on
+// another server which has confirmed it holds them: copies left behind
+// when a shard was rebuilt elsewhere while id was away (dead, cut off,
+// or the shard reported missing). Shards of volumes meta does not record
+// as encoded are left alone (an encode in flight, or a volume meta does
+// not know), and so is the shard a rebuild in progress is making on id.
+// Called with pmu.
+func (s *Service) ecStaleShards(id string, now time.Time) []*metapb.ShardStat {
+	d := s.servers[id]
+	if d == nil {
+		return nil
+	}
+	s.ec.mu.Lock()
+	job := s.ec.job
+	s.ec.mu.Unlock()
+	var out []*metapb.ShardStat
+	for _, st := range d.shards {
+		v := s.volumes[st.Volume]
+		i := int(st.Index)
+		if v == nil || v.Ec == nil || i >= len(v.Ec.ShardServerIds) {
+			continue
+		}
+		if holder := v.Ec.ShardServerIds[i]; holder == "" || holder == id {
+			continue
+		}
+		if job != nil && job.idx == i && job.vol.Id == v.Id && len(job.to) == 1 && job.to[0].id == id {
+			continue
+		}
+		if !s.shardConfirmed(v, i, now) {
+			continue // the only copy may be this one: keep it until the new one is known
+		}
+		out = append(out, &metapb.ShardStat{Volume: st.Volume, Index: st.Index})
 	}
 	return out
 }

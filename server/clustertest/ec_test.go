@@ -207,3 +207,67 @@ func distinct(ids []string) int {
 	}
 	return len(seen)
 }
+
+// TestECStaleShards: a data server holding shards is killed (-9), meta
+// rebuilds its shards on the others, and the server comes back with its
+// old shard files: once meta has the rebuilt shards confirmed by their new
+// holders, it names the old ones in the heartbeat answer and the server
+// deletes them. Every file reads back throughout.
+func TestECStaleShards(t *testing.T) {
+	c, files := ecCluster(t, 7)
+	st := sealAll(t, c)
+	v0 := st.Volumes[0].Volume
+	for _, v := range st.Volumes {
+		if v.Volume.Ec != nil {
+			v0 = v.Volume
+			break
+		}
+	}
+	victim := c.Find(v0.Ec.ShardServers[1])
+	id := victim.ID(t)
+	// The shard files the victim holds now, for every encoded volume.
+	var held []string
+	for _, v := range st.Volumes {
+		if v.Volume.Ec == nil {
+			continue
+		}
+		for i, sid := range v.Volume.Ec.ShardServerIds {
+			if sid == id {
+				held = append(held, filepath.Join(victim.Dir, fmt.Sprintf("%d.ec%02d", v.Volume.Id, i)))
+			}
+		}
+	}
+	for _, p := range held {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("shard file of the victim: %v", err)
+		}
+	}
+	victim.Kill(t)
+	WaitFor(t, 180*time.Second, "the killed server's shards to be rebuilt elsewhere", func() bool {
+		st = c.Status(t)
+		for _, v := range st.Volumes {
+			if v.Volume.Ec != nil && (v.Health != "ok" || slices.Contains(v.Volume.Ec.ShardServerIds, id)) {
+				return false
+			}
+		}
+		return true
+	})
+	checkAll(t, c, "cold", files)
+	victim.Start(t)
+	c.WaitAlive(t, victim)
+	WaitFor(t, 60*time.Second, fmt.Sprintf("the %d stale shard files to be deleted", len(held)), func() bool {
+		for _, p := range held {
+			if _, err := os.Stat(p); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%d stale shard files deleted after the server came back", len(held))
+	checkAll(t, c, "cold", files)
+	for _, v := range c.Status(t).Volumes {
+		if v.Volume.Ec != nil && v.Health != "ok" {
+			t.Errorf("volume %d: %s after the stale shards went", v.Volume.Id, v.Health)
+		}
+	}
+}

@@ -210,8 +210,17 @@ func (s *Store) ShardStats() []*metapb.ShardStat {
 	defer s.ec.mu.RUnlock()
 	var out []*metapb.ShardStat
 	for _, ev := range s.ec.vols {
+		var dead, live int64
+		for _, n := range ev.idx {
+			if ev.deleted[n.Key] {
+				dead += n.Size
+			} else {
+				live += n.Size
+			}
+		}
 		for i, ls := range ev.shards {
-			out = append(out, &metapb.ShardStat{Volume: ev.vid, Index: uint32(i), Size: uint64(ls.size)})
+			out = append(out, &metapb.ShardStat{Volume: ev.vid, Index: uint32(i), Size: uint64(ls.size),
+				DeadBytes: uint64(dead), LiveBytes: uint64(live)})
 		}
 	}
 	slices.SortFunc(out, func(a, b *metapb.ShardStat) int {
@@ -236,6 +245,12 @@ func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
 		}
 	}
 	s.ec.mu.Unlock()
+	// A compaction meta recorded whose switch this server missed.
+	for vid, v := range known {
+		if _, err := os.Stat(ecStagedIndexPath(s.cfg.Dir, vid, v.Generation)); err == nil {
+			s.ecSwitchStaged(vid, v.Generation)
+		}
+	}
 }
 
 // ecDropShards deletes the stale shards meta names (HeartbeatResponse.
@@ -675,32 +690,10 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 			return 0, errors.E(op, errors.Path(addr), err)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	writers := make([]io.Writer, len(to))
-	pipes := make([]*io.PipeWriter, len(to))
-	errs := make([]error, len(to))
-	var wg sync.WaitGroup
-	for i, addr := range to {
-		pr, pw := io.Pipe()
-		writers[i], pipes[i] = pw, pw
-		wg.Go(func() {
-			errs[i] = s.peer(addr).PutShard(ctx, vid, i, pr, l.FileSize())
-			pr.CloseWithError(errs[i]) // unblocks the encoder if the upload failed
-		})
-	}
-	encErr := ec.Encode(f, vid, l, writers)
-	for _, pw := range pipes {
-		pw.CloseWithError(encErr)
-	}
-	wg.Wait()
-	if encErr != nil {
-		return 0, errors.E(op, encErr)
-	}
-	for i, err := range errs {
-		if err != nil {
-			return 0, errors.E(op, errors.Path(to[i]), err)
-		}
+	if err := s.encodeTo(ctx, f, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+		return s.peer(addr).PutShard(ctx, vid, i, body, l.FileSize())
+	}); err != nil {
+		return 0, errors.E(op, err)
 	}
 	s.log.Info("volume encoded", "volume", vid, "code", fmt.Sprintf("%d+%d", k, m), "bytes", l.Size, "needles", len(locs))
 	return l.Size, nil

@@ -39,6 +39,7 @@ func (s *Store) ecRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ec/{vid}/shards/{i}", s.guard(admin, s.handleGetShard))
 	mux.HandleFunc("POST /ec/{vid}/encode", s.guard(admin, s.handleEncode))
 	mux.HandleFunc("POST /ec/{vid}/rebuild/{i}", s.guard(admin, s.handleRebuild))
+	s.ecCompactRoutes(mux)
 }
 
 type ecEncodeRequest struct {

@@ -82,3 +82,16 @@ func WriteRecord(rec []byte, key uint64, size, off, length int64, w io.Writer) (
 	}
 	return int64(n), nil
 }
+
+// SuperSize is the length of a volume file's superblock: the first
+// record of a file lies at or after it.
+const SuperSize = superSize
+
+// RecordSpan is where the record of a needle whose size data bytes start
+// at data lies in its file: header, data, checksums and padding. Records
+// are self-contained: copied elsewhere whole (compaction of an encoded
+// volume packs them), they read the same at their new place.
+func RecordSpan(data, size int64) (start, end int64) {
+	start = data - headerSize
+	return start, start + recordSize(size)
+}

@@ -2971,11 +2971,15 @@ func (x *EcVolume) GetEncodedNs() int64 {
 
 // ShardStat is one shard a data server holds.
 type ShardStat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
-	Corrupt       bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Volume  uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Index   uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Size    uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
+	Corrupt bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	// Data bytes of the volume's needles deleted since it was encoded (a
+	// compaction would give them back) and of its live ones.
+	DeadBytes     uint64 `protobuf:"varint,562,opt,name=dead_bytes,json=deadBytes,proto3" json:"dead_bytes,omitempty"`
+	LiveBytes     uint64 `protobuf:"varint,563,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3036,6 +3040,20 @@ func (x *ShardStat) GetCorrupt() bool {
 		return x.Corrupt
 	}
 	return false
+}
+
+func (x *ShardStat) GetDeadBytes() uint64 {
+	if x != nil {
+		return x.DeadBytes
+	}
+	return 0
+}
+
+func (x *ShardStat) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
 }
 
 type AuthRequest struct {
@@ -10447,12 +10465,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rshard_servers\x18\x05 \x03(\tR\fshardServers\x12(\n" +
 	"\x10shard_server_ids\x18\x06 \x03(\tR\x0eshardServerIds\x12\x1d\n" +
 	"\n" +
-	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"g\n" +
+	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"\xa7\x01\n" +
 	"\tShardStat\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
-	"\acorrupt\x18\x04 \x01(\bR\acorrupt\"D\n" +
+	"\acorrupt\x18\x04 \x01(\bR\acorrupt\x12\x1e\n" +
+	"\n" +
+	"dead_bytes\x18\xb2\x04 \x01(\x04R\tdeadBytes\x12\x1e\n" +
+	"\n" +
+	"live_bytes\x18\xb3\x04 \x01(\x04R\tliveBytes\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +

@@ -122,6 +122,13 @@ func (s *Store) openShards() error {
 	if err != nil {
 		return err
 	}
+	for _, e := range ents {
+		// A shard or index upload cut short by a crash (writeFileSynced's
+		// temporary file): never renamed into place, never read.
+		if n := e.Name(); strings.Contains(n, ".ec") && strings.Contains(n, ".tmp") {
+			os.Remove(filepath.Join(s.cfg.Dir, n))
+		}
+	}
 	for _, vid := range volumeIDs(ents, ".ecx") {
 		if err := s.loadEC(vid); err != nil {
 			s.log.Warn("erasure-coded volume not loaded", "volume", vid, "err", err)
@@ -283,6 +290,25 @@ func (s *Store) ecDropShards(drop []*metapb.ShardStat) {
 		if last {
 			os.Remove(ecIndexPath(s.cfg.Dir, vid))
 			os.Remove(ecDeletedPath(s.cfg.Dir, vid))
+		}
+	}
+}
+
+// ecDropVolume forgets erasure-coded volume vid here and deletes its
+// shard files (not its index: the caller writes the next one).
+func (s *Store) ecDropVolume(vid uint32) {
+	s.ec.mu.Lock()
+	ev := s.ec.vols[vid]
+	delete(s.ec.vols, vid)
+	s.ec.mu.Unlock()
+	if ev != nil {
+		for _, ls := range ev.shards {
+			ls.f.Close()
+		}
+	}
+	for i := range ec.MaxShards {
+		if err := os.Remove(ecShardPath(s.cfg.Dir, vid, i)); err == nil {
+			s.log.Info("shard of an unfinished encode deleted", "volume", vid, "shard", i)
 		}
 	}
 }
@@ -539,6 +565,11 @@ func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) erro
 func (s *Store) PutShardIndex(vid uint32, b []byte, servers []string) error {
 	const op = errors.Op("chunk.PutShardIndex")
 	if len(servers) > 0 {
+		// An encode begins (only EncodeVolume names the servers): shards
+		// of the volume here are from an attempt that did not finish (a
+		// crash of meta or of a server in the middle), perhaps of another
+		// size; none of them may be read with this index.
+		s.ecDropVolume(vid)
 		s.ec.hint.Store(vid, slices.Clone(servers))
 	}
 	got, _, err := ec.ParseIndex(b)

@@ -429,8 +429,9 @@ func (s *Store) ecReadOnce(ctx context.Context, ev *ecVol, key uint64, loc volum
 	if rec <= prefetchMax && !s.allLocal(ev, loc.Data, rec) {
 		bp := getECBuf(rec)
 		defer putECBuf(bp) // WriteRecord is done with it when it returns
-		if _, err := r.ReadAt(*bp, loc.Data); err == nil {
-			// Verified in place and written in one piece: no copy.
+		if _, rerr := r.ReadAt(*bp, loc.Data); rerr == nil {
+			// Verified in place and written in one piece: no copy. A
+			// record that fails its checksums goes on to the rebuild below.
 			fetched = true
 			n, err = volume.WriteRecord(*bp, key, loc.Size, off, length, w)
 		}

@@ -47,6 +47,11 @@
 //	       this server's copy onto the servers in to -> {"size":N} once all shards are durable
 //	POST   /ec/{vid}/rebuild/{i}                admin vid           {"k","m","cell","size","servers":[...]}:
 //	       rebuild shard i here from the others -> 200 once durable
+//	POST   /ec/{vid}/compact                    admin vid           {"gen","to":[...]}: encode the live needles
+//	       into a staged generation gen on the servers in to -> {"size":N} (ec_compact.go)
+//	PUT    /ec/{vid}/staged/{gen}/index         admin vid           store a staged generation's index
+//	PUT    /ec/{vid}/staged/{gen}/shards/{i}    admin vid           store a staged generation's shard i
+//	POST   /ec/{vid}/switch/{gen}               admin vid           make staged generation gen current here
 //	A GET/HEAD/DELETE of /v/{vid}/{key} of an erasure-coded volume works on
 //	any of its shard servers (ec.go).
 //

@@ -42,6 +42,37 @@ type ecState struct {
 	vols      map[uint32]*ecVol
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
+	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
+}
+
+// ecPeer is the client of the shard server at addr, made once: a read
+// that goes to peers asks up to K of them.
+func (s *Store) ecPeer(addr string) *Remote {
+	if r, ok := s.ec.peers.Load(addr); ok {
+		return r.(*Remote)
+	}
+	r, _ := s.ec.peers.LoadOrStore(addr, s.peer(addr))
+	return r.(*Remote)
+}
+
+// ecBufs keeps the buffers of needle records fetched whole and of shard
+// ranges served to peers: a degraded read would otherwise allocate and
+// zero its needle's size several times over.
+var ecBufs sync.Pool // *[]byte
+
+func getECBuf(n int64) *[]byte {
+	if bp, ok := ecBufs.Get().(*[]byte); ok && int64(cap(*bp)) >= n {
+		*bp = (*bp)[:n]
+		return bp
+	}
+	b := make([]byte, n, max(n, 256<<10))
+	return &b
+}
+
+func putECBuf(bp *[]byte) {
+	if cap(*bp) <= prefetchMax {
+		ecBufs.Put(bp)
+	}
 }
 
 // ecVol is one erasure-coded volume this server holds shards of.
@@ -69,6 +100,7 @@ type localShard struct {
 	f    *os.File
 	s    *ec.Shard
 	size int64
+	fi   os.FileInfo // to know the file again when reopened by name
 }
 
 func ecIndexPath(dir string, vid uint32) string {
@@ -89,6 +121,13 @@ func (s *Store) openShards() error {
 	ents, err := os.ReadDir(s.cfg.Dir)
 	if err != nil {
 		return err
+	}
+	for _, e := range ents {
+		// A shard or index upload cut short by a crash (writeFileSynced's
+		// temporary file): never renamed into place, never read.
+		if n := e.Name(); strings.Contains(n, ".ec") && strings.Contains(n, ".tmp") {
+			os.Remove(filepath.Join(s.cfg.Dir, n))
+		}
 	}
 	for _, vid := range volumeIDs(ents, ".ecx") {
 		if err := s.loadEC(vid); err != nil {
@@ -163,7 +202,7 @@ func openLocalShard(path string) (*localShard, error) {
 		f.Close()
 		return nil, err
 	}
-	return &localShard{f: f, s: sh, size: fi.Size()}, nil
+	return &localShard{f: f, s: sh, size: fi.Size(), fi: fi}, nil
 }
 
 func (s *Store) ecVolume(vid uint32) *ecVol {
@@ -178,8 +217,17 @@ func (s *Store) ShardStats() []*metapb.ShardStat {
 	defer s.ec.mu.RUnlock()
 	var out []*metapb.ShardStat
 	for _, ev := range s.ec.vols {
+		var dead, live int64
+		for _, n := range ev.idx {
+			if ev.deleted[n.Key] {
+				dead += n.Size
+			} else {
+				live += n.Size
+			}
+		}
 		for i, ls := range ev.shards {
-			out = append(out, &metapb.ShardStat{Volume: ev.vid, Index: uint32(i), Size: uint64(ls.size)})
+			out = append(out, &metapb.ShardStat{Volume: ev.vid, Index: uint32(i), Size: uint64(ls.size),
+				DeadBytes: uint64(dead), LiveBytes: uint64(live)})
 		}
 	}
 	slices.SortFunc(out, func(a, b *metapb.ShardStat) int {
@@ -204,6 +252,65 @@ func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
 		}
 	}
 	s.ec.mu.Unlock()
+	// A compaction meta recorded whose switch this server missed.
+	for vid, v := range known {
+		if _, err := os.Stat(ecStagedIndexPath(s.cfg.Dir, vid, v.Generation)); err == nil {
+			s.ecSwitchStaged(vid, v.Generation)
+		}
+	}
+}
+
+// ecDropShards deletes the stale shards meta names (HeartbeatResponse.
+// ec_drop: another server holds them now, and has said so). A volume
+// left with no shard here loses its index and deletions too.
+func (s *Store) ecDropShards(drop []*metapb.ShardStat) {
+	for _, st := range drop {
+		vid, i := st.Volume, int(st.Index)
+		s.ec.mu.Lock()
+		ev := s.ec.vols[vid]
+		var ls *localShard
+		if ev != nil {
+			ls = ev.shards[i]
+			delete(ev.shards, i)
+		}
+		last := ev != nil && len(ev.shards) == 0
+		if last {
+			delete(s.ec.vols, vid)
+		}
+		s.ec.mu.Unlock()
+		if ls == nil {
+			continue
+		}
+		ls.f.Close() // a reader still holding it fails over to a rebuild
+		if err := os.Remove(ecShardPath(s.cfg.Dir, vid, i)); err != nil && !os.IsNotExist(err) {
+			s.log.Warn("could not delete a stale shard", "volume", vid, "shard", i, "err", err)
+			continue
+		}
+		s.log.Info("stale shard deleted: meta has it on another server", "volume", vid, "shard", i)
+		if last {
+			os.Remove(ecIndexPath(s.cfg.Dir, vid))
+			os.Remove(ecDeletedPath(s.cfg.Dir, vid))
+		}
+	}
+}
+
+// ecDropVolume forgets erasure-coded volume vid here and deletes its
+// shard files (not its index: the caller writes the next one).
+func (s *Store) ecDropVolume(vid uint32) {
+	s.ec.mu.Lock()
+	ev := s.ec.vols[vid]
+	delete(s.ec.vols, vid)
+	s.ec.mu.Unlock()
+	if ev != nil {
+		for _, ls := range ev.shards {
+			ls.f.Close()
+		}
+	}
+	for i := range ec.MaxShards {
+		if err := os.Remove(ecShardPath(s.cfg.Dir, vid, i)); err == nil {
+			s.log.Info("shard of an unfinished encode deleted", "volume", vid, "shard", i)
+		}
+	}
 }
 
 // locate finds needle key of an ec volume.
@@ -248,7 +355,7 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reade
 			if t, ok := ev.failed.Load(peerShard{i, ev.servers[i]}); ok && !askAll && time.Since(t.(time.Time)) < peerRetry {
 				continue
 			}
-			shards[i] = &remoteShard{ctx: ctx, r: s.peer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
+			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
 		}
 	}
 	return ec.NewReader(l, shards)
@@ -317,14 +424,21 @@ func (s *Store) ecReadOnce(ctx context.Context, ev *ecVol, key uint64, loc volum
 	// one per block.
 	blocks := (loc.Size + volume.BlockSize - 1) / volume.BlockSize
 	rec := loc.Size + 4*blocks
-	var src io.ReaderAt = avoiding{r: r}
+	var n int64
+	fetched := false
 	if rec <= prefetchMax && !s.allLocal(ev, loc.Data, rec) {
-		buf := make([]byte, rec)
-		if _, err := r.ReadAt(buf, loc.Data); err == nil {
-			src = window{base: loc.Data, b: buf, under: src}
+		bp := getECBuf(rec)
+		defer putECBuf(bp) // WriteRecord is done with it when it returns
+		if _, rerr := r.ReadAt(*bp, loc.Data); rerr == nil {
+			// Verified in place and written in one piece: no copy. A
+			// record that fails its checksums goes on to the rebuild below.
+			fetched = true
+			n, err = volume.WriteRecord(*bp, key, loc.Size, off, length, w)
 		}
 	}
-	n, err := volume.ReadLocated(src, key, loc, off, length, w)
+	if !fetched {
+		n, err = volume.ReadLocated(avoiding{r: r}, key, loc, off, length, w)
+	}
 	if err == nil || !errors.Is(errors.Corrupt, err) {
 		return n, err
 	}
@@ -452,6 +566,11 @@ func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) erro
 func (s *Store) PutShardIndex(vid uint32, b []byte, servers []string) error {
 	const op = errors.Op("chunk.PutShardIndex")
 	if len(servers) > 0 {
+		// An encode begins (only EncodeVolume names the servers): shards
+		// of the volume here are from an attempt that did not finish (a
+		// crash of meta or of a server in the middle), perhaps of another
+		// size; none of them may be read with this index.
+		s.ecDropVolume(vid)
 		s.ec.hint.Store(vid, slices.Clone(servers))
 	}
 	got, _, err := ec.ParseIndex(b)
@@ -499,15 +618,56 @@ func (s *Store) PutShard(vid uint32, idx int, body io.Reader) error {
 
 // readShard reads cell bytes of a local shard (a peer's reconstruction).
 func (s *Store) readShard(vid uint32, idx int, p []byte, off int64) error {
-	ev := s.ecVolume(vid)
-	if ev == nil || ev.shards[idx] == nil {
+	var ls *localShard
+	s.ec.mu.RLock()
+	if ev := s.ec.vols[vid]; ev != nil {
+		ls = ev.shards[idx]
+	}
+	s.ec.mu.RUnlock()
+	if ls == nil {
 		return errors.E(errors.Op("chunk.readShard"), errors.NotExist, volPath(vid), fmt.Sprintf("no shard %d here", idx))
 	}
-	_, err := ev.shards[idx].s.ReadAt(p, off)
+	_, err := ls.s.ReadAt(p, off)
 	if err != nil && err != io.EOF {
 		return errors.E(errors.Op("chunk.readShard"), errors.IO, volPath(vid), err)
 	}
 	return nil
+}
+
+// sendShard writes n cell bytes of local shard idx from off to w with
+// the kernel's file-to-socket copy (sendfile): a degraded read elsewhere
+// asks K servers for its needle's range, and a pread into a buffer and
+// a write from it cost a copy each. The copy needs a file position of its
+// own, so the shard is opened again by name, and used only if it is still
+// the file loaded. handled is false if it could not be done that way (the
+// caller reads and writes instead); nothing was written then.
+func (s *Store) sendShard(w io.Writer, vid uint32, idx int, off, n int64) (handled bool, err error) {
+	var ls *localShard
+	s.ec.mu.RLock()
+	if ev := s.ec.vols[vid]; ev != nil {
+		ls = ev.shards[idx]
+	}
+	s.ec.mu.RUnlock()
+	if ls == nil {
+		return false, nil
+	}
+	at, err := ls.s.FileOffset(off, n)
+	if err != nil {
+		return false, nil
+	}
+	f, err := os.Open(ecShardPath(s.cfg.Dir, vid, idx))
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !os.SameFile(fi, ls.fi) {
+		return false, nil
+	}
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return false, nil
+	}
+	_, err = io.Copy(w, io.LimitReader(f, n))
+	return true, err
 }
 
 // EncodeVolume encodes this server's copy of volume vid (which must be
@@ -562,32 +722,10 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 			return 0, errors.E(op, errors.Path(addr), err)
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	writers := make([]io.Writer, len(to))
-	pipes := make([]*io.PipeWriter, len(to))
-	errs := make([]error, len(to))
-	var wg sync.WaitGroup
-	for i, addr := range to {
-		pr, pw := io.Pipe()
-		writers[i], pipes[i] = pw, pw
-		wg.Go(func() {
-			errs[i] = s.peer(addr).PutShard(ctx, vid, i, pr, l.FileSize())
-			pr.CloseWithError(errs[i]) // unblocks the encoder if the upload failed
-		})
-	}
-	encErr := ec.Encode(f, vid, l, writers)
-	for _, pw := range pipes {
-		pw.CloseWithError(encErr)
-	}
-	wg.Wait()
-	if encErr != nil {
-		return 0, errors.E(op, encErr)
-	}
-	for i, err := range errs {
-		if err != nil {
-			return 0, errors.E(op, errors.Path(to[i]), err)
-		}
+	if err := s.encodeTo(ctx, f, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+		return s.peer(addr).PutShard(ctx, vid, i, body, l.FileSize())
+	}); err != nil {
+		return 0, errors.E(op, err)
 	}
 	s.log.Info("volume encoded", "volume", vid, "code", fmt.Sprintf("%d+%d", k, m), "bytes", l.Size, "needles", len(locs))
 	return l.Size, nil
@@ -630,7 +768,7 @@ func (s *Store) RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layo
 	shards := make([]io.ReaderAt, l.K+l.M)
 	for i, addr := range servers {
 		if addr != "" && i != idx {
-			shards[i] = &remoteShard{ctx: ctx, r: s.peer(addr), vid: vid, idx: i}
+			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(addr), vid: vid, idx: i}
 		}
 	}
 	r, err := ec.NewReader(l, shards)

@@ -39,6 +39,7 @@ func (s *Store) ecRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ec/{vid}/shards/{i}", s.guard(admin, s.handleGetShard))
 	mux.HandleFunc("POST /ec/{vid}/encode", s.guard(admin, s.handleEncode))
 	mux.HandleFunc("POST /ec/{vid}/rebuild/{i}", s.guard(admin, s.handleRebuild))
+	s.ecCompactRoutes(mux)
 }
 
 type ecEncodeRequest struct {
@@ -138,13 +139,22 @@ func (s *Store) handleGetShard(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errors.E(errors.Op("chunk.http.GetShard"), errors.Invalid, "bad off or n"))
 		return
 	}
-	p := make([]byte, n)
-	if err := s.readShard(vid, i, p, off); err != nil {
+	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+	if handled, err := s.sendShard(w, vid, i, off, n); handled {
+		if err != nil {
+			panic(http.ErrAbortHandler) // the length promised was not sent
+		}
+		return
+	}
+	w.Header().Del("Content-Length")
+	bp := getECBuf(n)
+	defer putECBuf(bp)
+	if err := s.readShard(vid, i, *bp, off); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-	w.Write(p)
+	w.Write(*bp)
 }
 
 // handleEncode and handleRebuild run for as long as the volume takes:

@@ -171,6 +171,7 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 	s.setCapKeys(resp.CapKeys)
 	s.setRevoked(resp.Revoked)
 	s.ecHeartbeat(resp.EcVolumes)
+	s.ecDropShards(resp.EcDrop)
 	sets := map[uint32]replicaSet{}
 	for _, v := range resp.Volumes {
 		sets[v.Id] = replicaSet{gen: v.Generation, addrs: slices.Clone(v.Servers)}

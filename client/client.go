@@ -77,7 +77,7 @@ type Client struct {
 
 	dataLoss atomic.Uint64 // see DataLoss
 
-	ecIdx sync.Map // volume id -> []ec.Needle: encoded volumes' needle indexes (ec.go)
+	ecIdx sync.Map // volume id -> ecCachedIndex: encoded volumes' needle indexes (ec.go)
 }
 
 // New returns a Client; Close stops its change-stream watcher.

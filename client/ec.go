@@ -11,9 +11,10 @@ import (
 // serves any needle (it rebuilds what it lacks from the others), but the
 // one holding the needle's data shard serves it from its own disk in one
 // request. The client finds that shard from the volume's needle index,
-// fetched once per volume from a shard server (with the read capability
-// of the needle wanted) and kept: a sealed volume's index never changes
-// but for deletes, which its servers check themselves.
+// fetched once per volume generation from a shard server (with the read
+// capability of the needle wanted) and kept: an encoded volume's index
+// changes only by deletes, which its servers check themselves, and by a
+// compaction, which moves the volume to a new generation.
 
 // ecIndexer is the data plane's way to fetch an encoded volume's index.
 type ecIndexer interface {
@@ -50,11 +51,18 @@ func (c *Client) ecServers(ctx context.Context, v *metapb.Volume, key uint64) []
 	return out
 }
 
+// ecCachedIndex is a volume's index as of its generation: a compaction
+// (chunk/ec_compact.go) moves every needle and moves the volume on.
+type ecCachedIndex struct {
+	gen uint64
+	idx []ec.Needle
+}
+
 // ecIndex returns v's needle index, fetching it on first use; nil if no
 // shard server gave it (reads then go to any shard server).
 func (c *Client) ecIndex(ctx context.Context, v *metapb.Volume, key uint64) []ec.Needle {
-	if x, ok := c.ecIdx.Load(v.Id); ok {
-		return x.([]ec.Needle)
+	if x, ok := c.ecIdx.Load(v.Id); ok && x.(ecCachedIndex).gen == v.Generation {
+		return x.(ecCachedIndex).idx
 	}
 	for _, addr := range v.Ec.ShardServers {
 		if addr == "" {
@@ -72,7 +80,7 @@ func (c *Client) ecIndex(ctx context.Context, v *metapb.Volume, key uint64) []ec
 		if err != nil || vid != v.Id {
 			continue
 		}
-		c.ecIdx.Store(v.Id, idx)
+		c.ecIdx.Store(v.Id, ecCachedIndex{gen: v.Generation, idx: idx})
 		return idx
 	}
 	return nil

@@ -296,3 +296,29 @@ func TestIndexFind(t *testing.T) {
 		t.Error("a damaged index parsed")
 	}
 }
+
+func TestPacked(t *testing.T) {
+	src := randomBytes(rand.New(rand.NewPCG(11, 12)), 1000)
+	segs := []Segment{{At: 0, Src: 0, N: 10}, {At: 10, Src: 500, N: 100}, {At: 200, Src: 20, N: 50}}
+	want := make([]byte, 300)
+	for _, s := range segs {
+		copy(want[s.At:], src[s.Src:s.Src+s.N])
+	}
+	p, err := NewPacked(bytes.NewReader(src), segs, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < 300; off += 7 {
+		for _, n := range []int64{1, 13, 90, 300} {
+			b := bytes.Repeat([]byte{0xEE}, int(n))
+			got, err := p.ReadAt(b, off)
+			wantN := min(n, 300-off)
+			if int64(got) != wantN || (err != nil && err != io.EOF) || !bytes.Equal(b[:got], want[off:off+wantN]) {
+				t.Fatalf("ReadAt(%d, %d) = %d, %v; bytes differ: %v", off, n, got, err, !bytes.Equal(b[:got], want[off:off+int64(got)]))
+			}
+		}
+	}
+	if _, err := NewPacked(bytes.NewReader(src), []Segment{{At: 10, N: 5}, {At: 12, N: 1}}, 100); err == nil {
+		t.Error("overlapping segments accepted")
+	}
+}

@@ -5,8 +5,6 @@ import (
 	"hash/crc32"
 	"io"
 
-	"github.com/klauspost/reedsolomon"
-
 	"cairn/errors"
 )
 
@@ -22,7 +20,7 @@ func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 	if len(dst) != l.K+l.M {
 		return errors.Errorf(op, errors.Invalid, "%d writers for a %d+%d code", len(dst), l.K, l.M)
 	}
-	enc, err := reedsolomon.New(l.K, l.M)
+	enc, err := encoder(l.K, l.M)
 	if err != nil {
 		return errors.E(op, errors.Invalid, err)
 	}

@@ -19,8 +19,12 @@ type Reader struct {
 	l      Layout
 	shards []io.ReaderAt // nil: missing
 	enc    reedsolomon.Encoder
-	pool   sync.Pool // [][]byte of K+M, for reconstruction
 }
+
+// rowBufs keeps the K+M buffers of a reconstruction between reads: a
+// data server makes a Reader per needle read, and a degraded 155 KiB read
+// would otherwise allocate (and zero) K+M times its size.
+var rowBufs = sync.Pool{New: func() any { return new([MaxShards][]byte) }}
 
 // NewReader takes the K+M shards in index order; a missing one is nil.
 // Fewer than K present is not an error here: reads that need a missing
@@ -77,18 +81,44 @@ func (r *Reader) ReadAtAvoiding(p []byte, off int64, avoid []int) (int, error) {
 		n = max(0, r.l.Size-off)
 		eof = io.EOF
 	}
-	for _, pc := range r.l.Pieces(off, n) {
-		dst := p[pc.At-off : pc.At-off+pc.N]
-		if s := r.shards[pc.Shard]; s != nil && !contains(avoid, pc.Shard) {
-			if _, err := s.ReadAt(dst, pc.Off); err == nil {
-				continue
-			}
+	pcs := r.l.Pieces(off, n)
+	if len(pcs) == 1 {
+		if err := r.readPiece(p[:n], pcs[0], avoid); err != nil {
+			return 0, err
 		}
-		if err := r.rebuild(dst, pc.Shard, pc.Off, avoid); err != nil {
-			return int(pc.At - off), err
+		return int(n), eof
+	}
+	// A range over several cells (a needle across a cell boundary) reads
+	// its pieces at once, a row (K pieces, K shards) at a time: each may
+	// be a round trip to another server.
+	for len(pcs) > 0 {
+		row := pcs[:min(len(pcs), r.l.K)]
+		pcs = pcs[len(row):]
+		var errs [MaxShards]error
+		var wg sync.WaitGroup
+		for i, pc := range row[1:] {
+			wg.Go(func() { errs[i+1] = r.readPiece(p[pc.At-off:pc.At-off+pc.N], pc, avoid) })
+		}
+		errs[0] = r.readPiece(p[row[0].At-off:row[0].At-off+row[0].N], row[0], avoid)
+		wg.Wait()
+		for i, pc := range row {
+			if errs[i] != nil {
+				return int(pc.At - off), errs[i]
+			}
 		}
 	}
 	return int(n), eof
+}
+
+// readPiece reads one piece straight from its shard, or rebuilt when the
+// shard is missing, avoided or fails.
+func (r *Reader) readPiece(dst []byte, pc Piece, avoid []int) error {
+	if s := r.shards[pc.Shard]; s != nil && !contains(avoid, pc.Shard) {
+		if _, err := s.ReadAt(dst, pc.Off); err == nil {
+			return nil
+		}
+	}
+	return r.rebuild(dst, pc.Shard, pc.Off, avoid)
 }
 
 func contains(s []int, x int) bool {
@@ -105,11 +135,9 @@ func contains(s []int, x int) bool {
 func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	const op = errors.Op("ec.rebuild")
 	all := r.l.K + r.l.M
-	rows, _ := r.pool.Get().([][]byte)
-	if rows == nil {
-		rows = make([][]byte, all)
-	}
-	defer r.pool.Put(rows)
+	bufs := rowBufs.Get().(*[MaxShards][]byte)
+	defer rowBufs.Put(bufs)
+	rows := bufs[:all]
 	// Read K shards at once (remote shards cost a round trip each); if
 	// some fail, as many more as are missing.
 	var cands []int
@@ -126,14 +154,16 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 		next += len(batch)
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
-		for bi, i := range batch {
-			wg.Go(func() {
-				b := growTo(rows[i], len(dst))
-				if _, errs[bi] = r.shards[i].ReadAt(b, off); errs[bi] == nil {
-					rows[i] = b
-				}
-			})
+		read := func(bi, i int) {
+			b := growTo(rows[i], len(dst))
+			if _, errs[bi] = r.shards[i].ReadAt(b, off); errs[bi] == nil {
+				rows[i] = b
+			}
 		}
+		for bi, i := range batch[1:] {
+			wg.Go(func() { read(bi+1, i) })
+		}
+		read(0, batch[0]) // this goroutine reads one itself
 		wg.Wait()
 		for _, err := range errs {
 			if err == nil {
@@ -150,16 +180,22 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 		}
 		return errors.E(op, errors.Unavailable, msg)
 	}
-	var err error
-	if want < r.l.K {
-		err = r.enc.ReconstructData(rows)
-	} else {
-		err = r.enc.Reconstruct(rows)
+	// Only the shard wanted is made: a read that fetched a parity shard
+	// in place of another data shard need not rebuild that one too. The
+	// result is written into dst itself (ReconstructSome fills a missing
+	// shard's slice if it has the capacity), saving a copy.
+	var required [MaxShards]bool
+	required[want] = true
+	rows[want] = dst[:0]
+	err := r.enc.ReconstructSome(rows, required[:all])
+	if err == nil && len(dst) > 0 && &rows[want][0] != &dst[0] {
+		copy(dst, rows[want])
 	}
+	// rows[want] is dst, the caller's: the pool must not keep it.
+	rows[want] = nil
 	if err != nil {
 		return errors.E(op, errors.Corrupt, err)
 	}
-	copy(dst, rows[want])
 	return nil
 }
 
@@ -171,7 +207,9 @@ func growTo(b []byte, n int) []byte {
 }
 
 // RebuildShard writes shard idx whole (header, cells, footer) from the
-// other shards, one row at a time: how repair replaces a lost shard.
+// other shards: how repair replaces a lost shard. Rows are rebuilt
+// rebuildDepth at a time (each a round trip to K servers) and written in
+// order, so that the transfers of one row overlap those of the next.
 func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	const op = errors.Op("ec.RebuildShard")
 	l := r.l
@@ -181,16 +219,50 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	if _, err := w.Write(Header{Volume: vol, Layout: l, Index: idx}.marshal()); err != nil {
 		return errors.E(op, errors.IO, err)
 	}
-	cell := make([]byte, l.Cell)
-	var foot []byte
-	for row := int64(0); row < l.Rows(); row++ {
-		if err := r.rebuild(cell, idx, row*l.Cell, nil); err != nil {
-			return err
+	type job struct {
+		cell []byte
+		err  error
+		done chan struct{}
+	}
+	free := make(chan []byte, rebuildDepth)
+	for range rebuildDepth {
+		free <- make([]byte, l.Cell)
+	}
+	queue := make(chan *job, rebuildDepth)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(queue)
+		for row := int64(0); row < l.Rows(); row++ {
+			var j *job
+			select {
+			case cell := <-free:
+				j = &job{cell: cell, done: make(chan struct{})}
+			case <-stop:
+				return
+			}
+			go func() {
+				j.err = r.rebuild(j.cell, idx, row*l.Cell, nil)
+				close(j.done)
+			}()
+			select {
+			case queue <- j:
+			case <-stop:
+				return
+			}
 		}
-		if _, err := w.Write(cell); err != nil {
+	}()
+	var foot []byte
+	for j := range queue {
+		<-j.done
+		if j.err != nil {
+			return j.err
+		}
+		if _, err := w.Write(j.cell); err != nil {
 			return errors.E(op, errors.IO, err)
 		}
-		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(cell, castagnoli))
+		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(j.cell, castagnoli))
+		free <- j.cell
 	}
 	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(foot, castagnoli))
 	if _, err := w.Write(foot); err != nil {
@@ -198,3 +270,6 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	}
 	return nil
 }
+
+// rebuildDepth is how many rows RebuildShard rebuilds at once.
+const rebuildDepth = 4

@@ -98,10 +98,20 @@ func OpenShard(f io.ReaderAt, size int64) (*Shard, error) {
 
 // ReadAt reads cell bytes at a shard offset.
 func (s *Shard) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > s.Layout.ShardSize() {
-		return 0, errors.Errorf("ec.Shard.ReadAt", errors.Range, "shard range %d+%d past %d", off, len(p), s.Layout.ShardSize())
+	at, err := s.FileOffset(off, int64(len(p)))
+	if err != nil {
+		return 0, err
 	}
-	return s.f.ReadAt(p, headerSize+off)
+	return s.f.ReadAt(p, at)
+}
+
+// FileOffset is where n cell bytes at shard offset off lie in the shard
+// file, for a caller that copies them file to socket itself.
+func (s *Shard) FileOffset(off, n int64) (int64, error) {
+	if off < 0 || n < 0 || off+n > s.Layout.ShardSize() {
+		return 0, errors.Errorf("ec.Shard.ReadAt", errors.Range, "shard range %d+%d past %d", off, n, s.Layout.ShardSize())
+	}
+	return headerSize + off, nil
 }
 
 // Scrub reads every cell and checks it against the footer. It returns the

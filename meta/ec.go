@@ -35,10 +35,12 @@ import (
 
 // ecState is meta's soft state of erasure coding; guarded by its mu.
 type ecState struct {
-	mu      sync.Mutex
-	encoded uint64 // volumes encoded since start
-	rebuilt uint64 // shards rebuilt since start
-	running string // the job in progress, for status
+	mu        sync.Mutex
+	encoded   uint64 // volumes encoded since start
+	rebuilt   uint64 // shards rebuilt since start
+	compacted uint64 // volumes compacted since start
+	running   string // the job in progress, for status
+	job       *ecJob // the job in progress: its target's shard is not stale
 	// changed is when meta last recorded a volume's shards: a server's
 	// report older than that says nothing about a shard it just got.
 	changed map[uint32]time.Time
@@ -47,7 +49,23 @@ type ecState struct {
 }
 
 type ecMetrics struct {
-	encoded, encodedBytes, rebuilt, rebuiltBytes prometheus.Counter
+	encoded, encodedBytes, rebuilt, rebuiltBytes, compacted, compactedBytes prometheus.Counter
+}
+
+// ecCompactRatio is the share of an encoded volume's data bytes deleted
+// at which meta has it compacted (encoded again without them); at least
+// ecCompactMin bytes, so that a small volume is not re-encoded for a few
+// deletes.
+const (
+	ecCompactRatio = 0.3
+	ecCompactMin   = 1 << 20
+)
+
+// ecCompacter is what a data server offers for compaction of an encoded
+// volume (chunk/ec_compact.go).
+type ecCompacter interface {
+	CompactEC(ctx context.Context, vid uint32, gen uint64, to []string) (int64, error)
+	SwitchEC(ctx context.Context, vid uint32, gen uint64) error
 }
 
 func ecCounter(reg prometheus.Registerer, name, help string) prometheus.Counter {
@@ -74,19 +92,28 @@ func (s *Service) ecStart() {
 		encodedBytes: ecCounter(reg, "encoded_bytes_total", "Bytes of volumes erasure-coded."),
 		rebuilt:      ecCounter(reg, "shards_rebuilt_total", "Lost shards rebuilt."),
 		rebuiltBytes: ecCounter(reg, "rebuilt_bytes_total", "Bytes of shard files rebuilt."),
+		compacted:    ecCounter(reg, "volumes_compacted_total", "Erasure-coded volumes encoded again without their deleted needles."),
+		compactedBytes: ecCounter(reg, "compacted_freed_bytes_total",
+			"Bytes of encoded volumes given back by compaction."),
 	}
 	s.wg.Add(1)
 	go s.ecLoop()
 }
 
-// ecJob is one encode (idx < 0) or one shard rebuild.
+// ecJob is one encode (idx encodeJob), one compaction (idx compactJob)
+// or one shard rebuild (idx the shard).
 type ecJob struct {
 	vol       *metapb.Volume
 	class     Class
 	idx       int
 	surviving int
-	to        []*dataServer // encode: K+M servers; rebuild: one
+	to        []*dataServer // encode: K+M servers; rebuild: one; compaction: the one that compacts
 }
+
+const (
+	encodeJob  = -1
+	compactJob = -2
+)
 
 func (s *Service) ecLoop() {
 	defer s.wg.Done()
@@ -222,16 +249,112 @@ func (s *Service) nextEC(now time.Time) *ecJob {
 		if len(to) < cl.K+cl.M {
 			continue // too few servers: the volume stays replicated
 		}
-		return &ecJob{vol: proto.Clone(v).(*metapb.Volume), class: cl, idx: -1, to: to}
+		return &ecJob{vol: proto.Clone(v).(*metapb.Volume), class: cl, idx: encodeJob, to: to}
+	}
+	return s.nextCompaction(now)
+}
+
+// nextCompaction is a compaction of an encoded volume with all its shards
+// confirmed by their servers and at least ecCompactRatio of its data
+// deleted, by the server holding its first shard. Called with pmu.
+func (s *Service) nextCompaction(now time.Time) *ecJob {
+	for _, v := range s.volumes {
+		if v.Ec == nil {
+			continue
+		}
+		whole := true
+		for i := range v.Ec.ShardServerIds {
+			if !s.shardConfirmed(v, i, now) {
+				whole = false
+				break
+			}
+		}
+		if !whole {
+			continue
+		}
+		d := s.servers[v.Ec.ShardServerIds[0]]
+		var dead, live uint64
+		for _, st := range d.shards {
+			if st.Volume == v.Id {
+				dead, live = st.DeadBytes, st.LiveBytes
+				break
+			}
+		}
+		if dead < ecCompactMin || float64(dead) < ecCompactRatio*float64(dead+live) {
+			continue
+		}
+		return &ecJob{vol: proto.Clone(v).(*metapb.Volume), idx: compactJob, to: []*dataServer{d}}
 	}
 	return nil
 }
 
 func (s *Service) runEC(ctx context.Context, j *ecJob) error {
-	if j.idx < 0 {
+	s.ec.mu.Lock()
+	s.ec.job = j
+	s.ec.mu.Unlock()
+	defer func() {
+		s.ec.mu.Lock()
+		s.ec.job = nil
+		s.ec.mu.Unlock()
+	}()
+	switch j.idx {
+	case encodeJob:
 		return s.encode(ctx, j)
+	case compactJob:
+		return s.compactEC(ctx, j)
 	}
 	return s.rebuildShard(ctx, j)
+}
+
+// compactEC has a shard server encode the volume's live needles again
+// into a staged generation on the same servers, records the volume at
+// that generation (its new size), and then has every shard server switch
+// to the staged set; one that misses the call switches at its next
+// heartbeat, whose answer names the volume at the new generation.
+func (s *Service) compactEC(ctx context.Context, j *ecJob) error {
+	const op = errors.Op("meta.compactEC")
+	v := j.vol
+	src, ok := s.cfg.Chunks(j.to[0].addr).(ecCompacter)
+	if !ok {
+		return errors.E(op, errors.Invalid, "the data plane cannot compact erasure-coded volumes")
+	}
+	gen := v.Generation + 1
+	s.setRunning(fmt.Sprintf("compact volume %d (generation %d) on %s", v.Id, gen, j.to[0].addr))
+	defer s.setRunning("")
+	start := time.Now()
+	// Deletes wait, as for an encode: one that reached the shards after
+	// the live set was taken would be lost to the new one.
+	s.cl.gcMu.Lock()
+	defer s.cl.gcMu.Unlock()
+	size, err := src.CompactEC(ctx, v.Id, gen, v.Ec.ShardServers)
+	if err != nil {
+		return errors.E(op, errors.Path(j.to[0].addr), err)
+	}
+	s.pmu.Lock()
+	cur := s.volumes[v.Id]
+	s.pmu.Unlock()
+	if cur == nil || cur.Ec == nil || cur.Generation != v.Generation || !slices.Equal(cur.Ec.ShardServerIds, v.Ec.ShardServerIds) {
+		// A shard moved meanwhile: the staged set is not where the
+		// volume's shards are. The next attempt starts over.
+		return errors.E(op, errors.Stale, fmt.Sprintf("volume %d changed while it was compacted", v.Id))
+	}
+	next := proto.Clone(cur).(*metapb.Volume)
+	next.Generation = gen
+	next.Ec.Size = uint64(size)
+	next.Ec.EncodedNs = time.Now().UnixNano()
+	before := int64(v.Ec.Size)
+	if err := s.recordShards(next, &s.ec.compacted, s.ec.m.compacted, s.ec.m.compactedBytes, max(0, before-size)); err != nil {
+		return err
+	}
+	for _, addr := range next.Ec.ShardServers {
+		if sw, ok := s.cfg.Chunks(addr).(ecCompacter); ok {
+			if err := sw.SwitchEC(ctx, v.Id, gen); err != nil {
+				s.log.Warn("shard server did not switch to the compacted volume yet; its heartbeat will", "volume", v.Id, "server", addr, "err", err)
+			}
+		}
+	}
+	s.log.Info("erasure-coded volume compacted", "volume", v.Id, "generation", gen, "bytes_before", before, "bytes_after", size, "took", time.Since(start))
+	return nil
 }
 
 // encode has the volume's primary encode it, then records the shards.
@@ -388,6 +511,69 @@ func gcTargets(vol *metapb.Volume) []string {
 		if a != "" && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
+	}
+	return out
+}
+
+// shardConfirmed reports whether shard i of v is on the server meta
+// records for it by that server's own word: alive, and listing the shard
+// in a report made after the volume's shards last changed. Called with
+// pmu.
+func (s *Service) shardConfirmed(v *metapb.Volume, i int, now time.Time) bool {
+	e := v.Ec
+	if i >= len(e.ShardServerIds) || e.ShardServerIds[i] == "" {
+		return false
+	}
+	d := s.servers[e.ShardServerIds[i]]
+	if d == nil || s.dead(d.id, now) {
+		return false
+	}
+	s.ec.mu.Lock()
+	changed := s.ec.changed[v.Id]
+	s.ec.mu.Unlock()
+	if !d.shardsAt.After(changed) || d.shardsAt.UnixNano() <= e.EncodedNs {
+		return false
+	}
+	for _, st := range d.shards {
+		if st.Volume == v.Id && int(st.Index) == i {
+			return true
+		}
+	}
+	return false
+}
+
+// ecStaleShards are the shards server id reported that meta records on
+// another server which has confirmed it holds them: copies left behind
+// when a shard was rebuilt elsewhere while id was away (dead, cut off,
+// or the shard reported missing). Shards of volumes meta does not record
+// as encoded are left alone (an encode in flight, or a volume meta does
+// not know), and so is the shard a rebuild in progress is making on id.
+// Called with pmu.
+func (s *Service) ecStaleShards(id string, now time.Time) []*metapb.ShardStat {
+	d := s.servers[id]
+	if d == nil {
+		return nil
+	}
+	s.ec.mu.Lock()
+	job := s.ec.job
+	s.ec.mu.Unlock()
+	var out []*metapb.ShardStat
+	for _, st := range d.shards {
+		v := s.volumes[st.Volume]
+		i := int(st.Index)
+		if v == nil || v.Ec == nil || i >= len(v.Ec.ShardServerIds) {
+			continue
+		}
+		if holder := v.Ec.ShardServerIds[i]; holder == "" || holder == id {
+			continue
+		}
+		if job != nil && job.idx == i && job.vol.Id == v.Id && len(job.to) == 1 && job.to[0].id == id {
+			continue
+		}
+		if !s.shardConfirmed(v, i, now) {
+			continue // the only copy may be this one: keep it until the new one is known
+		}
+		out = append(out, &metapb.ShardStat{Volume: st.Volume, Index: st.Index})
 	}
 	return out
 }

@@ -228,6 +228,7 @@ func (s *Service) heartbeatAnswer(id string, reported []*metapb.VolumeStat) *met
 		}
 	}
 	resp.EcVolumes = s.ecVolumesOf(id)
+	resp.EcDrop = s.ecStaleShards(id, time.Now())
 	for _, st := range reported {
 		v := s.volumes[st.Id]
 		if v == nil || slices.Contains(v.ServerIds, id) {

@@ -2791,7 +2791,11 @@ type HeartbeatResponse struct {
 	Revoked []*RevokedCert `protobuf:"bytes,400,rep,name=revoked,proto3" json:"revoked,omitempty"`
 	// Erasure-coded volumes with a shard on this server (tiers): where the
 	// other shards lie, for reads that meet a missing one.
-	EcVolumes     []*Volume `protobuf:"bytes,350,rep,name=ec_volumes,json=ecVolumes,proto3" json:"ec_volumes,omitempty"`
+	EcVolumes []*Volume `protobuf:"bytes,350,rep,name=ec_volumes,json=ecVolumes,proto3" json:"ec_volumes,omitempty"`
+	// Shards the server reported that meta records on another server (which
+	// has them): left behind when the shard was rebuilt elsewhere while this
+	// server was away. Stale copies to delete.
+	EcDrop        []*ShardStat `protobuf:"bytes,561,rep,name=ec_drop,json=ecDrop,proto3" json:"ec_drop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2871,6 +2875,13 @@ func (x *HeartbeatResponse) GetRevoked() []*RevokedCert {
 func (x *HeartbeatResponse) GetEcVolumes() []*Volume {
 	if x != nil {
 		return x.EcVolumes
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetEcDrop() []*ShardStat {
+	if x != nil {
+		return x.EcDrop
 	}
 	return nil
 }
@@ -2971,11 +2982,15 @@ func (x *EcVolume) GetEncodedNs() int64 {
 
 // ShardStat is one shard a data server holds.
 type ShardStat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Volume        uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
-	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
-	Corrupt       bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Volume  uint32                 `protobuf:"varint,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	Index   uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Size    uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`       // bytes of the shard file
+	Corrupt bool                   `protobuf:"varint,4,opt,name=corrupt,proto3" json:"corrupt,omitempty"` // scrub found a damaged cell
+	// Data bytes of the volume's needles deleted since it was encoded (a
+	// compaction would give them back) and of its live ones.
+	DeadBytes     uint64 `protobuf:"varint,562,opt,name=dead_bytes,json=deadBytes,proto3" json:"dead_bytes,omitempty"`
+	LiveBytes     uint64 `protobuf:"varint,563,opt,name=live_bytes,json=liveBytes,proto3" json:"live_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3036,6 +3051,20 @@ func (x *ShardStat) GetCorrupt() bool {
 		return x.Corrupt
 	}
 	return false
+}
+
+func (x *ShardStat) GetDeadBytes() uint64 {
+	if x != nil {
+		return x.DeadBytes
+	}
+	return 0
+}
+
+func (x *ShardStat) GetLiveBytes() uint64 {
+	if x != nil {
+		return x.LiveBytes
+	}
+	return 0
 }
 
 type AuthRequest struct {
@@ -10451,7 +10480,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06shards\x18\xde\x02 \x03(\v2\x15.cairn.meta.ShardStatR\x06shards\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe0\x02\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x0fmax_volume_size\x18\x01 \x01(\x04R\rmaxVolumeSize\x12,\n" +
 	"\avolumes\x18P \x03(\v2\x12.cairn.meta.VolumeR\avolumes\x12\x12\n" +
@@ -10460,7 +10489,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bcap_keys\x18d \x03(\v2\x12.cairn.meta.CapKeyR\acapKeys\x122\n" +
 	"\arevoked\x18\x90\x03 \x03(\v2\x17.cairn.meta.RevokedCertR\arevoked\x122\n" +
 	"\n" +
-	"ec_volumes\x18\xde\x02 \x03(\v2\x12.cairn.meta.VolumeR\tecVolumes\"\xbc\x01\n" +
+	"ec_volumes\x18\xde\x02 \x03(\v2\x12.cairn.meta.VolumeR\tecVolumes\x12/\n" +
+	"\aec_drop\x18\xb1\x04 \x03(\v2\x15.cairn.meta.ShardStatR\x06ecDrop\"\xbc\x01\n" +
 	"\bEcVolume\x12\f\n" +
 	"\x01k\x18\x01 \x01(\rR\x01k\x12\f\n" +
 	"\x01m\x18\x02 \x01(\rR\x01m\x12\x12\n" +
@@ -10469,12 +10499,16 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rshard_servers\x18\x05 \x03(\tR\fshardServers\x12(\n" +
 	"\x10shard_server_ids\x18\x06 \x03(\tR\x0eshardServerIds\x12\x1d\n" +
 	"\n" +
-	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"g\n" +
+	"encoded_ns\x18\a \x01(\x03R\tencodedNs\"\xa7\x01\n" +
 	"\tShardStat\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
-	"\acorrupt\x18\x04 \x01(\bR\acorrupt\"D\n" +
+	"\acorrupt\x18\x04 \x01(\bR\acorrupt\x12\x1e\n" +
+	"\n" +
+	"dead_bytes\x18\xb2\x04 \x01(\x04R\tdeadBytes\x12\x1e\n" +
+	"\n" +
+	"live_bytes\x18\xb3\x04 \x01(\x04R\tliveBytes\"D\n" +
 	"\vAuthRequest\x12\x1d\n" +
 	"\n" +
 	"access_key\x18\x01 \x01(\tR\taccessKey\x12\x16\n" +
@@ -11392,258 +11426,259 @@ var file_proto_meta_proto_depIdxs = []int32{
 	101, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	138, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
-	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
-	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
-	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
-	7,   // 43: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
-	19,  // 44: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
-	20,  // 45: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
-	23,  // 46: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
-	24,  // 47: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
-	26,  // 48: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
-	27,  // 49: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
-	28,  // 50: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
-	46,  // 51: cairn.meta.Command.put_user:type_name -> cairn.meta.User
-	48,  // 52: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
-	21,  // 53: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	61,  // 54: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	62,  // 55: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	72,  // 56: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	73,  // 57: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	69,  // 58: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	70,  // 59: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	80,  // 60: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	83,  // 61: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	85,  // 62: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	88,  // 63: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	90,  // 64: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	86,  // 65: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 66: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	54,  // 67: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	55,  // 68: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	56,  // 69: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	58,  // 70: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	105, // 71: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	95,  // 72: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	96,  // 73: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	108, // 74: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	115, // 75: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	117, // 76: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	117, // 77: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	120, // 78: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	51,  // 79: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	127, // 80: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
-	128, // 81: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
-	122, // 82: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
-	129, // 83: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	42,  // 84: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 85: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 86: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 87: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 88: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 89: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 90: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	106, // 91: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	139, // 92: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 93: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 94: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 95: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 96: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 97: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 98: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 99: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	140, // 100: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	141, // 101: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 102: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	142, // 103: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 104: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 105: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 106: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	143, // 107: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 108: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 109: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	144, // 110: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	145, // 111: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	146, // 112: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	147, // 113: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	148, // 114: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	149, // 115: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	150, // 116: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	151, // 117: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 118: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 119: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 120: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 121: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 122: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 123: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 124: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 125: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 126: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 127: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 128: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 129: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 130: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 131: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 132: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 133: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 134: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 135: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	121, // 136: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	122, // 137: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	125, // 138: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	122, // 139: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 140: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 141: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	2,   // 142: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 143: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 144: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 145: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 146: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 147: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 148: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 149: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 150: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 151: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 152: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 153: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 154: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 155: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 156: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 157: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 158: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 159: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 160: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 161: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 162: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 163: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 164: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 165: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 166: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 167: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 168: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 169: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 170: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 171: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 172: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 173: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 174: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 175: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 176: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 177: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 178: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 179: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 180: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 181: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 182: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 183: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 184: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 185: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 186: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 187: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 188: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 189: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 190: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 191: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 192: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 193: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 194: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 195: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 196: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 197: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 198: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 199: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 200: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 201: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 202: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 203: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 204: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 205: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 206: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 207: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 208: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 209: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 210: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 211: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 212: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	122, // 213: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	123, // 214: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 215: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	4,   // 216: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 217: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 218: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 219: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 220: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 221: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 222: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 223: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 224: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 225: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 226: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 227: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 228: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 229: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 230: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 231: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 232: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 233: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 234: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 235: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 236: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 237: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 238: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 239: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 240: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 241: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 242: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 243: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 244: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 245: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 246: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 247: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 248: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 249: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 250: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 251: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 252: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 253: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 254: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 255: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 256: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 257: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 258: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 259: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 260: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 261: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 262: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 263: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 264: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 265: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 266: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 267: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 268: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 269: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 270: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 271: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 272: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 273: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 274: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 275: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 276: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 277: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 278: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 279: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 280: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 281: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 282: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 283: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 284: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 285: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	216, // [216:286] is the sub-list for method output_type
-	146, // [146:216] is the sub-list for method input_type
-	146, // [146:146] is the sub-list for extension type_name
-	146, // [146:146] is the sub-list for extension extendee
-	0,   // [0:146] is the sub-list for field type_name
+	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
+	138, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
+	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
+	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
+	7,   // 44: cairn.meta.Command.set_visibility:type_name -> cairn.meta.SetVisibilityRequest
+	19,  // 45: cairn.meta.Command.mkdir:type_name -> cairn.meta.MkdirRequest
+	20,  // 46: cairn.meta.Command.commit:type_name -> cairn.meta.CommitRequest
+	23,  // 47: cairn.meta.Command.append:type_name -> cairn.meta.AppendRequest
+	24,  // 48: cairn.meta.Command.delete:type_name -> cairn.meta.DeleteRequest
+	26,  // 49: cairn.meta.Command.rename:type_name -> cairn.meta.RenameRequest
+	27,  // 50: cairn.meta.Command.set_attr:type_name -> cairn.meta.SetAttrRequest
+	28,  // 51: cairn.meta.Command.put_volume:type_name -> cairn.meta.Volume
+	46,  // 52: cairn.meta.Command.put_user:type_name -> cairn.meta.User
+	48,  // 53: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
+	21,  // 54: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
+	61,  // 55: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	62,  // 56: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	72,  // 57: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	73,  // 58: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	69,  // 59: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	70,  // 60: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	80,  // 61: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	83,  // 62: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	85,  // 63: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	88,  // 64: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	90,  // 65: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	86,  // 66: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	84,  // 67: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	54,  // 68: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	55,  // 69: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	56,  // 70: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	58,  // 71: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	105, // 72: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	95,  // 73: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	96,  // 74: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	108, // 75: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	115, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	117, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	117, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	120, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	51,  // 80: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	127, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
+	128, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
+	122, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
+	129, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
+	42,  // 85: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 86: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 87: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 88: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 89: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	116, // 90: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 91: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	106, // 92: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
+	139, // 93: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 94: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 95: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 96: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 97: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 98: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 99: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 100: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	140, // 101: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	141, // 102: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 103: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	142, // 104: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 105: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 106: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 107: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	143, // 108: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	81,  // 109: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	82,  // 110: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	144, // 111: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	145, // 112: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	146, // 113: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	147, // 114: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	148, // 115: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	149, // 116: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	150, // 117: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	151, // 118: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 119: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 120: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 121: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 122: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 123: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 124: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 125: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 126: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 127: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 128: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 129: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 130: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 131: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 132: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 133: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 134: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 135: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 136: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	121, // 137: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	122, // 138: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	125, // 139: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	122, // 140: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 141: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 142: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	2,   // 143: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 144: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 145: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 146: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 147: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 148: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 149: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 150: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 151: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 152: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 153: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 154: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 155: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 156: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 157: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 158: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 159: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 160: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 161: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 162: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 163: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 164: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 165: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 166: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 167: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 168: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 169: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 170: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 171: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 172: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 173: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 174: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 175: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 176: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 177: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 178: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 179: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 180: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 181: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 182: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 183: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 184: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 185: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 186: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 187: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 188: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 189: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 190: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 191: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 192: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 193: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 194: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 195: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 196: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 197: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 198: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 199: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 200: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 201: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 202: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 203: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 204: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 205: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 206: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 207: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 208: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 209: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 210: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 211: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 212: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 213: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	122, // 214: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	123, // 215: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 216: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	4,   // 217: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 218: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 219: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 220: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 221: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 222: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 223: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 224: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 225: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 226: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 227: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 228: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 229: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 230: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 231: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 232: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 233: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 234: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 235: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 236: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 237: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 238: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 239: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 240: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 241: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 242: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 243: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 244: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 245: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 246: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 247: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 248: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 249: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 250: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 251: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 252: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 253: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 254: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 255: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 256: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 257: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 258: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 259: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 260: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 261: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 262: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 263: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 264: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 265: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 266: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 267: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 268: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 269: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 270: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 271: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 272: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 273: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 274: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 275: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 276: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 277: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 278: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 279: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 280: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 281: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 282: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 283: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 284: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 285: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 286: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	217, // [217:287] is the sub-list for method output_type
+	147, // [147:217] is the sub-list for method input_type
+	147, // [147:147] is the sub-list for extension type_name
+	147, // [147:147] is the sub-list for extension extendee
+	0,   // [0:147] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }

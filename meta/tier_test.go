@@ -73,11 +73,13 @@ func readFile(t *testing.T, ts *testServer, c *cluster, p string) ([]byte, *meta
 func TestTierMove(t *testing.T) {
 	ts, c, n, data := tierFixture(t)
 	svc := ts.svc
+	// The file's volume before the policy: setting one kicks a scan, which
+	// may move the file before the test's own scan.
+	_, before := readFile(t, ts, c, "d/f")
+	oldVol := before.Extents[0].Volume
 	if _, err := ts.cl.TierSetPolicy(bg, &metapb.TierPolicy{Ns: "tns", Rules: []*metapb.TierRule{{To: "ec-4+2", Prefix: "d/"}}}); err != nil {
 		t.Fatal(err)
 	}
-	_, before := readFile(t, ts, c, "d/f")
-	oldVol := before.Extents[0].Volume
 	scanNow(t, svc)
 
 	got, r := readFile(t, ts, c, "d/f")

@@ -51,6 +51,12 @@ func (t *txn) applyTier(cmd *metapb.Command) (op errors.Op, p errors.Path, known
 	case *metapb.Command_TierRelease:
 		op = "meta.TierRelease"
 		err = t.tierRelease(c.TierRelease)
+	case *metapb.Command_TierIntent:
+		op = "meta.TierIntent"
+		err = t.tierIntent(c.TierIntent)
+	case *metapb.Command_TierReleaseIntents:
+		op = "meta.TierReleaseIntents"
+		err = t.tierReleaseIntents(c.TierReleaseIntents)
 	default:
 		known = false
 	}
@@ -65,7 +71,15 @@ func (t *txn) applyTier(cmd *metapb.Command) (op errors.Op, p errors.Path, known
 // res.inode. Otherwise the copies are garbage at once and res.inode is
 // nil: a changed file is not an error, the move is simply void.
 func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
-	ok, n, err := t.tierUnchanged(m)
+	ok, n, err := false, (*metapb.Inode)(nil), error(nil)
+	if !m.Abort {
+		ok, n, err = t.tierUnchanged(m)
+	}
+	if ok && m.Ino != 0 {
+		// The copies must still be the intent's (tier_intent.go): a
+		// released intent's copies are the collector's already.
+		ok, err = t.tierIntentCovers(m.Ino, m.To)
+	}
 	if err != nil {
 		return err
 	}
@@ -76,7 +90,10 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 			}
 		}
 		t.res.garbage = len(m.To) > 0
-		return nil
+		return t.tierEndIntent(m.Ino, nil)
+	}
+	if err := t.tierEndIntent(m.Ino, needlesOf(m.To)); err != nil {
+		return err
 	}
 	// The old needles are not released here: they wait out the grace
 	// period below, then go to the collector.

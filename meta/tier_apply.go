@@ -115,6 +115,43 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 	return t.put(inodeKey(n.Ino), n)
 }
 
+// commitClass is the storage class a commit leaves file old (nil: a new
+// file) in: the class the request names, "" when that is the namespace's
+// own. A commit that names none puts its new data in the namespace's
+// class; only when it keeps needles of the old content (a mount's partial
+// rewrite) does the file keep its class.
+func (t *txn) commitClass(ns *metapb.Namespace, old *metapb.Inode, r *metapb.CommitRequest, exts []*metapb.Extent) (string, error) {
+	if r.StorageClass != "" {
+		if r.StorageClass == className(ns, "") {
+			return "", nil
+		}
+		return r.StorageClass, nil
+	}
+	if old == nil || old.StorageClass == "" {
+		return "", nil
+	}
+	cur, err := t.v.extents(old)
+	if err != nil {
+		return "", err
+	}
+	keep := needlesOf(exts)
+	for _, nd := range distinctNeedles(cur) {
+		if keep[nd] {
+			return old.StorageClass, nil
+		}
+	}
+	return "", nil
+}
+
+// effectiveClass is the class file n of namespace ns is stored in.
+func (t *txn) effectiveClass(ns string, n *metapb.Inode) (string, error) {
+	rec, err := t.v.namespace(ns)
+	if err != nil {
+		return "", err
+	}
+	return className(rec, n.StorageClass), nil
+}
+
 // tierUnchanged reports whether the file of m is as the mover copied it.
 func (t *txn) tierUnchanged(m *metapb.TierMoveCommand) (bool, *metapb.Inode, error) {
 	n := &metapb.Inode{}
@@ -192,6 +229,18 @@ func (t *txn) tierRelease(r *metapb.TierReleaseCommand) error {
 			return err
 		}
 		t.res.garbage = true
+	}
+	return nil
+}
+
+// validClass checks a class a request names for a file ("": the
+// namespace's).
+func (s *Service) validClass(op errors.Op, class string) error {
+	if class == "" {
+		return nil
+	}
+	if _, err := s.class(class); err != nil {
+		return errors.E(op, errors.Invalid, err)
 	}
 	return nil
 }

@@ -2,9 +2,13 @@ package s3
 
 import (
 	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	"cairn/client"
 	"cairn/meta"
@@ -89,6 +93,15 @@ func (c s3Classes) name(ns *metapb.Namespace, n *metapb.Inode) string {
 	return n.StorageClass
 }
 
+// nameOf is the S3 name of Cairn class cls as a write named it ("": the
+// bucket's).
+func (c s3Classes) nameOf(cls string) string {
+	if cls == "" {
+		return standardClass
+	}
+	return cmp.Or(c.byClass[cls], cls)
+}
+
 // setClassHeader answers a HEAD or GET with the object's class; S3 sends
 // none for STANDARD.
 func setClassHeader(h http.Header, name string) {
@@ -108,4 +121,84 @@ func (s *Server) withObjectClass(q *request) (string, error) {
 	}
 	q.r = q.r.WithContext(client.WithStorageClass(q.r.Context(), class))
 	return class, nil
+}
+
+// A multipart upload's parts are written in its class. The class rides in
+// the upload id the gateway makes (random hex, then "x" and the class in
+// hex), so a part needs no meta call to learn it: meta takes a part only
+// for an id it holds, so the class cannot be altered. An id without the
+// suffix (meta's own) is the bucket's class.
+func uploadID(class string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	if class != "" {
+		id += "x" + hex.EncodeToString([]byte(class))
+	}
+	return id
+}
+
+// uploadClass is the class an upload id carries ("": the bucket's).
+func uploadClass(id string) string {
+	_, h, ok := strings.Cut(id, "x")
+	if !ok {
+		return ""
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// copyClass reads a CopyObject's x-amz-storage-class. A copy shares the
+// source's needles, and so its class; when the class named is another
+// (the way S3 changes an object's class: a copy onto itself), the answer
+// is the class to copy the bytes to ("" the bucket's), else nil.
+func (s *Server) copyClass(q *request, srcBucket string, f *client.File) (*string, error) {
+	name := q.r.Header.Get("X-Amz-Storage-Class")
+	if name == "" {
+		return nil, nil
+	}
+	class, err := s.classes.class(name)
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.client.Namespace(q.ctx(), srcBucket)
+	if err != nil {
+		return nil, notExistAs(err, errNoSuchBucket())
+	}
+	dst := s.bucketNS(q)
+	from := cmp.Or(f.Inode.StorageClass, src.StorageClass, meta.ClassReplicated)
+	if cmp.Or(class, dst.GetStorageClass(), meta.ClassReplicated) == from {
+		return nil, nil
+	}
+	return &class, nil
+}
+
+// copyBytes is a CopyObject into another class: the source's bytes are
+// read and written anew in class, then committed with the metadata req
+// says (the source's, or the request's with REPLACE).
+func (s *Server) copyBytes(q *request, f *client.File, req *metapb.S3CopyRequest, class string) (*metapb.Inode, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := s.client.ReadTo(q.ctx(), f, 0, f.Size(), pw)
+		pw.CloseWithError(err)
+	}()
+	st, err := s.client.Store(client.WithStorageClass(q.ctx(), class), req.DstNs, pr, f.Size())
+	pr.CloseWithError(io.ErrClosedPipe) // unblocks the reader if Store stopped early
+	if err != nil {
+		return nil, err
+	}
+	in := f.Inode
+	o := client.CommitOptions{PutOptions: client.PutOptions{ContentType: in.ContentType, UserMeta: in.UserMeta},
+		Headers: maps.Clone(in.Headers), Tags: in.Tags, StorageClass: class}
+	delete(o.Headers, "X-Amz-Storage-Class") // the name an older PUT kept
+	if req.ReplaceMetadata {
+		o.ContentType, o.UserMeta, o.Headers = req.ContentType, req.UserMeta, req.Headers
+	}
+	if req.ReplaceTags {
+		o.Tags = req.Tags
+	}
+	return s.client.CommitStored(q.ctx(), req.DstNs, req.DstPath, st, o)
 }

@@ -244,7 +244,8 @@ func postField(name string) bool {
 	switch name {
 	case "key", "acl", "policy", "success_action_status", "success_action_redirect", "redirect",
 		"content-type", "cache-control", "content-disposition", "content-encoding", "expires",
-		"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "bucket":
+		"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "bucket",
+		"x-amz-storage-class":
 		return true
 	}
 	return strings.HasPrefix(name, "x-amz-meta-") || strings.HasPrefix(name, "x-ignore-")
@@ -347,7 +348,8 @@ func (s *Server) postObject(q *request) error {
 		case name == "acl":
 			h.Set("X-Amz-Acl", v)
 		case name == "content-type" || name == "cache-control" || name == "content-disposition" ||
-			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-"):
+			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-") ||
+			name == "x-amz-storage-class":
 			h.Set(name, v)
 		}
 	}
@@ -366,6 +368,10 @@ func (s *Server) postObject(q *request) error {
 		return errInvalidArgument("a POST Object key must name a file, not end in '/'")
 	}
 	ct, user, std, err := objectMeta(h)
+	if err != nil {
+		return err
+	}
+	class, err := s.withObjectClass(q) // class.go
 	if err != nil {
 		return err
 	}
@@ -391,7 +397,7 @@ func (s *Server) postObject(q *request) error {
 	}
 	ino, err := s.client.CommitStored(q.ctx(), q.bucket, p, st, client.CommitOptions{
 		PutOptions: client.PutOptions{ContentType: ct, UserMeta: user},
-		Headers:    std,
+		Headers:    std, StorageClass: class,
 	})
 	if err != nil {
 		return s.keyError(err)

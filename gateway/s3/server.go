@@ -57,7 +57,7 @@ type Config struct {
 	// is ec-4+2 and GLACIER_IR ec-8+4.
 	StorageClasses map[string]string
 	Logger         *slog.Logger
-	Registerer    prometheus.Registerer
+	Registerer     prometheus.Registerer
 }
 
 func (c *Config) setDefaults() error {
@@ -88,16 +88,16 @@ func (c *Config) setDefaults() error {
 
 // Server is the S3 API handler.
 type Server struct {
-	cfg    Config
-	client *client.Client
-	meta   metapb.MetaClient
-	keys   keyCache
-	cors   corsCache
-	states stateCache // bucket policies, public access blocks, ownership (access.go)
-	classes s3Classes // storage class names (class.go)
-	ops    *metrics.Ops
-	stop   context.CancelFunc
-	done   chan struct{}
+	cfg     Config
+	client  *client.Client
+	meta    metapb.MetaClient
+	keys    keyCache
+	cors    corsCache
+	states  stateCache // bucket policies, public access blocks, ownership (access.go)
+	classes s3Classes  // storage class names (class.go)
+	ops     *metrics.Ops
+	stop    context.CancelFunc
+	done    chan struct{}
 	// md5s hashes big bodies several at a time with SIMD: MD5 (which S3
 	// ETags are) was half the CPU of a parallel multipart upload.
 	md5s md5simd.Server

@@ -199,3 +199,44 @@ func postClass(t *testing.T, s *server.Server, bucket, key, class string) {
 		t.Fatalf("POST with x-amz-storage-class %s: %d %s", class, resp.StatusCode, body)
 	}
 }
+
+// TestCachedReadsKeepFilesHot: a file read only through the gateway's
+// caches (its metadata from the client's cache, its bytes from the hot
+// cache: meta never resolves it) is not demoted by a rule for unread
+// files, while a file nobody reads is.
+func TestCachedReadsKeepFilesHot(t *testing.T) {
+	s := servertest.Start(t, func(c *server.Config) { c.TierInterval = time.Second })
+	c := root(t, s)
+	ctx := context.Background()
+	const b = "reads"
+	must(c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(b)}))
+	for _, key := range []string{"hot", "cold"} {
+		must(c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(b), Key: aws.String(key), Body: strings.NewReader("bytes of " + key)}))
+	}
+	const unread = 8 * time.Second // well above the 1 s grain of read times and the 1 s reports
+	must(s.Meta().TierSetPolicy(ctx, &metapb.TierPolicy{Ns: b, Rules: []*metapb.TierRule{{To: "ec-4+2", UnreadNs: int64(unread)}}}))
+	// Looked up without extents: not a read (classOf's lookup is one).
+	class := func(key string) string {
+		r := must(s.Meta().Resolve(ctx, &metapb.ResolveRequest{Ns: b, Path: key}))
+		return r.Inode.StorageClass
+	}
+	hits := func() uint64 {
+		st := must(s.Meta().TierStatus(ctx, &metapb.Empty{}))
+		return st.CachedReads
+	}
+	await.Until(t, 120*time.Second, "the unread file to be demoted", func() bool {
+		g := must(c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b), Key: aws.String("hot")}))
+		got, _ := io.ReadAll(g.Body)
+		g.Body.Close()
+		if string(got) != "bytes of hot" {
+			t.Fatalf("GET hot: %q", got)
+		}
+		return class("cold") == "ec-4+2"
+	})
+	if cls := class("hot"); cls != "" {
+		t.Fatalf("a file read throughout (from the gateway's caches) was demoted to %q", cls)
+	}
+	if hits() == 0 {
+		t.Fatal("no cached read was reported to meta")
+	}
+}

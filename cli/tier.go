@@ -243,6 +243,8 @@ func printTierStatus(w io.Writer, st *metapb.TierStatusResponse, now time.Time) 
 	fmt.Fprintf(w, "\n%s (every %s); %d files were due to move\n", scanned, time.Duration(st.IntervalNs), st.Due)
 	fmt.Fprintf(w, "moves since meta started: %d moved (%d bytes), %d stale (the file changed; copy discarded), %d failed\n",
 		st.Moved, st.MovedBytes, st.Stale, st.Failed)
+	fmt.Fprintf(w, "move intents: %d open; %d unfinished moves' copies released; %d reads reported from client caches\n",
+		st.Intents, st.UnfinishedReleased, st.CachedReads)
 	if len(st.Moving) > 0 {
 		fmt.Fprintln(w, "in progress:")
 		for _, m := range st.Moving {

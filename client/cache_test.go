@@ -63,3 +63,16 @@ func TestPutWrittenRace(t *testing.T) {
 		t.Fatal("newer event kept the entry")
 	}
 }
+
+// BenchmarkNoteRead: what ReadTo adds to every read to report it for
+// tiering (readnotes.go), from many goroutines at once.
+func BenchmarkNoteRead(b *testing.B) {
+	c := &Client{notes: readNotes{pending: map[readNote]struct{}{}}}
+	b.RunParallel(func(pb *testing.PB) {
+		var ino uint64
+		for pb.Next() {
+			ino++
+			c.NoteReadIno("ns", ino%1024+1)
+		}
+	})
+}

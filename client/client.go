@@ -76,6 +76,7 @@ type Client struct {
 	done   chan struct{}
 
 	dataLoss atomic.Uint64 // see DataLoss
+	notes    readNotes     // reads to report for tiering (readnotes.go)
 
 	ecIdx sync.Map // volume id -> ecCachedIndex: encoded volumes' needle indexes (ec.go)
 }
@@ -97,7 +98,9 @@ func New(cfg Config) (*Client, error) {
 		assign:  map[string]*metapb.Volume{},
 		cancel:  cancel,
 		done:    make(chan struct{}),
+		notes:   readNotes{pending: map[readNote]struct{}{}, done: make(chan struct{})},
 	}
+	go c.reportReads(ctx)
 	if cfg.NoWatch || cfg.CacheEntries < 0 {
 		close(c.done)
 	} else {
@@ -110,6 +113,7 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Close() error {
 	c.cancel()
 	<-c.done
+	<-c.notes.done
 	return nil
 }
 

@@ -67,6 +67,7 @@ func (c *Client) ReadTo(ctx context.Context, f *File, off, n int64, w io.Writer)
 	if off < 0 || n < 0 || off+n > f.Size() {
 		return 0, errors.E(op, errors.Range, errors.Path(f.NS+"/"+f.Path), "read past the end of the file")
 	}
+	c.NoteRead(f) // readnotes.go: for tiering
 	parts := plan(f.Extents, off, n)
 	if len(parts) <= 1 || c.cfg.Parallel == 1 {
 		var total int64

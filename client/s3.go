@@ -53,6 +53,9 @@ type CommitOptions struct {
 	// Object lock of the new version (a bucket with object lock only).
 	Retention *metapb.S3Retention
 	LegalHold bool
+	// StorageClass is the class the needles were written in
+	// (WithStorageClass); "": the namespace's.
+	StorageClass string
 }
 
 // CommitStored makes s the content of ns/p (creating parents), like Put.
@@ -64,7 +67,7 @@ func (c *Client) CommitStored(ctx context.Context, ns, p string, s *Stored, o Co
 		Etag: hex.EncodeToString(s.MD5), ContentType: o.ContentType,
 		UserMeta: o.UserMeta, Mode: o.Mode, IfMatch: o.IfMatch,
 		IfNoneMatch: o.IfNoneMatch, Parents: true, Headers: o.Headers, Tags: o.Tags,
-		S3Retention: o.Retention, S3LegalHold: o.LegalHold,
+		S3Retention: o.Retention, S3LegalHold: o.LegalHold, StorageClass: o.StorageClass,
 	})
 	if err != nil {
 		c.cache.invalidate(ns, p)

@@ -99,6 +99,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	ctx = h.n.m.begin(ctx, "read")
 	defer end(ctx)
+	h.n.m.cl.NoteReadIno(h.n.ns, h.n.StableAttr().Ino) // for tiering: reads served by the mount's caches (client/readnotes.go)
 	if b, ok, err := h.n.readDirect(ctx, h, off, int64(len(dest))); err != nil {
 		return nil, errno(err)
 	} else if ok {

@@ -463,6 +463,7 @@ func (l *lazyHeader) Write(p []byte) (int, error) {
 func (g *Gateway) hotRead(ctx context.Context, f *client.File) ([]byte, error) {
 	key := hotKey(f.NS, f.Path)
 	if data, ok := g.hot.get(key, f.Inode.Ino, f.Inode.Version); ok {
+		g.client.NoteRead(f) // a read meta does not see, for tiering (client/readnotes.go)
 		return data, nil
 	}
 	data, err := g.client.ReadAll(ctx, f)

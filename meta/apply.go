@@ -601,6 +601,10 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		mtime = t.now
 	}
 	var n *metapb.Inode
+	cls, err := t.commitClass(ns, nil, r, exts)
+	if err != nil {
+		return err
+	}
 	switch {
 	case found && isDir:
 		return errors.E(errors.IsDir, "a directory of that name exists")
@@ -616,6 +620,9 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 		if r.IfMatch != "" && r.IfMatch != n.Etag {
 			return errors.E(errors.Precondition, "etag does not match")
+		}
+		if cls, err = t.commitClass(ns, n, r, exts); err != nil { // tier_apply.go
+			return err
 		}
 		// The replacement keeps the inode (open handles and caches
 		// keyed by ino stay valid) and swaps the extents in this batch.
@@ -655,6 +662,7 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		n.AtimeNs = r.AtimeNs
 	}
 	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
+	n.StorageClass = cls
 	if !t.plain {
 		if err := t.stamp(ns, p, n, r); err != nil {
 			return err

@@ -109,6 +109,7 @@ var readMethods = map[string]bool{
 	"Resolve": true, "BatchResolve": true, "List": true, "GetNamespace": true,
 	"S3GetBucketConfig": true, "S3GetUpload": true, "S3ListParts": true, "S3ListUploads": true,
 	"S3GetVersion": true, "S3ListVersions": true,
+	"TierNoteReads": true, // a read the caller served from its cache (tier_intent.go)
 }
 
 // rules holds a rule for every method of the service: explicit, else

@@ -33,7 +33,7 @@ func TestMethodClassification(t *testing.T) {
 		"S3ListKeys": false, "S3Grant": false, "S3GetSecret": false, "S3PutBucketConfig": false,
 		"Sync": false, "MountDirty": false, "MountReserve": false, "RenewCaps": false, "MountLock": false,
 		"CreateJoinToken": false, "Join": false, "RevokeCert": false,
-		"TierSetPolicy": false, "TierGetPolicy": false, "TierStatus": false,
+		"TierSetPolicy": false, "TierGetPolicy": false, "TierStatus": false, "TierNoteReads": false,
 		"MetaMembers": false, "MetaAddMember": false, "MetaRemoveMember": false, "MetaSnapshot": false,
 		// Streams are not served through serve().
 		"Watch": false, "MountSession": false,

@@ -211,13 +211,16 @@ func (t *txn) completeUpload(r *metapb.S3CompleteRequest) error {
 	return t.commitKeep(&metapb.CommitRequest{
 		Ns: u.Bucket, Path: u.Key, Size: size, Extents: exts, Etag: MultipartETag(sums),
 		ContentType: u.ContentType, UserMeta: u.UserMeta, Headers: u.Headers, Tags: u.Tags, Parents: true,
-		IfNoneMatch: r.IfNoneMatch, IfMatch: r.IfMatch, PartSizes: sizes,
+		IfNoneMatch: r.IfNoneMatch, IfMatch: r.IfMatch, PartSizes: sizes, StorageClass: u.StorageClass,
 	}, false)
 }
 
 // ---- RPCs -----------------------------------------------------------------------
 
 func (s *Service) S3CreateUpload(ctx context.Context, req *metapb.S3Upload) (*metapb.S3Upload, error) {
+	if err := s.validClass("meta.S3CreateUpload", req.StorageClass); err != nil { // tier_apply.go
+		return nil, err
+	}
 	u := proto.Clone(req).(*metapb.S3Upload)
 	if u.UploadId == "" {
 		u.UploadId = randomFrom(32, "0123456789abcdef")

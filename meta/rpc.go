@@ -218,6 +218,9 @@ func (s *Service) Commit(ctx context.Context, req *metapb.CommitRequest) (*metap
 	if req.OpenIno != 0 && !s.openFiles().holds(sessionOf(ctx), req.OpenIno) {
 		req.OpenIno = 0 // by inode only through the caller's own open
 	}
+	if err := s.validClass("meta.Commit", req.StorageClass); err != nil { // tier_apply.go
+		return nil, err
+	}
 	return s.mutateInode(withRequest(ctx, &metapb.Command{Op: &metapb.Command_Commit{Commit: req}}))
 }
 

@@ -149,6 +149,11 @@ func (t *txn) s3Copy(r *metapb.S3CopyRequest) error {
 	if c.Etag == "" {
 		c.Etag = syntheticETag(src)
 	}
+	// The shared needles stay where they are: the copy is in the
+	// source's class (tier_apply.go: commitClass).
+	if c.StorageClass, err = t.effectiveClass(r.SrcNs, src); err != nil {
+		return err
+	}
 	if r.ReplaceMetadata {
 		c.ContentType, c.UserMeta, c.Headers = r.ContentType, r.UserMeta, r.Headers
 	}

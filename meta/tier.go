@@ -31,8 +31,9 @@ import (
 // class; then it proposes TierMoveCommand, which switches the file to the
 // copies only if it is exactly as copied (same version and extents, its
 // needles its own), and otherwise turns the copies into garbage. A crash
-// before the switch leaves the file as it was (the copies are then
-// unreferenced bytes in their volume: the one thing a crash can cost). The
+// before the switch leaves the file as it was; the copies made so far are
+// named in the move's intent, which the leader releases to the collector
+// after a grace (tier_intent.go). The
 // old needles stay readable for a grace period of 10 intervals (t/g/
 // keys, tier_apply.go), for readers that looked the file up before the
 // switch, and then go to the garbage collector like any deleted needle.
@@ -41,8 +42,10 @@ import (
 // inode in memory, and once a second the leader proposes one
 // TierAccessCommand for every file read since, which moves a file's atime
 // only when it is older than the interval. A file read often costs one
-// write per interval, a cold file's first read one write; a read served
-// from a client's cache is not seen (a file read that way is hot anyway).
+// write per interval, a cold file's first read one write. Reads a client
+// serves from its own cache (the gateway's hot cache, the client
+// library's metadata cache) reach meta as TierNoteReads, batched by the
+// client once a second (client/readnotes.go), and count the same.
 
 // tierState is the mover's soft state; guarded by mu.
 type tierState struct {
@@ -60,6 +63,8 @@ type tierState struct {
 	bytes        uint64
 	stale        uint64
 	failed       uint64
+	leftovers    uint64 // intents of unfinished moves released (tier_intent.go)
+	cachedReads  uint64 // reads clients reported from their caches
 	kick         chan struct{}
 	m            tierMetrics
 }
@@ -72,6 +77,10 @@ type tierMetrics struct {
 	moves    *prometheus.CounterVec
 	bytes    prometheus.Counter
 	inFlight prometheus.Gauge
+	// tier2: unfinished moves whose copies were released, and reads
+	// clients served from their caches and reported.
+	leftovers   prometheus.Counter
+	cachedReads prometheus.Counter
 }
 
 func (s *Service) tierStart() {
@@ -90,6 +99,10 @@ func (s *Service) tierStart() {
 			Help: "Bytes of files moved between storage classes."})),
 		inFlight: registered(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "cairn", Subsystem: "tier", Name: "moves_in_progress",
 			Help: "Tier moves in progress."})),
+		leftovers: registered(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "tier", Name: "unfinished_moves_released_total",
+			Help: "Moves left unfinished (a crash, a leader change) whose copies were turned into garbage."})),
+		cachedReads: registered(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: "cairn", Subsystem: "tier", Name: "cached_reads_total",
+			Help: "File reads clients served from their own caches and reported for tiering."})),
 	}
 	s.wg.Add(1)
 	go func() {
@@ -132,6 +145,9 @@ func (s *Service) tierStep(ctx context.Context) bool {
 	}
 	if err := s.releaseGrace(time.Now()); err != nil && ctx.Err() == nil {
 		s.log.Warn("tiering: releasing moved needles failed", "err", err)
+	}
+	if err := s.releaseIntents(time.Now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("tiering: releasing unfinished moves' copies failed", "err", err)
 	}
 	s.tier.mu.Lock()
 	due := time.Since(s.tier.lastScan) >= s.cfg.TierInterval
@@ -481,21 +497,29 @@ func (s *Service) tierCopyAndSwitch(ctx context.Context, mv tierMove, lim *tierL
 	var buf bytes.Buffer
 	var vol *metapb.Volume
 	for _, e := range mv.extents {
-		if err := lim.wait(ctx, int64(e.Length)); err != nil {
-			return "failed", errors.E(op, errors.Canceled, err)
-		}
 		buf.Reset()
 		if err := s.readExtent(ctx, e, &buf); err != nil {
-			s.discardCopies(cmd.To)
+			s.discardCopies(mv.ino, cmd.To)
 			return "failed", errors.E(op, fullPath(mv.ns, mv.path), err)
 		}
 		key, v, err := s.tierPut(ctx, mv.ns, mv.to, vol, buf.Bytes())
 		if err != nil {
-			s.discardCopies(cmd.To)
+			s.discardCopies(mv.ino, cmd.To)
 			return "failed", errors.E(op, fullPath(mv.ns, mv.path), err)
 		}
 		vol = v
 		cmd.To = append(cmd.To, &metapb.Extent{Offset: e.Offset, Length: e.Length, Volume: v.Id, Key: key})
+		// Named in the file's intent before the next copy (tier_intent.go).
+		if err := s.tierNoteCopy(mv.ino, cmd.To[len(cmd.To)-1]); err != nil {
+			s.discardCopies(mv.ino, cmd.To)
+			return "failed", errors.E(op, fullPath(mv.ns, mv.path), err)
+		}
+		// Paced after the copy: the time a move takes is mostly spent
+		// here, with its copies already named in the intent.
+		if err := lim.wait(ctx, int64(e.Length)); err != nil {
+			s.discardCopies(mv.ino, cmd.To)
+			return "failed", errors.E(op, errors.Canceled, err)
+		}
 	}
 	res, err := s.propose(&metapb.Command{Op: &metapb.Command_TierMove{TierMove: cmd}})
 	if err != nil {
@@ -507,15 +531,14 @@ func (s *Service) tierCopyAndSwitch(ctx context.Context, mv tierMove, lim *tierL
 	return "moved", nil
 }
 
-// discardCopies queues the needles a failed move already wrote as garbage
-// (best effort: a failure leaves them unreferenced in their volume).
-func (s *Service) discardCopies(exts []*metapb.Extent) {
+// discardCopies aborts the move of file ino: the needles it already wrote
+// and its intent's go to the garbage queue (best effort: on a failure the
+// leader releases the intent after its grace, tier_intent.go).
+func (s *Service) discardCopies(ino uint64, exts []*metapb.Extent) {
 	if len(exts) == 0 {
 		return
 	}
-	// A move of no file: the inode 0 never exists, so the copies go to the
-	// garbage queue.
-	cmd := &metapb.TierMoveCommand{To: exts}
+	cmd := &metapb.TierMoveCommand{Ino: ino, To: exts, Abort: true}
 	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_TierMove{TierMove: cmd}}); err != nil {
 		s.log.Warn("tiering: could not queue a failed move's copies as garbage", "err", err)
 	}

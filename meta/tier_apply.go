@@ -51,6 +51,12 @@ func (t *txn) applyTier(cmd *metapb.Command) (op errors.Op, p errors.Path, known
 	case *metapb.Command_TierRelease:
 		op = "meta.TierRelease"
 		err = t.tierRelease(c.TierRelease)
+	case *metapb.Command_TierIntent:
+		op = "meta.TierIntent"
+		err = t.tierIntent(c.TierIntent)
+	case *metapb.Command_TierReleaseIntents:
+		op = "meta.TierReleaseIntents"
+		err = t.tierReleaseIntents(c.TierReleaseIntents)
 	default:
 		known = false
 	}
@@ -65,7 +71,15 @@ func (t *txn) applyTier(cmd *metapb.Command) (op errors.Op, p errors.Path, known
 // res.inode. Otherwise the copies are garbage at once and res.inode is
 // nil: a changed file is not an error, the move is simply void.
 func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
-	ok, n, err := t.tierUnchanged(m)
+	ok, n, err := false, (*metapb.Inode)(nil), error(nil)
+	if !m.Abort {
+		ok, n, err = t.tierUnchanged(m)
+	}
+	if ok && m.Ino != 0 {
+		// The copies must still be the intent's (tier_intent.go): a
+		// released intent's copies are the collector's already.
+		ok, err = t.tierIntentCovers(m.Ino, m.To)
+	}
 	if err != nil {
 		return err
 	}
@@ -76,7 +90,10 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 			}
 		}
 		t.res.garbage = len(m.To) > 0
-		return nil
+		return t.tierEndIntent(m.Ino, nil)
+	}
+	if err := t.tierEndIntent(m.Ino, needlesOf(m.To)); err != nil {
+		return err
 	}
 	// The old needles are not released here: they wait out the grace
 	// period below, then go to the collector.
@@ -96,6 +113,43 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 	t.res.inode = n
 	t.event(m.Ns, m.Path, false)
 	return t.put(inodeKey(n.Ino), n)
+}
+
+// commitClass is the storage class a commit leaves file old (nil: a new
+// file) in: the class the request names, "" when that is the namespace's
+// own. A commit that names none puts its new data in the namespace's
+// class; only when it keeps needles of the old content (a mount's partial
+// rewrite) does the file keep its class.
+func (t *txn) commitClass(ns *metapb.Namespace, old *metapb.Inode, r *metapb.CommitRequest, exts []*metapb.Extent) (string, error) {
+	if r.StorageClass != "" {
+		if r.StorageClass == className(ns, "") {
+			return "", nil
+		}
+		return r.StorageClass, nil
+	}
+	if old == nil || old.StorageClass == "" {
+		return "", nil
+	}
+	cur, err := t.v.extents(old)
+	if err != nil {
+		return "", err
+	}
+	keep := needlesOf(exts)
+	for _, nd := range distinctNeedles(cur) {
+		if keep[nd] {
+			return old.StorageClass, nil
+		}
+	}
+	return "", nil
+}
+
+// effectiveClass is the class file n of namespace ns is stored in.
+func (t *txn) effectiveClass(ns string, n *metapb.Inode) (string, error) {
+	rec, err := t.v.namespace(ns)
+	if err != nil {
+		return "", err
+	}
+	return className(rec, n.StorageClass), nil
 }
 
 // tierUnchanged reports whether the file of m is as the mover copied it.
@@ -175,6 +229,18 @@ func (t *txn) tierRelease(r *metapb.TierReleaseCommand) error {
 			return err
 		}
 		t.res.garbage = true
+	}
+	return nil
+}
+
+// validClass checks a class a request names for a file ("": the
+// namespace's).
+func (s *Service) validClass(op errors.Op, class string) error {
+	if class == "" {
+		return nil
+	}
+	if _, err := s.class(class); err != nil {
+		return errors.E(op, errors.Invalid, err)
 	}
 	return nil
 }

@@ -131,6 +131,9 @@ func (s *Service) TierStatus(ctx context.Context, _ *metapb.Empty) (*metapb.Tier
 		return nil, err
 	}
 	out := &metapb.TierStatusResponse{Policies: pols.Policies, IntervalNs: int64(s.cfg.TierInterval)}
+	if out.Intents, err = s.tierIntents(); err != nil {
+		return nil, err
+	}
 	s.tier.mu.Lock()
 	defer s.tier.mu.Unlock()
 	for _, k := range slices.Sorted(maps.Keys(s.tier.scan.classes)) {
@@ -144,5 +147,6 @@ func (s *Service) TierStatus(ctx context.Context, _ *metapb.Empty) (*metapb.Tier
 		out.Moving = append(out.Moving, s.tier.moving[k])
 	}
 	out.Moved, out.MovedBytes, out.Stale, out.Failed = s.tier.moved, s.tier.bytes, s.tier.stale, s.tier.failed
+	out.UnfinishedReleased, out.CachedReads = s.tier.leftovers, s.tier.cachedReads
 	return out, nil
 }

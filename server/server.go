@@ -65,6 +65,8 @@ type Config struct {
 	// LifecycleClock is the time S3 lifecycle rules age objects by
 	// (meta.Config.LifecycleClock); tests move it ahead. Nil: time.Now.
 	LifecycleClock func() time.Time
+	// TierInterval is meta.Config.TierInterval (tiering scans). Default 1m.
+	TierInterval time.Duration
 
 	// Users' TLS on the HTTP and S3 listeners: a certificate and key
 	// (PEM files), or TLSAuto for one issued by the cluster CA for this
@@ -179,7 +181,7 @@ func Start(cfg Config) (s *Server, err error) {
 		Dir: metaDir, RootUser: cfg.RootUser, RootPassword: cfg.RootPassword,
 		MaxVolumeSize: cfg.MaxVolumeSize, Chunks: dialAs(metaNode.Client()), Logger: cfg.Logger, CA: s.ca,
 		CapTTL: cfg.CapTTL, CapRotate: cfg.CapRotate, StoreReserve: meta.DefaultStoreReserve, Revoked: s.revoked,
-		LifecycleClock: cfg.LifecycleClock,
+		LifecycleClock: cfg.LifecycleClock, TierInterval: cfg.TierInterval,
 	})
 	if err != nil {
 		return nil, errors.E(op, err)

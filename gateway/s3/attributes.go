@@ -46,7 +46,8 @@ type objectPart struct {
 }
 
 func (s *Server) getObjectAttributes(q *request) error {
-	if _, err := s.authorize(q, read); err != nil {
+	ns, err := s.authorize(q, read)
+	if err != nil {
 		return err
 	}
 	h := q.r.Header
@@ -83,7 +84,7 @@ func (s *Server) getObjectAttributes(q *request) error {
 		out.ETag = strings.Trim(etagOf(ino), `"`)
 	}
 	if want["StorageClass"] {
-		out.StorageClass = "STANDARD"
+		out.StorageClass = s.classes.name(ns, ino) // class.go
 	}
 	if want["ObjectSize"] {
 		size := ino.Size

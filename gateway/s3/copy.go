@@ -105,9 +105,13 @@ func (s *Server) copyObject(q *request) error {
 		}
 		q.w.Header()["X-Amz-Copy-Source-Version-Id"] = []string{req.SrcVersionId}
 	}
+	toClass, err := s.copyClass(q, sb, f) // class.go
+	if err != nil {
+		return err
+	}
 	switch h.Get("X-Amz-Metadata-Directive") {
 	case "", "COPY":
-		if sb == q.bucket && f.Path == dst && h.Get("X-Amz-Tagging-Directive") != "REPLACE" {
+		if sb == q.bucket && f.Path == dst && h.Get("X-Amz-Tagging-Directive") != "REPLACE" && toClass == nil {
 			return errInvalidRequest("This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.")
 		}
 	case "REPLACE":
@@ -137,7 +141,12 @@ func (s *Server) copyObject(q *request) error {
 	default:
 		return apiErr(http.StatusBadRequest, "InvalidArgument", "Unknown tagging directive.")
 	}
-	ino, err := s.client.Copy(q.ctx(), req)
+	var ino *metapb.Inode
+	if toClass != nil {
+		ino, err = s.copyBytes(q, f, req, *toClass)
+	} else {
+		ino, err = s.client.Copy(q.ctx(), req)
+	}
 	if errors.Is(errors.Precondition, err) {
 		return apiErr(http.StatusPreconditionFailed, "PreconditionFailed", "the source changed during the copy; retry")
 	}

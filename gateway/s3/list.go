@@ -239,7 +239,9 @@ func (s *Server) listObjects(q *request, v2 bool) error {
 		own = &o
 	}
 	for _, e := range l.contents {
-		out.Contents = append(out.Contents, entryXML(e, esc, own))
+		o := entryXML(e, esc, own)
+		o.StorageClass = s.classes.name(n, e.Inode) // class.go
+		out.Contents = append(out.Contents, o)
 	}
 	for _, p := range l.prefixes {
 		out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(p)})

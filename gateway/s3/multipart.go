@@ -43,6 +43,10 @@ func (s *Server) createUpload(q *request) error {
 	if err != nil {
 		return err
 	}
+	class, err := s.classes.class(q.r.Header.Get("X-Amz-Storage-Class"))
+	if err != nil {
+		return err
+	}
 	tags, err := parseTagging(q.r.Header.Get("X-Amz-Tagging"))
 	if err != nil {
 		return err
@@ -56,6 +60,7 @@ func (s *Server) createUpload(q *request) error {
 	u, err := s.meta.S3CreateUpload(q.ctx(), &metapb.S3Upload{
 		Bucket: q.bucket, Key: ref.Key, Owner: q.p.access,
 		ContentType: ct, UserMeta: user, Headers: std, Tags: tags,
+		StorageClass: class, UploadId: uploadID(class), // class.go
 	})
 	if err != nil {
 		return notExistAs(err, errNoSuchBucket())
@@ -95,6 +100,9 @@ func (s *Server) uploadPart(q *request) error {
 	ref, num, err := s.partTarget(q)
 	if err != nil {
 		return err
+	}
+	if class := uploadClass(ref.UploadId); class != "" { // class.go
+		q.r = q.r.WithContext(client.WithStorageClass(q.r.Context(), class))
 	}
 	st, err := s.store(q, q.bucket)
 	if err != nil {
@@ -343,7 +351,7 @@ func (s *Server) listParts(q *request) error {
 	}
 	out := listPartsResult{
 		Xmlns: s3NS, Bucket: q.bucket, Key: q.key, UploadID: ref.UploadId,
-		Initiator: ownerOf(l.Upload.Owner), Owner: ownerOf(l.Upload.Owner), StorageClass: "STANDARD",
+		Initiator: ownerOf(l.Upload.Owner), Owner: ownerOf(l.Upload.Owner), StorageClass: s.classes.nameOf(l.Upload.StorageClass),
 		PartNumberMarker: marker, MaxParts: maxParts, IsTruncated: l.Truncated,
 	}
 	for _, p := range l.Parts {
@@ -403,7 +411,7 @@ func (s *Server) listUploads(q *request) error {
 			continue
 		}
 		out.Uploads = append(out.Uploads, uploadXML{Key: esc(u.Key), UploadID: u.UploadId, Initiator: ownerOf(u.Owner),
-			Owner: ownerOf(u.Owner), StorageClass: "STANDARD", Initiated: isoTime(u.InitiatedNs)})
+			Owner: ownerOf(u.Owner), StorageClass: s.classes.nameOf(u.StorageClass), Initiated: isoTime(u.InitiatedNs)})
 		out.NextKeyMarker, out.NextUploadIDMarker = esc(u.Key), u.UploadId
 	}
 	writeXML(q.w, http.StatusOK, out)

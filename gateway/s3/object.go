@@ -102,7 +102,8 @@ func (s *Server) putObject(q *request) error {
 	if err != nil {
 		return err
 	}
-	if std, err = withObjectClass(q, std); err != nil {
+	class, err := s.withObjectClass(q)
+	if err != nil {
 		return err
 	}
 	tags, err := parseTagging(q.r.Header.Get("X-Amz-Tagging"))
@@ -131,7 +132,7 @@ func (s *Server) putObject(q *request) error {
 			IfNoneMatch: inm,
 		},
 		Headers: storeChecksums(q.w.Header(), std), Tags: tags,
-		Retention: retention, LegalHold: hold,
+		Retention: retention, LegalHold: hold, StorageClass: class,
 	})
 	if err != nil {
 		return s.keyError(err)
@@ -293,6 +294,7 @@ func (s *Server) getObject(q *request) error {
 		}
 		h[k] = []string{v}
 	}
+	setClassHeader(h, s.classes.name(n, ino))
 	for k, v := range ino.UserMeta {
 		// As sent (stored lower-case), not canonicalised: S3 answers
 		// x-amz-meta-meta1, and clients that compare names see the difference.

@@ -246,7 +246,7 @@ func postField(name string) bool {
 	case "key", "acl", "policy", "success_action_status", "success_action_redirect", "redirect",
 		"content-type", "cache-control", "content-disposition", "content-encoding", "expires",
 		"x-amz-algorithm", "x-amz-credential", "x-amz-date", "x-amz-signature", "bucket",
-		"tagging", "x-amz-checksum-algorithm":
+		"tagging", "x-amz-checksum-algorithm", "x-amz-storage-class":
 		return true
 	}
 	if _, ok := checksumAlgos[textproto.CanonicalMIMEHeaderKey(name)]; ok {
@@ -376,7 +376,8 @@ func (s *Server) postObject(q *request) error {
 		case name == "acl":
 			h.Set("X-Amz-Acl", v)
 		case name == "content-type" || name == "cache-control" || name == "content-disposition" ||
-			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-") || sum:
+			name == "content-encoding" || name == "expires" || strings.HasPrefix(name, "x-amz-meta-") ||
+			name == "x-amz-storage-class" || sum:
 			h.Set(name, v)
 		}
 	}
@@ -405,6 +406,10 @@ func (s *Server) postObject(q *request) error {
 	if err != nil {
 		return err
 	}
+	class, err := s.withObjectClass(q) // class.go
+	if err != nil {
+		return err
+	}
 	limit := s.cfg.MaxObjectSize
 	if maxSize >= 0 && maxSize < limit {
 		limit = maxSize
@@ -427,7 +432,7 @@ func (s *Server) postObject(q *request) error {
 	}
 	ino, err := s.client.CommitStored(q.ctx(), q.bucket, p, st, client.CommitOptions{
 		PutOptions: client.PutOptions{ContentType: ct, UserMeta: user},
-		Headers:    storeChecksums(q.w.Header(), std), Tags: tags,
+		Headers:    storeChecksums(q.w.Header(), std), Tags: tags, StorageClass: class,
 	})
 	if err != nil {
 		return s.keyError(err)

@@ -165,7 +165,7 @@ func TestPostObject(t *testing.T) {
 	resp, body = postForm(t, u, g, "x", []byte("x"))
 	wantPost(t, "a field no condition names", resp, body, http.StatusForbidden, "AccessDenied")
 	g = copyFields(f)
-	g["x-amz-storage-class"] = "STANDARD"
+	g["x-amz-website-redirect-location"] = "/elsewhere"
 	resp, body = postForm(t, u, g, "x", []byte("x"))
 	wantPost(t, "an unsupported field", resp, body, http.StatusNotImplemented, "NotImplemented")
 	g = copyFields(f)

@@ -305,9 +305,6 @@ func checkHeaders(h http.Header) error {
 		}
 		return errNotImplemented("the header " + lk + " is not supported")
 	}
-	if _, _, err := objectClass(h); err != nil { // STANDARD, STANDARD_IA, GLACIER_IR (class.go)
-		return err
-	}
 	return nil
 }
 

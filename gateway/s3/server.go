@@ -52,8 +52,12 @@ type Config struct {
 	UploadSweep time.Duration
 	// MaxObjectSize refuses larger single PUTs. Default 5 GiB, as S3.
 	MaxObjectSize int64
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// StorageClasses maps S3 storage class names to Cairn classes
+	// (class.go); STANDARD is always the bucket's class. nil: STANDARD_IA
+	// is ec-4+2 and GLACIER_IR ec-8+4.
+	StorageClasses map[string]string
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 func (c *Config) setDefaults() error {
@@ -84,15 +88,16 @@ func (c *Config) setDefaults() error {
 
 // Server is the S3 API handler.
 type Server struct {
-	cfg    Config
-	client *client.Client
-	meta   metapb.MetaClient
-	keys   keyCache
-	cors   corsCache
-	states stateCache // bucket policies, public access blocks, ownership (access.go)
-	ops    *metrics.Ops
-	stop   context.CancelFunc
-	done   chan struct{}
+	cfg     Config
+	client  *client.Client
+	meta    metapb.MetaClient
+	keys    keyCache
+	cors    corsCache
+	states  stateCache // bucket policies, public access blocks, ownership (access.go)
+	classes s3Classes  // storage class names (class.go)
+	ops     *metrics.Ops
+	stop    context.CancelFunc
+	done    chan struct{}
 	// md5s hashes big bodies several at a time with SIMD: MD5 (which S3
 	// ETags are) was half the CPU of a parallel multipart upload.
 	md5s md5simd.Server
@@ -114,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 		cors: corsCache{m: map[string]corsEntry{}}, states: stateCache{m: map[string]bucketState{}},
 		ops:  metrics.NewOps(cfg.Registerer, "s3"),
 		stop: cancel, done: make(chan struct{}), md5s: md5simd.NewServer(),
+		classes: newS3Classes(cfg.StorageClasses),
 	}
 	var seed [8]byte
 	rand.Read(seed[:])
@@ -252,6 +258,10 @@ func (s *Server) dispatch(q *request) (string, error) {
 		return rt.op, err
 	}
 	q.action = actionOf(rt.op, q)
+	// A class this gateway does not offer is refused on any call (class.go).
+	if _, err := s.classes.class(q.r.Header.Get("X-Amz-Storage-Class")); err != nil {
+		return rt.op, err
+	}
 	if err := s.expectedOwners(q); err != nil {
 		return rt.op, err
 	}

@@ -316,7 +316,7 @@ func (s *Server) listVersions(q *request) error {
 			size := o.Size
 			out.Versions = append(out.Versions, versionXML{
 				XMLName: xml.Name{Local: "Version"}, Key: o.Key, VersionID: versionIDOf(n, it.cur.Inode), IsLatest: true,
-				LastModified: o.LastModified, ETag: o.ETag, Size: &size, Owner: &own, StorageClass: "STANDARD",
+				LastModified: o.LastModified, ETag: o.ETag, Size: &size, Owner: &own, StorageClass: s.classes.name(n, it.cur.Inode),
 			})
 			if out.Versions[len(out.Versions)-1].VersionID == "" {
 				out.Versions[len(out.Versions)-1].VersionID = "null"
@@ -331,7 +331,7 @@ func (s *Server) listVersions(q *request) error {
 				x.XMLName.Local = "DeleteMarker"
 			} else {
 				size := r.Inode.GetSize()
-				x.ETag, x.Size, x.StorageClass = etagOf(r.Inode), &size, "STANDARD"
+				x.ETag, x.Size, x.StorageClass = etagOf(r.Inode), &size, s.classes.name(n, r.Inode)
 			}
 			out.Versions = append(out.Versions, x)
 		}

@@ -1534,7 +1534,12 @@ type CommitRequest struct {
 	S3LegalHold bool         `protobuf:"varint,251,opt,name=s3_legal_hold,json=s3LegalHold,proto3" json:"s3_legal_hold,omitempty"`
 	// An open file's flush: when path names another file or none, the
 	// commit goes to this inode, which the caller's session holds open.
-	OpenIno       uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"`
+	OpenIno uint64 `protobuf:"varint,300,opt,name=open_ino,json=openIno,proto3" json:"open_ino,omitempty"`
+	// The file's storage class (tier2; meta/classes.go): the class of the
+	// volumes the caller wrote the extents to ("": the namespace's). A
+	// commit that keeps some of the file's old needles and names no class
+	// keeps the file's class.
+	StorageClass  string `protobuf:"bytes,581,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1728,6 +1733,13 @@ func (x *CommitRequest) GetOpenIno() uint64 {
 		return x.OpenIno
 	}
 	return 0
+}
+
+func (x *CommitRequest) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
 }
 
 // CommitBatchRequest applies several commits as one mutation: one round
@@ -3775,6 +3787,8 @@ type Command struct {
 	//	*Command_TierAccess
 	//	*Command_PutTierPolicy
 	//	*Command_TierRelease
+	//	*Command_TierIntent
+	//	*Command_TierReleaseIntents
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4232,6 +4246,24 @@ func (x *Command) GetTierRelease() *TierReleaseCommand {
 	return nil
 }
 
+func (x *Command) GetTierIntent() *TierIntentCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TierIntent); ok {
+			return x.TierIntent
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTierReleaseIntents() *TierReleaseIntentsCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TierReleaseIntents); ok {
+			return x.TierReleaseIntents
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4414,6 +4446,15 @@ type Command_TierRelease struct {
 	TierRelease *TierReleaseCommand `protobuf:"bytes,464,opt,name=tier_release,json=tierRelease,proto3,oneof"`
 }
 
+type Command_TierIntent struct {
+	// ---- Tier move intents (tier2 band 581-600; meta/tier_intent.go) ----
+	TierIntent *TierIntentCommand `protobuf:"bytes,581,opt,name=tier_intent,json=tierIntent,proto3,oneof"`
+}
+
+type Command_TierReleaseIntents struct {
+	TierReleaseIntents *TierReleaseIntentsCommand `protobuf:"bytes,582,opt,name=tier_release_intents,json=tierReleaseIntents,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -4499,6 +4540,10 @@ func (*Command_TierAccess) isCommand_Op() {}
 func (*Command_PutTierPolicy) isCommand_Op() {}
 
 func (*Command_TierRelease) isCommand_Op() {}
+
+func (*Command_TierIntent) isCommand_Op() {}
+
+func (*Command_TierReleaseIntents) isCommand_Op() {}
 
 // CommandOutcome is what the state machine remembers of a command that
 // carried a request id: the command's own error, or the parts of its
@@ -7054,16 +7099,19 @@ func (x *S3TagsRequest) GetTags() map[string]string {
 // S3Upload is a multipart upload in progress
 // (key s3m/{bucket} 0 {key} 0 {upload_id}).
 type S3Upload struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bucket        string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	UploadId      string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // chosen by the proposer (random)
-	InitiatedNs   int64                  `protobuf:"varint,4,opt,name=initiated_ns,json=initiatedNs,proto3" json:"initiated_ns,omitempty"`
-	Owner         string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
-	ContentType   string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	UserMeta      map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Headers       map[string]string      `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Tags          map[string]string      `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Bucket      string                 `protobuf:"bytes,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Key         string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	UploadId    string                 `protobuf:"bytes,3,opt,name=upload_id,json=uploadId,proto3" json:"upload_id,omitempty"` // chosen by the proposer (random)
+	InitiatedNs int64                  `protobuf:"varint,4,opt,name=initiated_ns,json=initiatedNs,proto3" json:"initiated_ns,omitempty"`
+	Owner       string                 `protobuf:"bytes,5,opt,name=owner,proto3" json:"owner,omitempty"`
+	ContentType string                 `protobuf:"bytes,6,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	UserMeta    map[string]string      `protobuf:"bytes,7,rep,name=user_meta,json=userMeta,proto3" json:"user_meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Headers     map[string]string      `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Tags        map[string]string      `protobuf:"bytes,9,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The storage class the parts are written in and the object gets
+	// (tier2: x-amz-storage-class of CreateMultipartUpload; "": the bucket's).
+	StorageClass  string `protobuf:"bytes,581,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7159,6 +7207,13 @@ func (x *S3Upload) GetTags() map[string]string {
 		return x.Tags
 	}
 	return nil
+}
+
+func (x *S3Upload) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
 }
 
 type S3UploadRequest struct {
@@ -9898,19 +9953,26 @@ func (x *TierClassBytes) GetBytes() uint64 {
 }
 
 type TierStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Classes       []*TierClassBytes      `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`                       // file bytes per class, as of the last scan (scans run while a policy exists)
-	ScannedNs     int64                  `protobuf:"varint,2,opt,name=scanned_ns,json=scannedNs,proto3" json:"scanned_ns,omitempty"` // when the last scan ended (0: none yet)
-	Moving        []string               `protobuf:"bytes,3,rep,name=moving,proto3" json:"moving,omitempty"`                         // moves in progress
-	Due           uint64                 `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`                              // files the last scan found due for a move
-	Moved         uint64                 `protobuf:"varint,5,opt,name=moved,proto3" json:"moved,omitempty"`                          // moves committed since meta started
-	MovedBytes    uint64                 `protobuf:"varint,6,opt,name=moved_bytes,json=movedBytes,proto3" json:"moved_bytes,omitempty"`
-	Stale         uint64                 `protobuf:"varint,7,opt,name=stale,proto3" json:"stale,omitempty"`   // copies discarded: the file changed meanwhile
-	Failed        uint64                 `protobuf:"varint,8,opt,name=failed,proto3" json:"failed,omitempty"` // moves that failed (retried at the next scan)
-	Policies      []*TierPolicy          `protobuf:"bytes,9,rep,name=policies,proto3" json:"policies,omitempty"`
-	IntervalNs    int64                  `protobuf:"varint,10,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"` // between scans
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Classes    []*TierClassBytes      `protobuf:"bytes,1,rep,name=classes,proto3" json:"classes,omitempty"`                       // file bytes per class, as of the last scan (scans run while a policy exists)
+	ScannedNs  int64                  `protobuf:"varint,2,opt,name=scanned_ns,json=scannedNs,proto3" json:"scanned_ns,omitempty"` // when the last scan ended (0: none yet)
+	Moving     []string               `protobuf:"bytes,3,rep,name=moving,proto3" json:"moving,omitempty"`                         // moves in progress
+	Due        uint64                 `protobuf:"varint,4,opt,name=due,proto3" json:"due,omitempty"`                              // files the last scan found due for a move
+	Moved      uint64                 `protobuf:"varint,5,opt,name=moved,proto3" json:"moved,omitempty"`                          // moves committed since meta started
+	MovedBytes uint64                 `protobuf:"varint,6,opt,name=moved_bytes,json=movedBytes,proto3" json:"moved_bytes,omitempty"`
+	Stale      uint64                 `protobuf:"varint,7,opt,name=stale,proto3" json:"stale,omitempty"`   // copies discarded: the file changed meanwhile
+	Failed     uint64                 `protobuf:"varint,8,opt,name=failed,proto3" json:"failed,omitempty"` // moves that failed (retried at the next scan)
+	Policies   []*TierPolicy          `protobuf:"bytes,9,rep,name=policies,proto3" json:"policies,omitempty"`
+	IntervalNs int64                  `protobuf:"varint,10,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"` // between scans
+	// tier2 (meta/tier_intent.go): moves with copies recorded in an intent
+	// (in progress, or left by a crash and not yet released), unfinished
+	// moves whose copies the leader released since it started, and reads
+	// clients reported serving from their caches.
+	Intents            uint64 `protobuf:"varint,581,opt,name=intents,proto3" json:"intents,omitempty"`
+	UnfinishedReleased uint64 `protobuf:"varint,582,opt,name=unfinished_released,json=unfinishedReleased,proto3" json:"unfinished_released,omitempty"`
+	CachedReads        uint64 `protobuf:"varint,583,opt,name=cached_reads,json=cachedReads,proto3" json:"cached_reads,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TierStatusResponse) Reset() {
@@ -10013,21 +10075,45 @@ func (x *TierStatusResponse) GetIntervalNs() int64 {
 	return 0
 }
 
+func (x *TierStatusResponse) GetIntents() uint64 {
+	if x != nil {
+		return x.Intents
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetUnfinishedReleased() uint64 {
+	if x != nil {
+		return x.UnfinishedReleased
+	}
+	return 0
+}
+
+func (x *TierStatusResponse) GetCachedReads() uint64 {
+	if x != nil {
+		return x.CachedReads
+	}
+	return 0
+}
+
 // TierMoveCommand switches a file to copies of its extents, made in
 // another class, if the file is unchanged since they were copied (same
 // version, same extents, needles its own); otherwise the copies become
 // garbage. Old needles become garbage after a grace period (t/g/ keys),
 // so that a reader holding the old extents still reads them.
 type TierMoveCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Ino           uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
-	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
-	StorageClass  string                 `protobuf:"bytes,5,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // the file's class after the move ("": the namespace's)
-	From          []*Extent              `protobuf:"bytes,6,rep,name=from,proto3" json:"from,omitempty"`
-	To            []*Extent              `protobuf:"bytes,7,rep,name=to,proto3" json:"to,omitempty"`
-	GraceNs       int64                  `protobuf:"varint,8,opt,name=grace_ns,json=graceNs,proto3" json:"grace_ns,omitempty"` // how long the old needles stay readable
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Ns           string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Path         string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Ino          uint64                 `protobuf:"varint,3,opt,name=ino,proto3" json:"ino,omitempty"`
+	Version      uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	StorageClass string                 `protobuf:"bytes,5,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"` // the file's class after the move ("": the namespace's)
+	From         []*Extent              `protobuf:"bytes,6,rep,name=from,proto3" json:"from,omitempty"`
+	To           []*Extent              `protobuf:"bytes,7,rep,name=to,proto3" json:"to,omitempty"`
+	GraceNs      int64                  `protobuf:"varint,8,opt,name=grace_ns,json=graceNs,proto3" json:"grace_ns,omitempty"` // how long the old needles stay readable
+	// tier2: the move is given up (a copy failed): the copies, and any
+	// needle of the file's move intent, become garbage.
+	Abort         bool `protobuf:"varint,581,opt,name=abort,proto3" json:"abort,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -10116,6 +10202,13 @@ func (x *TierMoveCommand) GetGraceNs() int64 {
 		return x.GraceNs
 	}
 	return 0
+}
+
+func (x *TierMoveCommand) GetAbort() bool {
+	if x != nil {
+		return x.Abort
+	}
+	return false
 }
 
 // TierAccessCommand records reads meta saw (batched, coarse): a file's
@@ -10214,6 +10307,232 @@ func (*TierReleaseCommand) Descriptor() ([]byte, []int) {
 func (x *TierReleaseCommand) GetKeys() [][]byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+// TierIntent is a tier move in progress (key t/i/{ino}): the copies the
+// mover made so far. The move's switch or abort removes it; the leader
+// turns the copies of an intent left behind (a crash, a leader change)
+// into garbage once it is older than its grace.
+type TierIntent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	To            []*Extent              `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`                                 // the copies (volume, key) written so far
+	UpdatedNs     int64                  `protobuf:"varint,3,opt,name=updated_ns,json=updatedNs,proto3" json:"updated_ns,omitempty"` // when the last copy was added
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierIntent) Reset() {
+	*x = TierIntent{}
+	mi := &file_proto_meta_proto_msgTypes[126]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierIntent) ProtoMessage() {}
+
+func (x *TierIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[126]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierIntent.ProtoReflect.Descriptor instead.
+func (*TierIntent) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{126}
+}
+
+func (x *TierIntent) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TierIntent) GetTo() []*Extent {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *TierIntent) GetUpdatedNs() int64 {
+	if x != nil {
+		return x.UpdatedNs
+	}
+	return 0
+}
+
+// TierIntentCommand adds copies the mover wrote to file ino's intent,
+// creating it.
+type TierIntentCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ino           uint64                 `protobuf:"varint,1,opt,name=ino,proto3" json:"ino,omitempty"`
+	To            []*Extent              `protobuf:"bytes,2,rep,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierIntentCommand) Reset() {
+	*x = TierIntentCommand{}
+	mi := &file_proto_meta_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierIntentCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierIntentCommand) ProtoMessage() {}
+
+func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierIntentCommand.ProtoReflect.Descriptor instead.
+func (*TierIntentCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{127}
+}
+
+func (x *TierIntentCommand) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *TierIntentCommand) GetTo() []*Extent {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+// TierReleaseIntentsCommand turns the copies of the intents of inos into
+// garbage and removes the intents, each only if it was not updated at or
+// after before_ns (a move still going on keeps its copies).
+type TierReleaseIntentsCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Inos          []uint64               `protobuf:"varint,1,rep,packed,name=inos,proto3" json:"inos,omitempty"`
+	BeforeNs      int64                  `protobuf:"varint,2,opt,name=before_ns,json=beforeNs,proto3" json:"before_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierReleaseIntentsCommand) Reset() {
+	*x = TierReleaseIntentsCommand{}
+	mi := &file_proto_meta_proto_msgTypes[128]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierReleaseIntentsCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierReleaseIntentsCommand) ProtoMessage() {}
+
+func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[128]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierReleaseIntentsCommand.ProtoReflect.Descriptor instead.
+func (*TierReleaseIntentsCommand) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{128}
+}
+
+func (x *TierReleaseIntentsCommand) GetInos() []uint64 {
+	if x != nil {
+		return x.Inos
+	}
+	return nil
+}
+
+func (x *TierReleaseIntentsCommand) GetBeforeNs() int64 {
+	if x != nil {
+		return x.BeforeNs
+	}
+	return 0
+}
+
+// TierReadsRequest names files of ns a client read from its own cache.
+type TierReadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
+	Inos          []uint64               `protobuf:"varint,2,rep,packed,name=inos,proto3" json:"inos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TierReadsRequest) Reset() {
+	*x = TierReadsRequest{}
+	mi := &file_proto_meta_proto_msgTypes[129]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TierReadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TierReadsRequest) ProtoMessage() {}
+
+func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[129]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TierReadsRequest.ProtoReflect.Descriptor instead.
+func (*TierReadsRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{129}
+}
+
+func (x *TierReadsRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *TierReadsRequest) GetInos() []uint64 {
+	if x != nil {
+		return x.Inos
 	}
 	return nil
 }
@@ -10349,7 +10668,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xb7\a\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xdd\a\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -10376,7 +10695,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12;\n" +
 	"\fs3_retention\x18\xfa\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +
 	"\rs3_legal_hold\x18\xfb\x01 \x01(\bR\vs3LegalHold\x12\x1a\n" +
-	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenIno\x1a;\n" +
+	"\bopen_ino\x18\xac\x02 \x01(\x04R\aopenIno\x12$\n" +
+	"\rstorage_class\x18\xc5\x04 \x01(\tR\fstorageClass\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -10557,7 +10877,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xee\x16\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x8d\x18\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
@@ -10614,7 +10934,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vtier_access\x18\xce\x03 \x01(\v2\x1d.cairn.meta.TierAccessCommandH\x00R\n" +
 	"tierAccess\x12A\n" +
 	"\x0fput_tier_policy\x18\xcf\x03 \x01(\v2\x16.cairn.meta.TierPolicyH\x00R\rputTierPolicy\x12D\n" +
-	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierReleaseB\x04\n" +
+	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierRelease\x12A\n" +
+	"\vtier_intent\x18\xc5\x04 \x01(\v2\x1d.cairn.meta.TierIntentCommandH\x00R\n" +
+	"tierIntent\x12Z\n" +
+	"\x14tier_release_intents\x18\xc6\x04 \x01(\v2%.cairn.meta.TierReleaseIntentsCommandH\x00R\x12tierReleaseIntentsB\x04\n" +
 	"\x02op\"\xab\x03\n" +
 	"\x0eCommandOutcome\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.cairn.meta.ErrorR\x05error\x12%\n" +
@@ -10856,7 +11179,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04tags\x18\x03 \x03(\v2#.cairn.meta.S3TagsRequest.TagsEntryR\x04tags\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x04\n" +
 	"\bS3Upload\x12\x16\n" +
 	"\x06bucket\x18\x01 \x01(\tR\x06bucket\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
@@ -10866,7 +11189,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fcontent_type\x18\x06 \x01(\tR\vcontentType\x12?\n" +
 	"\tuser_meta\x18\a \x03(\v2\".cairn.meta.S3Upload.UserMetaEntryR\buserMeta\x12;\n" +
 	"\aheaders\x18\b \x03(\v2!.cairn.meta.S3Upload.HeadersEntryR\aheaders\x122\n" +
-	"\x04tags\x18\t \x03(\v2\x1e.cairn.meta.S3Upload.TagsEntryR\x04tags\x1a;\n" +
+	"\x04tags\x18\t \x03(\v2\x1e.cairn.meta.S3Upload.TagsEntryR\x04tags\x12$\n" +
+	"\rstorage_class\x18\xc5\x04 \x01(\tR\fstorageClass\x1a;\n" +
 	"\rUserMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
@@ -11090,7 +11414,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x0eTierClassBytes\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x14\n" +
 	"\x05files\x18\x02 \x01(\x04R\x05files\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"\xcd\x02\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"\xbe\x03\n" +
 	"\x12TierStatusResponse\x124\n" +
 	"\aclasses\x18\x01 \x03(\v2\x1a.cairn.meta.TierClassBytesR\aclasses\x12\x1d\n" +
 	"\n" +
@@ -11105,7 +11429,10 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bpolicies\x18\t \x03(\v2\x16.cairn.meta.TierPolicyR\bpolicies\x12\x1f\n" +
 	"\vinterval_ns\x18\n" +
 	" \x01(\x03R\n" +
-	"intervalNs\"\xed\x01\n" +
+	"intervalNs\x12\x19\n" +
+	"\aintents\x18\xc5\x04 \x01(\x04R\aintents\x120\n" +
+	"\x13unfinished_released\x18\xc6\x04 \x01(\x04R\x12unfinishedReleased\x12\"\n" +
+	"\fcached_reads\x18\xc7\x04 \x01(\x04R\vcachedReads\"\x84\x02\n" +
 	"\x0fTierMoveCommand\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x10\n" +
@@ -11114,12 +11441,28 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rstorage_class\x18\x05 \x01(\tR\fstorageClass\x12&\n" +
 	"\x04from\x18\x06 \x03(\v2\x12.cairn.meta.ExtentR\x04from\x12\"\n" +
 	"\x02to\x18\a \x03(\v2\x12.cairn.meta.ExtentR\x02to\x12\x19\n" +
-	"\bgrace_ns\x18\b \x01(\x03R\agraceNs\"B\n" +
+	"\bgrace_ns\x18\b \x01(\x03R\agraceNs\x12\x15\n" +
+	"\x05abort\x18\xc5\x04 \x01(\bR\x05abort\"B\n" +
 	"\x11TierAccessCommand\x12\x12\n" +
 	"\x04inos\x18\x01 \x03(\x04R\x04inos\x12\x19\n" +
 	"\bgrain_ns\x18\x02 \x01(\x03R\agrainNs\"(\n" +
 	"\x12TierReleaseCommand\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\fR\x04keys**\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys\"a\n" +
+	"\n" +
+	"TierIntent\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\"\n" +
+	"\x02to\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\x02to\x12\x1d\n" +
+	"\n" +
+	"updated_ns\x18\x03 \x01(\x03R\tupdatedNs\"I\n" +
+	"\x11TierIntentCommand\x12\x10\n" +
+	"\x03ino\x18\x01 \x01(\x04R\x03ino\x12\"\n" +
+	"\x02to\x18\x02 \x03(\v2\x12.cairn.meta.ExtentR\x02to\"L\n" +
+	"\x19TierReleaseIntentsCommand\x12\x12\n" +
+	"\x04inos\x18\x01 \x03(\x04R\x04inos\x12\x1b\n" +
+	"\tbefore_ns\x18\x02 \x01(\x03R\bbeforeNs\"6\n" +
+	"\x10TierReadsRequest\x12\x0e\n" +
+	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
+	"\x04inos\x18\x02 \x03(\x04R\x04inos**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -11140,7 +11483,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xc5$\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\x87%\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -11216,7 +11559,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rTierSetPolicy\x12\x16.cairn.meta.TierPolicy\x1a\x16.cairn.meta.TierPolicy\x12J\n" +
 	"\rTierGetPolicy\x12\x1d.cairn.meta.TierPolicyRequest\x1a\x1a.cairn.meta.TierPolicyList\x12?\n" +
 	"\n" +
-	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponse\x12@\n" +
+	"\rTierNoteReads\x12\x1c.cairn.meta.TierReadsRequest\x1a\x11.cairn.meta.EmptyB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -11231,160 +11575,164 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 148)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 152)
 var file_proto_meta_proto_goTypes = []any{
-	(Visibility)(0),                 // 0: cairn.meta.Visibility
-	(FileType)(0),                   // 1: cairn.meta.FileType
-	(S3Access)(0),                   // 2: cairn.meta.S3Access
-	(S3Versioning)(0),               // 3: cairn.meta.S3Versioning
-	(*Namespace)(nil),               // 4: cairn.meta.Namespace
-	(*CreateNamespaceRequest)(nil),  // 5: cairn.meta.CreateNamespaceRequest
-	(*NamespaceRequest)(nil),        // 6: cairn.meta.NamespaceRequest
-	(*SetVisibilityRequest)(nil),    // 7: cairn.meta.SetVisibilityRequest
-	(*NamespaceList)(nil),           // 8: cairn.meta.NamespaceList
-	(*Extent)(nil),                  // 9: cairn.meta.Extent
-	(*Inode)(nil),                   // 10: cairn.meta.Inode
-	(*ResolveRequest)(nil),          // 11: cairn.meta.ResolveRequest
-	(*ResolveResponse)(nil),         // 12: cairn.meta.ResolveResponse
-	(*BatchResolveRequest)(nil),     // 13: cairn.meta.BatchResolveRequest
-	(*ResolveResult)(nil),           // 14: cairn.meta.ResolveResult
-	(*BatchResolveResponse)(nil),    // 15: cairn.meta.BatchResolveResponse
-	(*ListRequest)(nil),             // 16: cairn.meta.ListRequest
-	(*ListEntry)(nil),               // 17: cairn.meta.ListEntry
-	(*ListResponse)(nil),            // 18: cairn.meta.ListResponse
-	(*MkdirRequest)(nil),            // 19: cairn.meta.MkdirRequest
-	(*CommitRequest)(nil),           // 20: cairn.meta.CommitRequest
-	(*CommitBatchRequest)(nil),      // 21: cairn.meta.CommitBatchRequest
-	(*CommitBatchResponse)(nil),     // 22: cairn.meta.CommitBatchResponse
-	(*AppendRequest)(nil),           // 23: cairn.meta.AppendRequest
-	(*DeleteRequest)(nil),           // 24: cairn.meta.DeleteRequest
-	(*DeleteResponse)(nil),          // 25: cairn.meta.DeleteResponse
-	(*RenameRequest)(nil),           // 26: cairn.meta.RenameRequest
-	(*SetAttrRequest)(nil),          // 27: cairn.meta.SetAttrRequest
-	(*Volume)(nil),                  // 28: cairn.meta.Volume
-	(*AssignRequest)(nil),           // 29: cairn.meta.AssignRequest
-	(*AssignResponse)(nil),          // 30: cairn.meta.AssignResponse
-	(*VolumesRequest)(nil),          // 31: cairn.meta.VolumesRequest
-	(*VolumesResponse)(nil),         // 32: cairn.meta.VolumesResponse
-	(*VolumeStat)(nil),              // 33: cairn.meta.VolumeStat
-	(*HeartbeatRequest)(nil),        // 34: cairn.meta.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 35: cairn.meta.HeartbeatResponse
-	(*EcVolume)(nil),                // 36: cairn.meta.EcVolume
-	(*ShardStat)(nil),               // 37: cairn.meta.ShardStat
-	(*AuthRequest)(nil),             // 38: cairn.meta.AuthRequest
-	(*AuthResponse)(nil),            // 39: cairn.meta.AuthResponse
-	(*WatchRequest)(nil),            // 40: cairn.meta.WatchRequest
-	(*Event)(nil),                   // 41: cairn.meta.Event
-	(*Error)(nil),                   // 42: cairn.meta.Error
-	(*Empty)(nil),                   // 43: cairn.meta.Empty
-	(*CreateUserRequest)(nil),       // 44: cairn.meta.CreateUserRequest
-	(*CreateUserResponse)(nil),      // 45: cairn.meta.CreateUserResponse
-	(*User)(nil),                    // 46: cairn.meta.User
-	(*Needle)(nil),                  // 47: cairn.meta.Needle
-	(*GarbageDone)(nil),             // 48: cairn.meta.GarbageDone
-	(*Command)(nil),                 // 49: cairn.meta.Command
-	(*CommandOutcome)(nil),          // 50: cairn.meta.CommandOutcome
-	(*ReclaimOrphansCommand)(nil),   // 51: cairn.meta.ReclaimOrphansCommand
-	(*MountSessionMsg)(nil),         // 52: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),       // 53: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),     // 54: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),        // 55: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),       // 56: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),      // 57: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),     // 58: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),    // 59: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),            // 60: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),     // 61: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),      // 62: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),     // 63: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),           // 64: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),           // 65: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),           // 66: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),   // 67: cairn.meta.ClusterStatusResponse
-	(*StorageClass)(nil),            // 68: cairn.meta.StorageClass
-	(*S3User)(nil),                  // 69: cairn.meta.S3User
-	(*S3UserRequest)(nil),           // 70: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),              // 71: cairn.meta.S3UserList
-	(*S3Key)(nil),                   // 72: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),            // 73: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),      // 74: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),          // 75: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),               // 76: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),             // 77: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),               // 78: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),              // 79: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),          // 80: cairn.meta.S3BucketConfig
-	(*S3LifecycleRule)(nil),         // 81: cairn.meta.S3LifecycleRule
-	(*S3PublicAccessBlock)(nil),     // 82: cairn.meta.S3PublicAccessBlock
-	(*S3CopyRequest)(nil),           // 83: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),           // 84: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                // 85: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),         // 86: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                  // 87: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),        // 88: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),          // 89: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),       // 90: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),      // 91: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),              // 92: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),    // 93: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),            // 94: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),         // 95: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),     // 96: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),  // 97: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil), // 98: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),             // 99: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),            // 100: cairn.meta.JoinResponse
-	(*CapKey)(nil),                  // 101: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),        // 102: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),       // 103: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),              // 104: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),       // 105: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),        // 106: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),       // 107: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),             // 108: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),            // 109: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),              // 110: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),     // 111: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),       // 112: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),       // 113: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),             // 114: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),     // 115: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),               // 116: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),        // 117: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),   // 118: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),           // 119: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),           // 120: cairn.meta.S3LockRequest
-	(*TierRule)(nil),                // 121: cairn.meta.TierRule
-	(*TierPolicy)(nil),              // 122: cairn.meta.TierPolicy
-	(*TierPolicyRequest)(nil),       // 123: cairn.meta.TierPolicyRequest
-	(*TierPolicyList)(nil),          // 124: cairn.meta.TierPolicyList
-	(*TierClassBytes)(nil),          // 125: cairn.meta.TierClassBytes
-	(*TierStatusResponse)(nil),      // 126: cairn.meta.TierStatusResponse
-	(*TierMoveCommand)(nil),         // 127: cairn.meta.TierMoveCommand
-	(*TierAccessCommand)(nil),       // 128: cairn.meta.TierAccessCommand
-	(*TierReleaseCommand)(nil),      // 129: cairn.meta.TierReleaseCommand
-	nil,                             // 130: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 131: cairn.meta.Inode.HeadersEntry
-	nil,                             // 132: cairn.meta.Inode.TagsEntry
-	nil,                             // 133: cairn.meta.Inode.XattrsEntry
-	nil,                             // 134: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 135: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 136: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 137: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 138: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 139: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 140: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 141: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 142: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 143: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 144: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                             // 145: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 146: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 147: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 148: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 149: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 150: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 151: cairn.meta.S3Upload.TagsEntry
+	(Visibility)(0),                   // 0: cairn.meta.Visibility
+	(FileType)(0),                     // 1: cairn.meta.FileType
+	(S3Access)(0),                     // 2: cairn.meta.S3Access
+	(S3Versioning)(0),                 // 3: cairn.meta.S3Versioning
+	(*Namespace)(nil),                 // 4: cairn.meta.Namespace
+	(*CreateNamespaceRequest)(nil),    // 5: cairn.meta.CreateNamespaceRequest
+	(*NamespaceRequest)(nil),          // 6: cairn.meta.NamespaceRequest
+	(*SetVisibilityRequest)(nil),      // 7: cairn.meta.SetVisibilityRequest
+	(*NamespaceList)(nil),             // 8: cairn.meta.NamespaceList
+	(*Extent)(nil),                    // 9: cairn.meta.Extent
+	(*Inode)(nil),                     // 10: cairn.meta.Inode
+	(*ResolveRequest)(nil),            // 11: cairn.meta.ResolveRequest
+	(*ResolveResponse)(nil),           // 12: cairn.meta.ResolveResponse
+	(*BatchResolveRequest)(nil),       // 13: cairn.meta.BatchResolveRequest
+	(*ResolveResult)(nil),             // 14: cairn.meta.ResolveResult
+	(*BatchResolveResponse)(nil),      // 15: cairn.meta.BatchResolveResponse
+	(*ListRequest)(nil),               // 16: cairn.meta.ListRequest
+	(*ListEntry)(nil),                 // 17: cairn.meta.ListEntry
+	(*ListResponse)(nil),              // 18: cairn.meta.ListResponse
+	(*MkdirRequest)(nil),              // 19: cairn.meta.MkdirRequest
+	(*CommitRequest)(nil),             // 20: cairn.meta.CommitRequest
+	(*CommitBatchRequest)(nil),        // 21: cairn.meta.CommitBatchRequest
+	(*CommitBatchResponse)(nil),       // 22: cairn.meta.CommitBatchResponse
+	(*AppendRequest)(nil),             // 23: cairn.meta.AppendRequest
+	(*DeleteRequest)(nil),             // 24: cairn.meta.DeleteRequest
+	(*DeleteResponse)(nil),            // 25: cairn.meta.DeleteResponse
+	(*RenameRequest)(nil),             // 26: cairn.meta.RenameRequest
+	(*SetAttrRequest)(nil),            // 27: cairn.meta.SetAttrRequest
+	(*Volume)(nil),                    // 28: cairn.meta.Volume
+	(*AssignRequest)(nil),             // 29: cairn.meta.AssignRequest
+	(*AssignResponse)(nil),            // 30: cairn.meta.AssignResponse
+	(*VolumesRequest)(nil),            // 31: cairn.meta.VolumesRequest
+	(*VolumesResponse)(nil),           // 32: cairn.meta.VolumesResponse
+	(*VolumeStat)(nil),                // 33: cairn.meta.VolumeStat
+	(*HeartbeatRequest)(nil),          // 34: cairn.meta.HeartbeatRequest
+	(*HeartbeatResponse)(nil),         // 35: cairn.meta.HeartbeatResponse
+	(*EcVolume)(nil),                  // 36: cairn.meta.EcVolume
+	(*ShardStat)(nil),                 // 37: cairn.meta.ShardStat
+	(*AuthRequest)(nil),               // 38: cairn.meta.AuthRequest
+	(*AuthResponse)(nil),              // 39: cairn.meta.AuthResponse
+	(*WatchRequest)(nil),              // 40: cairn.meta.WatchRequest
+	(*Event)(nil),                     // 41: cairn.meta.Event
+	(*Error)(nil),                     // 42: cairn.meta.Error
+	(*Empty)(nil),                     // 43: cairn.meta.Empty
+	(*CreateUserRequest)(nil),         // 44: cairn.meta.CreateUserRequest
+	(*CreateUserResponse)(nil),        // 45: cairn.meta.CreateUserResponse
+	(*User)(nil),                      // 46: cairn.meta.User
+	(*Needle)(nil),                    // 47: cairn.meta.Needle
+	(*GarbageDone)(nil),               // 48: cairn.meta.GarbageDone
+	(*Command)(nil),                   // 49: cairn.meta.Command
+	(*CommandOutcome)(nil),            // 50: cairn.meta.CommandOutcome
+	(*ReclaimOrphansCommand)(nil),     // 51: cairn.meta.ReclaimOrphansCommand
+	(*MountSessionMsg)(nil),           // 52: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),         // 53: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),       // 54: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),          // 55: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),         // 56: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),        // 57: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),       // 58: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),      // 59: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),              // 60: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),       // 61: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),        // 62: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),       // 63: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),             // 64: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),             // 65: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),             // 66: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),     // 67: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),              // 68: cairn.meta.StorageClass
+	(*S3User)(nil),                    // 69: cairn.meta.S3User
+	(*S3UserRequest)(nil),             // 70: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),                // 71: cairn.meta.S3UserList
+	(*S3Key)(nil),                     // 72: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),              // 73: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),        // 74: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),            // 75: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),                 // 76: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),               // 77: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),                 // 78: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),                // 79: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),            // 80: cairn.meta.S3BucketConfig
+	(*S3LifecycleRule)(nil),           // 81: cairn.meta.S3LifecycleRule
+	(*S3PublicAccessBlock)(nil),       // 82: cairn.meta.S3PublicAccessBlock
+	(*S3CopyRequest)(nil),             // 83: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),             // 84: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                  // 85: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),           // 86: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                    // 87: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),          // 88: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),            // 89: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),         // 90: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),        // 91: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),                // 92: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),      // 93: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),              // 94: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),           // 95: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),       // 96: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),    // 97: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),   // 98: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),               // 99: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),              // 100: cairn.meta.JoinResponse
+	(*CapKey)(nil),                    // 101: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),          // 102: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),         // 103: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),                // 104: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),         // 105: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),          // 106: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),         // 107: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),               // 108: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),              // 109: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),                // 110: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),       // 111: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),         // 112: cairn.meta.MetaMemberRequest
+	(*MetaSnapshotChunk)(nil),         // 113: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),               // 114: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),       // 115: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),                 // 116: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),          // 117: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),     // 118: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),             // 119: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),             // 120: cairn.meta.S3LockRequest
+	(*TierRule)(nil),                  // 121: cairn.meta.TierRule
+	(*TierPolicy)(nil),                // 122: cairn.meta.TierPolicy
+	(*TierPolicyRequest)(nil),         // 123: cairn.meta.TierPolicyRequest
+	(*TierPolicyList)(nil),            // 124: cairn.meta.TierPolicyList
+	(*TierClassBytes)(nil),            // 125: cairn.meta.TierClassBytes
+	(*TierStatusResponse)(nil),        // 126: cairn.meta.TierStatusResponse
+	(*TierMoveCommand)(nil),           // 127: cairn.meta.TierMoveCommand
+	(*TierAccessCommand)(nil),         // 128: cairn.meta.TierAccessCommand
+	(*TierReleaseCommand)(nil),        // 129: cairn.meta.TierReleaseCommand
+	(*TierIntent)(nil),                // 130: cairn.meta.TierIntent
+	(*TierIntentCommand)(nil),         // 131: cairn.meta.TierIntentCommand
+	(*TierReleaseIntentsCommand)(nil), // 132: cairn.meta.TierReleaseIntentsCommand
+	(*TierReadsRequest)(nil),          // 133: cairn.meta.TierReadsRequest
+	nil,                               // 134: cairn.meta.Inode.UserMetaEntry
+	nil,                               // 135: cairn.meta.Inode.HeadersEntry
+	nil,                               // 136: cairn.meta.Inode.TagsEntry
+	nil,                               // 137: cairn.meta.Inode.XattrsEntry
+	nil,                               // 138: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                               // 139: cairn.meta.CommitRequest.HeadersEntry
+	nil,                               // 140: cairn.meta.CommitRequest.TagsEntry
+	nil,                               // 141: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                               // 142: cairn.meta.AuthResponse.GrantsEntry
+	nil,                               // 143: cairn.meta.ClusterServer.LabelsEntry
+	nil,                               // 144: cairn.meta.S3Key.GrantsEntry
+	nil,                               // 145: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                               // 146: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                               // 147: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                               // 148: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                               // 149: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                               // 150: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                               // 151: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                               // 152: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                               // 153: cairn.meta.S3Upload.UserMetaEntry
+	nil,                               // 154: cairn.meta.S3Upload.HeadersEntry
+	nil,                               // 155: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -11394,10 +11742,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	130, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	131, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	132, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	133, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	134, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	135, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	136, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	137, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
@@ -11408,9 +11756,9 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	134, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	135, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	136, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	138, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	139, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	140, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
@@ -11418,7 +11766,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	137, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	141, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
@@ -11427,7 +11775,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
 	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
-	138, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	142, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -11472,213 +11820,219 @@ var file_proto_meta_proto_depIdxs = []int32{
 	128, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
 	122, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
 	129, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	42,  // 85: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 86: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 87: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 88: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 89: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 90: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 91: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	106, // 92: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	139, // 93: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 94: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 95: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 96: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 97: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 98: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 99: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 100: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	140, // 101: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	141, // 102: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 103: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	142, // 104: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 105: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 106: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 107: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	143, // 108: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 109: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 110: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	144, // 111: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	145, // 112: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	146, // 113: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	147, // 114: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	148, // 115: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	149, // 116: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	150, // 117: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	151, // 118: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 119: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 120: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 121: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 122: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 123: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 124: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 125: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 126: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 127: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 128: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 129: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 130: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 131: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 132: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 133: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 134: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 135: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 136: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	121, // 137: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	122, // 138: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	125, // 139: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	122, // 140: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 141: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 142: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	2,   // 143: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 144: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 145: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 146: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 147: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 148: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 149: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 150: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 151: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 152: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 153: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 154: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 155: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 156: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 157: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 158: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 159: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 160: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 161: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 162: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 163: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 164: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 165: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 166: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 167: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 168: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 169: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 170: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 171: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 172: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 173: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 174: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 175: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 176: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 177: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 178: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 179: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 180: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 181: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 182: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 183: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 184: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 185: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 186: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 187: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 188: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 189: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 190: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 191: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 192: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 193: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 194: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 195: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 196: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 197: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 198: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 199: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 200: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 201: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 202: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 203: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 204: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 205: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 206: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 207: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 208: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 209: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 210: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 211: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 212: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 213: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	122, // 214: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	123, // 215: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 216: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	4,   // 217: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 218: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 219: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 220: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 221: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 222: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 223: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 224: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 225: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 226: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 227: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 228: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 229: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 230: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 231: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 232: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 233: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 234: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 235: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 236: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 237: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 238: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 239: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 240: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 241: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 242: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 243: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 244: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 245: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 246: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 247: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 248: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 249: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 250: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 251: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 252: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 253: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 254: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 255: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 256: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 257: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 258: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 259: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 260: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 261: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 262: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 263: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 264: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 265: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 266: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 267: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 268: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 269: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 270: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 271: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 272: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 273: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 274: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 275: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 276: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 277: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 278: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 279: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 280: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 281: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 282: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 283: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 284: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 285: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 286: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	217, // [217:287] is the sub-list for method output_type
-	147, // [147:217] is the sub-list for method input_type
-	147, // [147:147] is the sub-list for extension type_name
-	147, // [147:147] is the sub-list for extension extendee
-	0,   // [0:147] is the sub-list for field type_name
+	131, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
+	132, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
+	42,  // 87: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 88: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 89: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 90: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 91: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	116, // 92: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 93: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	106, // 94: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
+	143, // 95: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 96: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 97: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 98: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 99: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 100: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 101: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 102: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	144, // 103: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	145, // 104: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 105: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	146, // 106: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 107: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 108: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 109: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	147, // 110: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	81,  // 111: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	82,  // 112: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	148, // 113: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	149, // 114: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	150, // 115: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	151, // 116: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	152, // 117: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	153, // 118: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	154, // 119: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	155, // 120: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 121: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 122: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 123: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 124: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 125: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 126: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 127: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 128: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 129: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 130: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 131: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 132: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 133: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 134: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 135: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 136: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 137: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 138: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	121, // 139: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	122, // 140: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	125, // 141: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	122, // 142: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 143: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 144: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	9,   // 145: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
+	9,   // 146: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
+	2,   // 147: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 148: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 149: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 150: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 151: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 152: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 153: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 154: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 155: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 156: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 157: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 158: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 159: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 160: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 161: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 162: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 163: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 164: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 165: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 166: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 167: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 168: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 169: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 170: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 171: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 172: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 173: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 174: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 175: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 176: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 177: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 178: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 179: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 180: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 181: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 182: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 183: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 184: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 185: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 186: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 187: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 188: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 189: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 190: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 191: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 192: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 193: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 194: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 195: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 196: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 197: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 198: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 199: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 200: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 201: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 202: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 203: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 204: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 205: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 206: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 207: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 208: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 209: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 210: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 211: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 212: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 213: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 214: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 215: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 216: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 217: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	122, // 218: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	123, // 219: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 220: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	133, // 221: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
+	4,   // 222: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 223: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 224: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 225: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 226: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 227: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 228: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 229: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 230: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 231: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 232: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 233: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 234: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 235: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 236: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 237: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 238: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 239: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 240: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 241: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 242: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 243: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 244: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 245: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 246: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 247: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 248: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 249: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 250: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 251: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 252: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 253: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 254: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 255: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 256: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 257: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 258: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 259: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 260: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 261: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 262: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 263: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 264: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 265: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 266: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 267: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 268: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 269: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 270: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 271: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 272: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 273: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 274: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 275: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 276: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 277: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 278: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 279: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 280: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 281: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 282: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 283: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 284: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 285: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 286: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 287: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 288: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 289: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 290: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 291: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	43,  // 292: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
+	222, // [222:293] is the sub-list for method output_type
+	151, // [151:222] is the sub-list for method input_type
+	151, // [151:151] is the sub-list for extension type_name
+	151, // [151:151] is the sub-list for extension extendee
+	0,   // [0:151] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -11731,6 +12085,8 @@ func file_proto_meta_proto_init() {
 		(*Command_TierAccess)(nil),
 		(*Command_PutTierPolicy)(nil),
 		(*Command_TierRelease)(nil),
+		(*Command_TierIntent)(nil),
+		(*Command_TierReleaseIntents)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -11738,7 +12094,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   148,
+			NumMessages:   152,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

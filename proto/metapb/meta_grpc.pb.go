@@ -92,6 +92,7 @@ const (
 	Meta_TierSetPolicy_FullMethodName     = "/cairn.meta.Meta/TierSetPolicy"
 	Meta_TierGetPolicy_FullMethodName     = "/cairn.meta.Meta/TierGetPolicy"
 	Meta_TierStatus_FullMethodName        = "/cairn.meta.Meta/TierStatus"
+	Meta_TierNoteReads_FullMethodName     = "/cairn.meta.Meta/TierNoteReads"
 )
 
 // MetaClient is the client API for Meta service.
@@ -203,6 +204,10 @@ type MetaClient interface {
 	TierSetPolicy(ctx context.Context, in *TierPolicy, opts ...grpc.CallOption) (*TierPolicy, error)
 	TierGetPolicy(ctx context.Context, in *TierPolicyRequest, opts ...grpc.CallOption) (*TierPolicyList, error)
 	TierStatus(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*TierStatusResponse, error)
+	// TierNoteReads reports reads a client served from its own cache
+	// (meta/tier_intent.go): they count as reads for tiering, as a Resolve
+	// does. Fire and forget: the answer carries nothing.
+	TierNoteReads(ctx context.Context, in *TierReadsRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type metaClient struct {
@@ -934,6 +939,16 @@ func (c *metaClient) TierStatus(ctx context.Context, in *Empty, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *metaClient) TierNoteReads(ctx context.Context, in *TierReadsRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_TierNoteReads_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -1043,6 +1058,10 @@ type MetaServer interface {
 	TierSetPolicy(context.Context, *TierPolicy) (*TierPolicy, error)
 	TierGetPolicy(context.Context, *TierPolicyRequest) (*TierPolicyList, error)
 	TierStatus(context.Context, *Empty) (*TierStatusResponse, error)
+	// TierNoteReads reports reads a client served from its own cache
+	// (meta/tier_intent.go): they count as reads for tiering, as a Resolve
+	// does. Fire and forget: the answer carries nothing.
+	TierNoteReads(context.Context, *TierReadsRequest) (*Empty, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -1262,6 +1281,9 @@ func (UnimplementedMetaServer) TierGetPolicy(context.Context, *TierPolicyRequest
 }
 func (UnimplementedMetaServer) TierStatus(context.Context, *Empty) (*TierStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TierStatus not implemented")
+}
+func (UnimplementedMetaServer) TierNoteReads(context.Context, *TierReadsRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method TierNoteReads not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -2519,6 +2541,24 @@ func _Meta_TierStatus_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_TierNoteReads_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TierReadsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).TierNoteReads(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_TierNoteReads_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).TierNoteReads(ctx, req.(*TierReadsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2793,6 +2833,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TierStatus",
 			Handler:    _Meta_TierStatus_Handler,
+		},
+		{
+			MethodName: "TierNoteReads",
+			Handler:    _Meta_TierNoteReads_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -267,6 +267,11 @@ func TestTiering(t *testing.T) {
 		})
 	}
 	midMove("before killing meta")
+	// ... with copies made: the move's intent names them (meta/tier_intent.go).
+	WaitFor(t, 120*time.Second, "a move with copies made", func() bool {
+		st, err := c.MC.TierStatus(bg, &metapb.Empty{})
+		return err == nil && st.Intents > 0
+	})
 	load.crash(true)
 	c.Meta.Kill(t)
 	c.Meta.Start(t)
@@ -324,4 +329,13 @@ func TestTiering(t *testing.T) {
 		}
 	}
 	t.Logf("admin tier status:\n%s", out)
+
+	// Every move's intent ended: switched, aborted, or (the one meta was
+	// killed in) released to the collector; no copy is left unreferenced.
+	WaitFor(t, 120*time.Second, "every move intent to end", func() bool {
+		st, err := c.MC.TierStatus(bg, &metapb.Empty{})
+		return err == nil && st.Intents == 0 && len(st.Moving) == 0
+	})
+	st = tierStatus(t, c)
+	t.Logf("after the moves: %d intents open, %d unfinished moves' copies released", st.Intents, st.UnfinishedReleased)
 }

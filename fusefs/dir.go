@@ -94,6 +94,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err != nil {
 		return nil, errno(err)
 	}
+	if len(join(p, name)) > pathname.MaxPath {
+		// Nothing can exist there (no create past meta's limit is ever
+		// answered): ENOENT, as whether the directory's listing is cached
+		// must not change the answer.
+		return nil, syscall.ENOENT
+	}
 	epoch := n.m.sess.epoch()
 	if cn := n.m.wb.madeAt(n.ns, join(p, name)); cn != nil {
 		// Created here, its create still queued: meta does not have it

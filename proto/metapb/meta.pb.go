@@ -3735,6 +3735,8 @@ type Command struct {
 	//	*Command_TierAccess
 	//	*Command_PutTierPolicy
 	//	*Command_TierRelease
+	//	*Command_SecretsInit
+	//	*Command_SecretsRotateCaps
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4192,6 +4194,24 @@ func (x *Command) GetTierRelease() *TierReleaseCommand {
 	return nil
 }
 
+func (x *Command) GetSecretsInit() *SecretsState {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SecretsInit); ok {
+			return x.SecretsInit
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSecretsRotateCaps() *SecretsCapKey {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SecretsRotateCaps); ok {
+			return x.SecretsRotateCaps
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4374,6 +4394,15 @@ type Command_TierRelease struct {
 	TierRelease *TierReleaseCommand `protobuf:"bytes,464,opt,name=tier_release,json=tierRelease,proto3,oneof"`
 }
 
+type Command_SecretsInit struct {
+	// ---- The group's shared secrets (secrets band 641-660; meta/secrets.go) ----
+	SecretsInit *SecretsState `protobuf:"bytes,641,opt,name=secrets_init,json=secretsInit,proto3,oneof"`
+}
+
+type Command_SecretsRotateCaps struct {
+	SecretsRotateCaps *SecretsCapKey `protobuf:"bytes,642,opt,name=secrets_rotate_caps,json=secretsRotateCaps,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -4459,6 +4488,10 @@ func (*Command_TierAccess) isCommand_Op() {}
 func (*Command_PutTierPolicy) isCommand_Op() {}
 
 func (*Command_TierRelease) isCommand_Op() {}
+
+func (*Command_SecretsInit) isCommand_Op() {}
+
+func (*Command_SecretsRotateCaps) isCommand_Op() {}
 
 // CommandOutcome is what the state machine remembers of a command that
 // carried a request id: the command's own error, or the parts of its
@@ -10156,6 +10189,140 @@ func (x *TierReleaseCommand) GetKeys() [][]byte {
 	return nil
 }
 
+// SecretsState is what a member of a meta group needs to act as leader,
+// kept in the replicated state (c/secrets) so that a member that joins
+// needs no copied files (meta/secrets.go). secrets_init stores it unless
+// the state holds one already (the first wins).
+type SecretsState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CaCert        []byte                 `protobuf:"bytes,1,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`       // the cluster CA's certificate, PEM
+	CaKey         []byte                 `protobuf:"bytes,2,opt,name=ca_key,json=caKey,proto3" json:"ca_key,omitempty"`          // its private key, PKCS#8 PEM
+	S3Master      []byte                 `protobuf:"bytes,3,opt,name=s3_master,json=s3Master,proto3" json:"s3_master,omitempty"` // the 32-byte key that seals S3 secrets
+	CapKeys       []*SecretsCapKey       `protobuf:"bytes,4,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`    // capability keys, newest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretsState) Reset() {
+	*x = SecretsState{}
+	mi := &file_proto_meta_proto_msgTypes[126]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretsState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretsState) ProtoMessage() {}
+
+func (x *SecretsState) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[126]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretsState.ProtoReflect.Descriptor instead.
+func (*SecretsState) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{126}
+}
+
+func (x *SecretsState) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *SecretsState) GetCaKey() []byte {
+	if x != nil {
+		return x.CaKey
+	}
+	return nil
+}
+
+func (x *SecretsState) GetS3Master() []byte {
+	if x != nil {
+		return x.S3Master
+	}
+	return nil
+}
+
+func (x *SecretsState) GetCapKeys() []*SecretsCapKey {
+	if x != nil {
+		return x.CapKeys
+	}
+	return nil
+}
+
+// SecretsCapKey is a capability signing key; secrets_rotate_caps puts a
+// new one first and keeps the two before it.
+type SecretsCapKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	ActiveUnix    int64                  `protobuf:"varint,3,opt,name=active_unix,json=activeUnix,proto3" json:"active_unix,omitempty"` // signs from then on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretsCapKey) Reset() {
+	*x = SecretsCapKey{}
+	mi := &file_proto_meta_proto_msgTypes[127]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretsCapKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretsCapKey) ProtoMessage() {}
+
+func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[127]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretsCapKey.ProtoReflect.Descriptor instead.
+func (*SecretsCapKey) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{127}
+}
+
+func (x *SecretsCapKey) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SecretsCapKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *SecretsCapKey) GetActiveUnix() int64 {
+	if x != nil {
+		return x.ActiveUnix
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -10489,7 +10656,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xee\x16\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xfc\x17\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
@@ -10546,7 +10713,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vtier_access\x18\xce\x03 \x01(\v2\x1d.cairn.meta.TierAccessCommandH\x00R\n" +
 	"tierAccess\x12A\n" +
 	"\x0fput_tier_policy\x18\xcf\x03 \x01(\v2\x16.cairn.meta.TierPolicyH\x00R\rputTierPolicy\x12D\n" +
-	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierReleaseB\x04\n" +
+	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierRelease\x12>\n" +
+	"\fsecrets_init\x18\x81\x05 \x01(\v2\x18.cairn.meta.SecretsStateH\x00R\vsecretsInit\x12L\n" +
+	"\x13secrets_rotate_caps\x18\x82\x05 \x01(\v2\x19.cairn.meta.SecretsCapKeyH\x00R\x11secretsRotateCapsB\x04\n" +
 	"\x02op\"\xab\x03\n" +
 	"\x0eCommandOutcome\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.cairn.meta.ErrorR\x05error\x12%\n" +
@@ -11049,7 +11218,17 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x04inos\x18\x01 \x03(\x04R\x04inos\x12\x19\n" +
 	"\bgrain_ns\x18\x02 \x01(\x03R\agrainNs\"(\n" +
 	"\x12TierReleaseCommand\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\fR\x04keys**\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys\"\x91\x01\n" +
+	"\fSecretsState\x12\x17\n" +
+	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
+	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12\x1b\n" +
+	"\ts3_master\x18\x03 \x01(\fR\bs3Master\x124\n" +
+	"\bcap_keys\x18\x04 \x03(\v2\x19.cairn.meta.SecretsCapKeyR\acapKeys\"X\n" +
+	"\rSecretsCapKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\x12\x1f\n" +
+	"\vactive_unix\x18\x03 \x01(\x03R\n" +
+	"activeUnix**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -11161,7 +11340,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 148)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 150)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                 // 0: cairn.meta.Visibility
 	(FileType)(0),                   // 1: cairn.meta.FileType
@@ -11293,28 +11472,30 @@ var file_proto_meta_proto_goTypes = []any{
 	(*TierMoveCommand)(nil),         // 127: cairn.meta.TierMoveCommand
 	(*TierAccessCommand)(nil),       // 128: cairn.meta.TierAccessCommand
 	(*TierReleaseCommand)(nil),      // 129: cairn.meta.TierReleaseCommand
-	nil,                             // 130: cairn.meta.Inode.UserMetaEntry
-	nil,                             // 131: cairn.meta.Inode.HeadersEntry
-	nil,                             // 132: cairn.meta.Inode.TagsEntry
-	nil,                             // 133: cairn.meta.Inode.XattrsEntry
-	nil,                             // 134: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                             // 135: cairn.meta.CommitRequest.HeadersEntry
-	nil,                             // 136: cairn.meta.CommitRequest.TagsEntry
-	nil,                             // 137: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                             // 138: cairn.meta.AuthResponse.GrantsEntry
-	nil,                             // 139: cairn.meta.ClusterServer.LabelsEntry
-	nil,                             // 140: cairn.meta.S3Key.GrantsEntry
-	nil,                             // 141: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                             // 142: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                             // 143: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                             // 144: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                             // 145: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                             // 146: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                             // 147: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                             // 148: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                             // 149: cairn.meta.S3Upload.UserMetaEntry
-	nil,                             // 150: cairn.meta.S3Upload.HeadersEntry
-	nil,                             // 151: cairn.meta.S3Upload.TagsEntry
+	(*SecretsState)(nil),            // 130: cairn.meta.SecretsState
+	(*SecretsCapKey)(nil),           // 131: cairn.meta.SecretsCapKey
+	nil,                             // 132: cairn.meta.Inode.UserMetaEntry
+	nil,                             // 133: cairn.meta.Inode.HeadersEntry
+	nil,                             // 134: cairn.meta.Inode.TagsEntry
+	nil,                             // 135: cairn.meta.Inode.XattrsEntry
+	nil,                             // 136: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                             // 137: cairn.meta.CommitRequest.HeadersEntry
+	nil,                             // 138: cairn.meta.CommitRequest.TagsEntry
+	nil,                             // 139: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                             // 140: cairn.meta.AuthResponse.GrantsEntry
+	nil,                             // 141: cairn.meta.ClusterServer.LabelsEntry
+	nil,                             // 142: cairn.meta.S3Key.GrantsEntry
+	nil,                             // 143: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                             // 144: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                             // 145: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                             // 146: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                             // 147: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                             // 148: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                             // 149: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                             // 150: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                             // 151: cairn.meta.S3Upload.UserMetaEntry
+	nil,                             // 152: cairn.meta.S3Upload.HeadersEntry
+	nil,                             // 153: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -11324,10 +11505,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	130, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	131, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	132, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	133, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	132, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	133, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	134, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	135, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
@@ -11338,9 +11519,9 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	134, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	135, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	136, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	136, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	137, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	138, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
@@ -11348,7 +11529,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	137, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	139, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
@@ -11356,7 +11537,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	101, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
-	138, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	140, // 39: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 40: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 41: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 42: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -11401,212 +11582,215 @@ var file_proto_meta_proto_depIdxs = []int32{
 	128, // 81: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
 	122, // 82: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
 	129, // 83: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	42,  // 84: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 85: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 86: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 87: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 88: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 89: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 90: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	139, // 91: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 92: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 93: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 94: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 95: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 96: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 97: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 98: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	140, // 99: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	141, // 100: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 101: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	142, // 102: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 103: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 104: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 105: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	143, // 106: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 107: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 108: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	144, // 109: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	145, // 110: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	146, // 111: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	147, // 112: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	148, // 113: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	149, // 114: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	150, // 115: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	151, // 116: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 117: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 118: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 119: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 120: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 121: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 122: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 123: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 124: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 125: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 126: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 127: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 128: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 129: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 130: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 131: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 132: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 133: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 134: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	121, // 135: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	122, // 136: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	125, // 137: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	122, // 138: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 139: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 140: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	2,   // 141: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 142: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 143: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 144: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 145: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 146: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 147: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 148: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 149: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 150: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 151: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 152: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 153: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 154: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 155: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 156: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 157: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 158: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 159: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 160: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 161: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 162: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 163: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 164: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 165: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 166: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 167: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 168: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 169: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 170: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 171: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 172: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 173: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 174: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 175: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 176: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 177: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 178: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 179: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 180: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 181: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 182: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 183: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 184: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 185: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 186: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 187: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 188: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 189: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 190: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 191: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 192: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 193: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 194: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 195: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 196: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 197: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 198: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 199: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 200: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 201: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 202: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 203: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 204: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 205: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 206: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 207: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 208: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 209: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 210: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 211: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	122, // 212: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	123, // 213: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 214: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	4,   // 215: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 216: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 217: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 218: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 219: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 220: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 221: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 222: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 223: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 224: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 225: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 226: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 227: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 228: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 229: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 230: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 231: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 232: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 233: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 234: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 235: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 236: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 237: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 238: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 239: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 240: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 241: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 242: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 243: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 244: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 245: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 246: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 247: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 248: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 249: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 250: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 251: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 252: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 253: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 254: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 255: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 256: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 257: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 258: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 259: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 260: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 261: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 262: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 263: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 264: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 265: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 266: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 267: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 268: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 269: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 270: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 271: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 272: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 273: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 274: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 275: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 276: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 277: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 278: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 279: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 280: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 281: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 282: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 283: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 284: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	215, // [215:285] is the sub-list for method output_type
-	145, // [145:215] is the sub-list for method input_type
-	145, // [145:145] is the sub-list for extension type_name
-	145, // [145:145] is the sub-list for extension extendee
-	0,   // [0:145] is the sub-list for field type_name
+	130, // 84: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
+	131, // 85: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
+	42,  // 86: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 87: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 88: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 89: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 90: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	116, // 91: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 92: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	141, // 93: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 94: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 95: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 96: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 97: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 98: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 99: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 100: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	142, // 101: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	143, // 102: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 103: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	144, // 104: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 105: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 106: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 107: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	145, // 108: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	81,  // 109: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	82,  // 110: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	146, // 111: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	147, // 112: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	148, // 113: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	149, // 114: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	150, // 115: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	151, // 116: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	152, // 117: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	153, // 118: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 119: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 120: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 121: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 122: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 123: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 124: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 125: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 126: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 127: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 128: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 129: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 130: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 131: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 132: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 133: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 134: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 135: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 136: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	121, // 137: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	122, // 138: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	125, // 139: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	122, // 140: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 141: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 142: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	131, // 143: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
+	2,   // 144: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 145: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 146: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 147: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 148: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 149: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 150: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 151: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 152: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 153: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 154: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 155: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 156: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 157: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 158: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 159: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 160: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 161: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 162: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 163: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 164: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 165: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 166: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 167: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 168: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 169: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 170: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 171: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 172: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 173: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 174: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 175: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 176: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 177: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 178: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 179: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 180: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 181: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 182: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 183: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 184: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 185: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 186: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 187: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 188: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 189: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 190: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 191: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 192: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 193: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 194: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 195: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 196: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 197: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 198: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 199: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 200: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 201: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 202: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 203: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 204: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 205: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 206: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 207: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 208: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 209: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 210: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 211: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 212: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 213: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 214: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	122, // 215: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	123, // 216: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 217: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	4,   // 218: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 219: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 220: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 221: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 222: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 223: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 224: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 225: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 226: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 227: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 228: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 229: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 230: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 231: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 232: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 233: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 234: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 235: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 236: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 237: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 238: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 239: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 240: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 241: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 242: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 243: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 244: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 245: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 246: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 247: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 248: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 249: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 250: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 251: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 252: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 253: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 254: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 255: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 256: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 257: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 258: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 259: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 260: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 261: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 262: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 263: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 264: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 265: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 266: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 267: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 268: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 269: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 270: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 271: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 272: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 273: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 274: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 275: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 276: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 277: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 278: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 279: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 280: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 281: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 282: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 283: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 284: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 285: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 286: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 287: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	218, // [218:288] is the sub-list for method output_type
+	148, // [148:218] is the sub-list for method input_type
+	148, // [148:148] is the sub-list for extension type_name
+	148, // [148:148] is the sub-list for extension extendee
+	0,   // [0:148] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -11659,6 +11843,8 @@ func file_proto_meta_proto_init() {
 		(*Command_TierAccess)(nil),
 		(*Command_PutTierPolicy)(nil),
 		(*Command_TierRelease)(nil),
+		(*Command_SecretsInit)(nil),
+		(*Command_SecretsRotateCaps)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -11666,7 +11852,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   148,
+			NumMessages:   150,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

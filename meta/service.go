@@ -59,8 +59,8 @@ type Service struct {
 	tier     tierState      // automatic tiering: reads seen, moves (tier.go)
 
 	genUser, genSecret string
-	clusterID          string      // chosen at the first start (setupClusterID)
-	sec                secrets     // the group's shared secrets in memory (secrets.go)
+	clusterID          string  // chosen at the first start (setupClusterID)
+	sec                secrets // the group's shared secrets in memory (secrets.go)
 
 	mountSessions sessionTable // see session.go
 	locks         lockTable    // see locks.go

@@ -183,6 +183,11 @@ func (f *metaGroupFlags) identity(ctx context.Context, dir, id string, sans []st
 	kept := filepath.Join(nodeDir(dir), pki.CertFile)
 	_, keyErr := os.Stat(filepath.Join(dir, pki.CAKey))
 	_, keptErr := os.Stat(kept)
+	if keyErr != nil && keptErr != nil && f.join == "" && f.meta != "" {
+		// Meant to join, but without a token: making a CA of its own
+		// would found another cluster.
+		return nil, nil, false, errors.E(errors.Invalid, "--meta names a group to join: give --join TOKEN (cairn admin join-token --role meta)")
+	}
 	if keyErr == nil || (f.join == "" && keptErr != nil) {
 		if ca, err = pki.LoadOrCreateCA(dir, "cairn cluster"); err != nil {
 			return nil, nil, false, err

@@ -418,7 +418,7 @@ func gatewayCmd() *cobra.Command {
 			}
 			defer conn.Close()
 			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(),
-				Dial: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, clusterTLS) }})
+				Dial: revokedChunks(cmd.Context(), mc, clusterTLS)}) // tls.go
 			if err != nil {
 				return err
 			}

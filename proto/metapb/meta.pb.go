@@ -11249,7 +11249,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xc5$\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\x88%\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -11325,7 +11325,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rTierSetPolicy\x12\x16.cairn.meta.TierPolicy\x1a\x16.cairn.meta.TierPolicy\x12J\n" +
 	"\rTierGetPolicy\x12\x1d.cairn.meta.TierPolicyRequest\x1a\x1a.cairn.meta.TierPolicyList\x12?\n" +
 	"\n" +
-	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponseB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponse\x12A\n" +
+	"\x12SecretsRevocations\x12\x11.cairn.meta.Empty\x1a\x18.cairn.meta.RevokedCertsB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -11716,78 +11717,80 @@ var file_proto_meta_proto_depIdxs = []int32{
 	122, // 215: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
 	123, // 216: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
 	43,  // 217: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	4,   // 218: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 219: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 220: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 221: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 222: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 223: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 224: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 225: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 226: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 227: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 228: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 229: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 230: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 231: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 232: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 233: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 234: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 235: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 236: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 237: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 238: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 239: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 240: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 241: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 242: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 243: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 244: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 245: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 246: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 247: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 248: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 249: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 250: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 251: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 252: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 253: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 254: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 255: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 256: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 257: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 258: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 259: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 260: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 261: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 262: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 263: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 264: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 265: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 266: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 267: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 268: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 269: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 270: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 271: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 272: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 273: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 274: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 275: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 276: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 277: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 278: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 279: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 280: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 281: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 282: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 283: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 284: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 285: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 286: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 287: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	218, // [218:288] is the sub-list for method output_type
-	148, // [148:218] is the sub-list for method input_type
+	43,  // 218: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
+	4,   // 219: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 220: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 221: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 222: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 223: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 224: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 225: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 226: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 227: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 228: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 229: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 230: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 231: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 232: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 233: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 234: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 235: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 236: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 237: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 238: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 239: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 240: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 241: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 242: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 243: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 244: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 245: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 246: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 247: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 248: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 249: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 250: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 251: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 252: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 253: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 254: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 255: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 256: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 257: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 258: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 259: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 260: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 261: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 262: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 263: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 264: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 265: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 266: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 267: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 268: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 269: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 270: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 271: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 272: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 273: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 274: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 275: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 276: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 277: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 278: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 279: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 280: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 281: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 282: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 283: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 284: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 285: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 286: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 287: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 288: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	109, // 289: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
+	219, // [219:290] is the sub-list for method output_type
+	148, // [148:219] is the sub-list for method input_type
 	148, // [148:148] is the sub-list for extension type_name
 	148, // [148:148] is the sub-list for extension extendee
 	0,   // [0:148] is the sub-list for field type_name

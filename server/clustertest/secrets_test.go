@@ -3,6 +3,7 @@ package clustertest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +183,82 @@ func TestSecretsMetaGroupJoined(t *testing.T) {
 			r, err := c.MC.MetaMembers(bg, &metapb.Empty{})
 			return err == nil && len(r.Members) == 3 && r.Leader != ""
 		})
+	}
+}
+
+// TestSecretsGatewayRefusesRevokedDataServer: a gateway reaches data
+// servers at the addresses meta names, so it must hold the revocation list
+// too. An honest data server cut off from meta stops serving when its lease
+// runs out; an impostor holding a revoked certificate (a stolen server's
+// key) does not. Revoke the data server's certificate and put an impostor
+// with that certificate and key at its address: the gateway must refuse it
+// in the handshake and send it no request.
+func TestSecretsGatewayRefusesRevokedDataServer(t *testing.T) {
+	c := Start(t, Options{Bin: bin, Servers: 1, Gateway: true})
+	c.CreateNS(t, "revoked", 1)
+	data := bytes.Repeat([]byte("revoked "), 256<<10) // 2 MiB: past the gateway's hot-object cache
+	url := "http://" + c.Gateway.Addr + "/revoked/big"
+	req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(data))
+	req.SetBasicAuth(Root, RootSecret)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	get := func() int {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.SetBasicAuth(Root, RootSecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(); code != http.StatusOK {
+		t.Fatalf("GET before the revocation: %d", code)
+	}
+
+	// The impostor: the data server's own certificate and key.
+	node, err := pki.LoadNodeDir(filepath.Join(c.Chunks[0].Dir, "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Admin(t, "cert", "revoke", c.Chunks[0].Addr)
+	c.Chunks[0].Kill(t)
+	var l net.Listener
+	WaitFor(t, 10*time.Second, "the data server's address", func() bool {
+		l, err = net.Listen("tcp", c.Chunks[0].Addr)
+		return err == nil
+	})
+	var mu sync.Mutex
+	requests := 0
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		http.Error(w, "impostor", http.StatusServiceUnavailable)
+	})}
+	go srv.Serve(tls.NewListener(l, node.Server()))
+	t.Cleanup(func() { srv.Close() })
+	seen := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return requests
+	}
+	WaitFor(t, 30*time.Second, "a gateway GET that sends the impostor nothing", func() bool {
+		before := seen()
+		code := get()
+		return code != http.StatusOK && seen() == before
+	})
+	if n := seen(); n > 0 {
+		t.Logf("the impostor got %d requests before the gateway learnt the list", n)
+	}
+	for range 3 {
+		before := seen()
+		if code := get(); code == http.StatusOK || seen() != before {
+			t.Fatalf("the gateway talked to the revoked data server again (GET %d)", code)
+		}
 	}
 }

@@ -116,13 +116,14 @@ func NewKey(id uint32) Key {
 // signer is one key with a pool of its HMAC states: hmac.New costs more
 // than the MAC of a token, Reset restores the keyed state.
 type signer struct {
-	id   uint32
-	pool sync.Pool
+	id     uint32
+	secret []byte
+	pool   sync.Pool
 }
 
 func newSigner(k Key) *signer {
 	secret := append([]byte(nil), k.Secret...)
-	s := &signer{id: k.ID}
+	s := &signer{id: k.ID, secret: secret}
 	s.pool.New = func() any { return hmac.New(sha256.New, secret) }
 	return s
 }
@@ -155,7 +156,9 @@ func NewKeyring(current Key, accepted ...Key) *Keyring {
 	return k
 }
 
-// Set replaces the keys. A key already held keeps its state.
+// Set replaces the keys. A key already held (same id, same secret) keeps
+// its state; an id that comes back with another secret (a meta that
+// made its own keys, then learnt its group's) takes the new one.
 func (k *Keyring) Set(current Key, accepted ...Key) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -165,7 +168,7 @@ func (k *Keyring) Set(current Key, accepted ...Key) {
 		if len(key.Secret) != SecretLen {
 			continue
 		}
-		if s, ok := old[key.ID]; ok {
+		if s, ok := old[key.ID]; ok && hmac.Equal(s.secret, key.Secret) {
 			k.byID[key.ID] = s
 		} else {
 			k.byID[key.ID] = newSigner(key)

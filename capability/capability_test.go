@@ -104,6 +104,17 @@ func TestRotation(t *testing.T) {
 	if _, err := (&Keyring{}).Verify(cur, Read, 1, 5); !errors.Is(errors.Permission, err) {
 		t.Fatalf("keyring without keys: %v", err)
 	}
+	// The same id with another secret (a meta that made its own key 1,
+	// then learnt its group's key 1) replaces the key, not keeps it.
+	other := NewKey(2)
+	data.Set(other)
+	if _, err := data.Verify(cur, Read, 1, 5); !errors.Is(errors.Permission, err) {
+		t.Fatalf("a key replaced by another secret under its id still verifies: %v", err)
+	}
+	data.Set(k2)
+	if _, err := data.Verify(cur, Read, 1, 5); err != nil {
+		t.Fatalf("the key set back: %v", err)
+	}
 	if _, err := (&Keyring{}).Mint(Read, 1, 5, 5, "", time.Hour); !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("signing without a key: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"cairn"
 	"cairn/capability"
 	"cairn/errors"
+	"cairn/pki"
 )
 
 var _ cairn.Chunks = (*Remote)(nil)
@@ -54,7 +56,18 @@ type Remote struct {
 	local     *localReader
 	localNext time.Time
 	probing   bool // a look is under way: readers meanwhile use HTTP
+	// revoked, when set (SetRevoked), refuses a server whose certificate
+	// was revoked on every answer, not only in the handshake: pooled
+	// connections and the local path outlive a revocation. localPeer is
+	// the certificate that offered the local path.
+	revoked   *pki.Revocations
+	localPeer *x509.Certificate
 }
+
+// SetRevoked makes the Remote refuse the data server once its certificate
+// is on rv (which the caller keeps current, e.g. meta.FollowRevocations);
+// use with a TLS configuration rv guards. Call it before use.
+func (r *Remote) SetRevoked(rv *pki.Revocations) { r.revoked = rv }
 
 // NewRemote returns a client of the data server at addr (host:port)
 // over plain HTTP.
@@ -164,6 +177,12 @@ func (r *Remote) doWatched(ctx context.Context, op errors.Op, method, url, tok s
 			return nil, errors.E(op, errors.Canceled, err)
 		}
 		return nil, errors.E(op, errors.Unavailable, errors.Path(r.addr), err)
+	}
+	if r.revoked != nil {
+		if err := r.revoked.CheckPeer(resp.TLS); err != nil {
+			resp.Body.Close()
+			return nil, errors.E(op, errors.Permission, errors.Path(r.addr), err)
+		}
 	}
 	if resp.StatusCode >= 300 {
 		defer drain(resp)
@@ -333,6 +352,10 @@ func (r *Remote) Local() bool {
 // first read and again localRetry after it was refused or failed.
 func (r *Remote) localReader(ctx context.Context) *localReader {
 	r.localMu.Lock()
+	if r.local != nil && r.revoked != nil && r.localPeer != nil && r.revoked.Check(r.localPeer) != nil {
+		r.localMu.Unlock()
+		return nil // HTTP then refuses it too
+	}
 	if r.local != nil || r.probing || time.Now().Before(r.localNext) {
 		defer r.localMu.Unlock()
 		return r.local
@@ -352,6 +375,11 @@ func (r *Remote) probeLocal(ctx context.Context) *localReader {
 	resp, err := r.do(ctx, "chunk.Remote.Local", http.MethodGet, r.base+"/local", "", nil, nil)
 	if err != nil {
 		return nil
+	}
+	if resp.TLS != nil && len(resp.TLS.VerifiedChains) > 0 && len(resp.TLS.VerifiedChains[0]) > 0 {
+		r.localMu.Lock()
+		r.localPeer = resp.TLS.VerifiedChains[0][0]
+		r.localMu.Unlock()
 	}
 	var info localInfo
 	err = json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&info)

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -157,6 +160,7 @@ func restoreBackup(dir, file string) error {
 // metaGroupFlags are cairn meta's flags for a member of a meta group.
 type metaGroupFlags struct {
 	raftListen, raftAdvertise, advertise, bootstrap, restore string
+	join, meta                                               string // a member that joins (identity)
 }
 
 func (f *metaGroupFlags) flags(fs *pflag.FlagSet) {
@@ -165,13 +169,81 @@ func (f *metaGroupFlags) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.advertise, "advertise", "", "the gRPC address clients dial, this member's id in the group (default --listen)")
 	fs.StringVar(&f.bootstrap, "bootstrap", "", `the founding members, "grpc=raft,grpc=raft,...", the same on each (ignored once the member has state); empty: wait for `+"`cairn admin meta add`")
 	fs.StringVar(&f.restore, "restore", "", "start from a backup (`cairn admin meta snapshot FILE`); --data must hold no store yet")
+	fs.StringVar(&f.join, "join", os.Getenv("CAIRN_META_JOIN"), "join an existing meta group with a token from `cairn admin join-token --role meta` (default $CAIRN_META_JOIN): the member buys its certificate, adds itself and learns the group's secrets from it; no files are copied")
+	fs.StringVar(&f.meta, "meta", "", "with --join: gRPC addresses of the group's members, comma separated")
+}
+
+// identity is the member's certificate. A meta that holds the cluster
+// CA's key (the first of a cluster, which makes it at its first start)
+// issues its own at every start; a member that joined (--join) keeps the
+// one its token bought in dir/tls and holds no CA key: the group's
+// secrets reach it through the log (meta/secrets.go). fresh reports a
+// member that joined just now and must still be added to the group.
+func (f *metaGroupFlags) identity(ctx context.Context, dir, id string, sans []string) (node *pki.Node, ca *pki.CA, fresh bool, err error) {
+	kept := filepath.Join(nodeDir(dir), pki.CertFile)
+	_, keyErr := os.Stat(filepath.Join(dir, pki.CAKey))
+	_, keptErr := os.Stat(kept)
+	if keyErr != nil && keptErr != nil && f.join == "" && f.meta != "" {
+		// Meant to join, but without a token: making a CA of its own
+		// would found another cluster.
+		return nil, nil, false, errors.E(errors.Invalid, "--meta names a group to join: give --join TOKEN (cairn admin join-token --role meta)")
+	}
+	if keyErr == nil || (f.join == "" && keptErr != nil) {
+		if ca, err = pki.LoadOrCreateCA(dir, "cairn cluster"); err != nil {
+			return nil, nil, false, err
+		}
+		node, err = ca.Node(pki.RoleMeta, "meta", sans)
+		return node, ca, false, err
+	}
+	if f.raftListen == "" {
+		return nil, nil, false, errors.E(errors.Invalid, "--join makes a member of a meta group: it needs --raft-listen")
+	}
+	fresh = keptErr != nil
+	if fresh && f.meta == "" {
+		return nil, nil, false, errors.E(errors.Invalid, "--join needs --meta: the addresses of the group's members")
+	}
+	if node, err = meta.JoinCluster(ctx, f.meta, f.join, nodeDir(dir), id, sans); err != nil {
+		return nil, nil, false, err
+	}
+	// The CA's certificate where a founding member has it (CAIRN_CA for
+	// the CLI on this host); public, and never with a key beside it.
+	if err := pki.WriteFileSync(filepath.Join(dir, pki.CAFile), node.CA.PEM, 0o644); err != nil {
+		return nil, nil, false, err
+	}
+	return node, nil, fresh, nil
+}
+
+// addSelf asks the group (through --meta) to add this member, which just
+// joined: its Raft transport listens already. Its meta certificate is
+// the credential. A leader may be changing: retried for a minute.
+func (f *metaGroupFlags) addSelf(ctx context.Context, node *pki.Node, id string) error {
+	mc, conn, err := meta.Dial(f.meta, meta.DialTLS(node.Client()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	raftAddr := cmp.Or(f.raftAdvertise, f.raftListen)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 35*time.Second)
+		_, err := mc.MetaAddMember(cctx, &metapb.MetaMemberRequest{Id: id, RaftAddr: raftAddr})
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // config is the group configuration the flags describe; nil: meta alone.
 func (f *metaGroupFlags) config(listen string, node *pki.Node) (*meta.GroupConfig, error) {
 	if f.raftListen == "" {
-		if f.bootstrap != "" || f.raftAdvertise != "" {
-			return nil, errors.E(errors.Invalid, "--bootstrap and --raft-advertise need --raft-listen")
+		if f.bootstrap != "" || f.raftAdvertise != "" || f.join != "" {
+			return nil, errors.E(errors.Invalid, "--bootstrap, --raft-advertise and --join need --raft-listen")
 		}
 		return nil, nil
 	}

@@ -133,7 +133,7 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 			return err
 		}
 	}
-	dial, err := userChunks()
+	dial, err := userChunks(ctx, mc)
 	if err != nil {
 		return err
 	}

@@ -241,14 +241,14 @@ func TestSecuritySuite(t *testing.T) {
 	before := metatest.Snapshot(t, s.svc, "victim", "shared")
 
 	t.Run("every meta method, unauthenticated or wrong identity", func(t *testing.T) {
-		anyone := map[string]bool{"Info": true, "Volumes": true, "ListNamespaces": true}
+		anyone := map[string]bool{"Info": true, "Volumes": true, "SecretsRevocations": true, "ListNamespaces": true}
 		_, anon := s.dial(t, nil, nil)
 		metatest.CallEvery(anon, "victim", func(method string, err error) {
 			if !anyone[method] && !errors.Is(errors.Unauthenticated, err) && !errors.Is(errors.Permission, err) {
 				t.Errorf("anonymous %s: %v", method, err)
 			}
 		})
-		userOK := map[string]bool{"Authenticate": true, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
+		userOK := map[string]bool{"Authenticate": true, "Info": true, "Volumes": true, "SecretsRevocations": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
 		_, mal := s.dial(t, nil, &mallory)
 		metatest.CallEvery(mal, "victim", func(method string, err error) {
 			if method == "Join" { // the token is the credential: none, refused

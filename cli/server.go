@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -213,11 +214,8 @@ certificate from it, and data servers and gateways join with tokens from
 				}
 				classes = append(classes, c)
 			}
-			ca, err := pki.LoadOrCreateCA(dir, "cairn cluster")
-			if err != nil {
-				return err
-			}
-			node, err := ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs(append(grp.sans(listen), sans...)...))
+			id := cmp.Or(grp.advertise, listen)
+			node, ca, fresh, err := grp.identity(cmd.Context(), dir, id, pki.DefaultSANs(append(grp.sans(listen), sans...)...)) // metagroup.go
 			if err != nil {
 				return err
 			}
@@ -259,6 +257,14 @@ certificate from it, and data servers and gateways join with tokens from
 			g := meta.NewGRPCServer(svc, meta.ServerTLS(revoked.Guard(node.Server())))
 			go g.Serve(l)
 			fmt.Printf("cairn meta: gRPC (TLS) on %s, data dir %s, cluster CA %s\n", l.Addr(), dir, filepath.Join(dir, pki.CAFile))
+			if fresh {
+				if err := grp.addSelf(cmd.Context(), node, id); err != nil {
+					g.Stop()
+					svc.Close()
+					return fmt.Errorf("joined the cluster but could not join the meta group (try `cairn admin meta add %s %s`): %w", id, cmp.Or(grp.raftAdvertise, grp.raftListen), err)
+				}
+				fmt.Printf("cairn meta: added to the meta group; its secrets come from the group\n")
+			}
 			return untilSignal(func(ctx context.Context) error {
 				if group != nil {
 					// A member hands the lead over and is gone within 2 s:
@@ -412,7 +418,7 @@ func gatewayCmd() *cobra.Command {
 			}
 			defer conn.Close()
 			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(),
-				Dial: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, clusterTLS) }})
+				Dial: revokedChunks(cmd.Context(), mc, clusterTLS)}) // tls.go
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -42,13 +43,31 @@ func dialMeta(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.C
 }
 
 // userChunks dials data servers as a user (a mount): https, trusting what
-// dialMeta trusts.
-func userChunks() (func(string) cairn.Chunks, error) {
+// dialMeta trusts, and refusing a data server whose certificate meta
+// revoked (the list followed from mc while ctx lasts).
+func userChunks(ctx context.Context, mc metapb.MetaClient) (func(string) cairn.Chunks, error) {
 	cfg, err := api.TLSConfig()
 	if err != nil {
 		return nil, err
 	}
-	return func(a string) cairn.Chunks { return chunk.NewRemoteTLS(a, cfg) }, nil
+	return revokedChunks(ctx, mc, cfg), nil
+}
+
+// revocationPoll is how often a gateway or a mount asks meta for the
+// revocation list (data servers get it with every heartbeat).
+const revocationPoll = 5 * time.Second
+
+// revokedChunks dials data servers with cfg, refusing those whose
+// certificate is on meta's revocation list, which it follows from mc.
+func revokedChunks(ctx context.Context, mc metapb.MetaClient, cfg *tls.Config) func(string) cairn.Chunks {
+	rv := &pki.Revocations{}
+	cfg = rv.Guard(cfg) // once: connections are pooled per configuration
+	go meta.FollowRevocations(ctx, mc, rv, revocationPoll)
+	return func(a string) cairn.Chunks {
+		r := chunk.NewRemoteTLS(a, cfg)
+		r.SetRevoked(rv)
+		return r
+	}
 }
 
 // identityFlags say how a data server or gateway gets its cluster

@@ -132,6 +132,12 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 	case *metapb.Command_ReclaimOrphans:
 		op = "meta.ReclaimOrphans"
 		err = t.reclaimOrphans(c.ReclaimOrphans)
+	case *metapb.Command_SecretsInit:
+		op = "meta.SecretsInit"
+		err = t.secretsInit(c.SecretsInit)
+	case *metapb.Command_SecretsRotateCaps:
+		op = "meta.RotateCapKeys"
+		err = t.secretsRotateCaps(c.SecretsRotateCaps)
 	case *metapb.Command_SetClusterId:
 		op = "meta.SetClusterId"
 		err = t.setClusterID(c.SetClusterId.Id)

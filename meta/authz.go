@@ -101,6 +101,8 @@ var explicitRules = map[string]rule{
 	// credentials or the root pair in the request.
 	"Join":            {roles: roleAll, user: userAnyone},
 	"CreateJoinToken": {roles: roleAll, user: userAnyone},
+	// The revocation list names no secret (revokefollow.go).
+	"SecretsRevocations": {roles: roleAll, user: userAnyone},
 }
 
 // readMethods only read the namespaces they name; every other call that

@@ -159,7 +159,7 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 	rogue := w.dial(t, &other, nil)
 	// Anyone may learn where volumes are (reading a public namespace
 	// needs it) and list the public namespaces.
-	anyone := map[string]bool{"Info": true, "Volumes": true, "ListNamespaces": true}
+	anyone := map[string]bool{"Info": true, "Volumes": true, "SecretsRevocations": true, "ListNamespaces": true}
 	if l, err := anon.ListNamespaces(context.Background(), &metapb.Empty{}); err != nil || len(l.Namespaces) != 0 {
 		t.Errorf("anonymous ListNamespaces: %v %v, want none (none is public)", l, err)
 	}
@@ -181,7 +181,7 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 		}
 	})
 	// A user: nothing of root's, nothing administrative.
-	userOK := map[string]bool{"Authenticate": false, "Info": true, "Volumes": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
+	userOK := map[string]bool{"Authenticate": false, "Info": true, "Volumes": true, "SecretsRevocations": true, "ListNamespaces": true, "Sync": true, "MountReserve": true, "RenewCaps": true}
 	callEvery(t, w.aliceCl, "victim", func(method string, err error) {
 		if _, ok := userOK[method]; ok {
 			return
@@ -197,7 +197,7 @@ func TestAnonymousAndWrongIdentityRefused(t *testing.T) {
 		}
 	})
 	// A data server: its own calls only.
-	dataOK := map[string]bool{"Heartbeat": true, "Info": true, "Volumes": true, "Authenticate": true}
+	dataOK := map[string]bool{"Heartbeat": true, "Info": true, "Volumes": true, "SecretsRevocations": true, "Authenticate": true}
 	callEvery(t, w.role(t, pki.RoleData, "d1"), "victim", func(method string, err error) {
 		if method == "Join" {
 			if !errors.Is(errors.Unauthenticated, err) {
@@ -453,7 +453,7 @@ func TestGatewayForReadOnlyUser(t *testing.T) {
 	}
 	// Calls any user may make (their answers are filtered to what the
 	// user may see), and the ones whose credential is in the request.
-	for _, m := range []string{"Info", "Volumes", "ListNamespaces", "Sync", "MountReserve", "RenewCaps", "Authenticate", "Join", "CreateJoinToken", "CreateNamespace"} {
+	for _, m := range []string{"Info", "Volumes", "SecretsRevocations", "ListNamespaces", "Sync", "MountReserve", "RenewCaps", "Authenticate", "Join", "CreateJoinToken", "CreateNamespace"} {
 		reads[m] = true
 	}
 	s3Writes := map[string]bool{"S3PutBucketConfig": true, "S3Copy": true, "S3SetTags": true, "S3CreateUpload": true,

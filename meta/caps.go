@@ -63,6 +63,9 @@ func (s *Service) setupCaps() error {
 
 // rotateCaps makes a new current key and keeps the last one as previous.
 func (s *Service) rotateCaps() error {
+	if s.sec.fromState.Load() {
+		return s.proposeCapRotation() // the group's keys change by command (secrets.go)
+	}
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
 	var id uint32 = 1
@@ -119,22 +122,36 @@ func (s *Service) capLoop() {
 	defer s.wg.Done()
 	for {
 		s.capMu.Lock()
-		newest := time.Unix(s.capFile.Keys[0].Active, 0)
+		have := len(s.capFile.Keys) > 0
+		var newest time.Time
+		if have {
+			newest = time.Unix(s.capFile.Keys[0].Active, 0)
+		}
 		s.capMu.Unlock()
 		next, rotate := newest.Add(s.cfg.CapRotate), true
-		if time.Now().Before(newest) {
+		switch {
+		case !have: // a member that joined: the keys come with the log (kick)
+			next, rotate = time.Now().Add(time.Hour), false
+		case time.Now().Before(newest):
 			next, rotate = newest, false
+		case !s.mayRotateCaps(): // a follower: the leader rotates; look again later
+			next, rotate = time.Now().Add(5*time.Second), false
 		}
 		t := time.NewTimer(time.Until(next))
 		select {
 		case <-s.closing:
 			t.Stop()
 			return
+		case <-s.sec.kick: // the group's keys changed (secrets.go)
+			t.Stop()
+			continue
 		case <-t.C:
 		}
-		if !rotate {
+		if !rotate || !s.mayRotateCaps() {
 			s.capMu.Lock()
-			s.applyCapKeys(s.capFile)
+			if len(s.capFile.Keys) > 0 {
+				s.applyCapKeys(s.capFile)
+			}
 			s.capMu.Unlock()
 			continue
 		}

@@ -27,7 +27,7 @@ func TestMethodClassification(t *testing.T) {
 		"S3SetVersioning": false,
 
 		"CreateNamespace": false, "ListNamespaces": false, "SetVisibility": false,
-		"Assign": false, "Volumes": false, "Heartbeat": false, "Authenticate": false, "CreateUser": false, "Info": false,
+		"Assign": false, "Volumes": false, "Heartbeat": false, "Authenticate": false, "CreateUser": false, "Info": false, "SecretsRevocations": false,
 		"ClusterStatus": false, "ClusterDrain": false, "ClusterRebalance": false,
 		"S3CreateUser": false, "S3DeleteUser": false, "S3ListUsers": false, "S3CreateKey": false, "S3DeleteKey": false,
 		"S3ListKeys": false, "S3Grant": false, "S3GetSecret": false, "S3PutBucketConfig": false,

@@ -196,6 +196,11 @@ func (s *Service) published(res *result) {
 			s.log.Error("meta: reloading the revocation list", "err", err)
 		}
 	}
+	if res.secrets { // on every member: any may lead next (secrets.go)
+		if err := s.loadSecrets(); err != nil {
+			s.log.Error("meta: loading the shared secrets", "err", err)
+		}
+	}
 }
 
 // kickGC wakes the collector when res queued garbage. Only once the
@@ -230,6 +235,9 @@ func (s *Service) rebuild() error {
 		return err
 	}
 	if _, err := s.loadRevoked(); err != nil {
+		return err
+	}
+	if err := s.loadSecrets(); err != nil {
 		return err
 	}
 	s.pmu.Lock()
@@ -376,15 +384,13 @@ func (s *Service) setupStateOrGroup() error {
 	if s.cfg.Group == nil {
 		return s.setupState()
 	}
-	aead, err := loadMasterKey(s.cfg.Dir)
-	if err != nil {
-		return err
-	}
-	s.aead = aead
 	return s.startGroup(*s.cfg.Group)
 }
 
 func (s *Service) setupState() error {
+	if err := s.seedSecrets(); err != nil { // first: setupS3 seals with the group's key
+		return err
+	}
 	if err := s.setupClusterID(); err != nil {
 		return err
 	}

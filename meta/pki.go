@@ -42,12 +42,16 @@ func (s *Service) CreateJoinToken(ctx context.Context, req *metapb.CreateJoinTok
 			return nil, errors.E(op, errors.Permission, "only root makes join tokens")
 		}
 	}
-	if s.cfg.CA == nil {
+	ca := s.clusterCA() // the group's (secrets.go)
+	if ca == nil {
 		return nil, errors.E(op, errors.Unavailable, "this meta has no cluster CA")
 	}
 	role := pki.Role(req.Role)
-	if role != pki.RoleData && role != pki.RoleGateway {
-		return nil, errors.E(op, errors.Invalid, errors.Path(req.Role), `role must be "data" or "gateway"`)
+	// A meta token buys a member of the meta group its certificate
+	// (`cairn meta --join`); the group's secrets then reach it with the
+	// log (secrets.go).
+	if role != pki.RoleData && role != pki.RoleGateway && role != pki.RoleMeta {
+		return nil, errors.E(op, errors.Invalid, errors.Path(req.Role), `role must be "data", "gateway" or "meta"`)
 	}
 	ttl, uses := time.Duration(req.TtlNs), req.Uses
 	if ttl == 0 {
@@ -59,7 +63,7 @@ func (s *Service) CreateJoinToken(ctx context.Context, req *metapb.CreateJoinTok
 	if ttl < 0 || ttl > maxTokenTTL || uses > maxTokenUses {
 		return nil, errors.E(op, errors.Invalid, "ttl must be at most 720h and uses at most 1000")
 	}
-	tok := pki.NewJoinToken(s.cfg.CA)
+	tok := pki.NewJoinToken(ca)
 	expires := time.Now().Add(ttl).UnixNano()
 	rec := &metapb.JoinTokenRecord{Id: tok.ID, SecretHash: pki.SecretHash(tok.Secret), Role: string(role), ExpiresNs: expires, Uses: uses}
 	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_PutJoinToken{PutJoinToken: rec}}); err != nil {
@@ -72,14 +76,15 @@ func (s *Service) CreateJoinToken(ctx context.Context, req *metapb.CreateJoinTok
 // for the token's role.
 func (s *Service) Join(ctx context.Context, req *metapb.JoinRequest) (*metapb.JoinResponse, error) {
 	const op = errors.Op("meta.Join")
-	if s.cfg.CA == nil { // then no token can be valid here
+	ca := s.clusterCA()
+	if ca == nil { // then no token can be valid here
 		return nil, errors.E(op, errors.Unauthenticated, "this meta has no cluster CA: it takes no join tokens")
 	}
 	tok, err := pki.ParseJoinToken(req.Token)
 	if err != nil {
 		return nil, errors.E(op, errors.Unauthenticated, err)
 	}
-	if tok.CAHash != s.cfg.CA.Fingerprint() {
+	if tok.CAHash != ca.Fingerprint() {
 		return nil, errors.E(op, errors.Unauthenticated, "the token is for another cluster")
 	}
 	if req.Name == "" || len(req.Name) > 255 || len(req.Sans) > 32 {
@@ -95,12 +100,12 @@ func (s *Service) Join(ctx context.Context, req *metapb.JoinRequest) (*metapb.Jo
 		return nil, errors.E(op, err)
 	}
 	role := pki.Role(res.joinRole)
-	der, err := s.cfg.CA.Sign(pub, role, req.Name, req.Sans, pki.CertLifetime)
+	der, err := ca.Sign(pub, role, req.Name, req.Sans, pki.CertLifetime)
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
 	s.log.Info("joined", "role", role, "name", req.Name, "token", tok.ID)
-	return &metapb.JoinResponse{Cert: der, Ca: s.cfg.CA.PEM, Role: string(role)}, nil
+	return &metapb.JoinResponse{Cert: der, Ca: ca.PEM, Role: string(role)}, nil
 }
 
 // putJoinToken stores a token, dropping any that expired.

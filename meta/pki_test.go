@@ -162,8 +162,12 @@ func TestJoinRefusals(t *testing.T) {
 	// Only root makes tokens.
 	_, err = mc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: testRoot, Secret: "wrong"})
 	wantKind(t, err, errors.Permission)
-	_, err = mc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "meta", AccessKey: testRoot, Secret: testRootSecret})
+	_, err = mc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "root", AccessKey: testRoot, Secret: testRootSecret})
 	wantKind(t, err, errors.Invalid)
+	// A meta token (a new member of the meta group, secrets.go) is made by root only too.
+	if _, err = mc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "meta", AccessKey: testRoot, Secret: testRootSecret}); err != nil {
+		t.Errorf("a meta join token: %v", err)
+	}
 }
 
 func TestPlaintextToTLSMetaFails(t *testing.T) {

@@ -37,6 +37,9 @@ type testGroup struct {
 	// serverOpts, when set, adds options to a member's gRPC server (a
 	// test's interceptor).
 	serverOpts func(*member) []grpc.ServerOption
+	// config, when set, changes a member's configuration before it
+	// opens (secrets_test.go: which member holds the CA).
+	config func(*member, *Config)
 }
 
 func listenLoopback(t testing.TB, addr string) net.Listener {
@@ -96,6 +99,9 @@ func (g *testGroup) start(m *member, gl, rl net.Listener, boot []Peer) {
 		g.tweak(gc)
 	}
 	cfg.Group = gc
+	if g.config != nil {
+		g.config(m, &cfg)
+	}
 	svc, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -66,17 +66,22 @@ func loadMasterKey(dir string) (cipher.AEAD, error) {
 // seal encrypts a secret; the access key is the associated data, so a
 // sealed secret moved to another key's record does not open.
 func (s *Service) seal(access, secret string) []byte {
-	nonce := make([]byte, s.aead.NonceSize())
+	aead := s.masterKey()
+	nonce := make([]byte, aead.NonceSize())
 	rand.Read(nonce)
-	return s.aead.Seal(nonce, nonce, []byte(secret), []byte(access))
+	return aead.Seal(nonce, nonce, []byte(secret), []byte(access))
 }
 
 func (s *Service) unseal(k *metapb.S3Key) (string, error) {
-	n := s.aead.NonceSize()
+	aead := s.masterKey()
+	if aead == nil {
+		return "", errors.E(errors.Unavailable, "this meta has not learnt the S3 master key yet")
+	}
+	n := aead.NonceSize()
 	if len(k.SealedSecret) < n {
 		return "", errors.E(errors.Corrupt, "sealed secret too short")
 	}
-	plain, err := s.aead.Open(nil, k.SealedSecret[:n], k.SealedSecret[n:], []byte(k.AccessKey))
+	plain, err := aead.Open(nil, k.SealedSecret[:n], k.SealedSecret[n:], []byte(k.AccessKey))
 	if err != nil {
 		return "", errors.E(errors.Corrupt, "cannot open a sealed secret (wrong master key?)")
 	}
@@ -87,11 +92,9 @@ func (s *Service) unseal(k *metapb.S3Key) (string, error) {
 // from the configuration, from this Open's generated pair, or from
 // root.credentials of an earlier start.
 func (s *Service) setupS3() error {
-	aead, err := loadMasterKey(s.cfg.Dir)
-	if err != nil {
-		return err
+	if s.masterKey() == nil { // loaded at Open, or from the group's state (secrets.go)
+		return errors.E(errors.Op("meta.setupS3"), errors.Unavailable, "no S3 master key")
 	}
-	s.aead = aead
 	user, secret := s.cfg.RootUser, s.cfg.RootPassword
 	if user == "" {
 		user, secret = s.genUser, s.genSecret

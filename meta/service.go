@@ -2,7 +2,6 @@ package meta
 
 import (
 	"bytes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -60,8 +59,8 @@ type Service struct {
 	tier     tierState      // automatic tiering: reads seen, moves (tier.go)
 
 	genUser, genSecret string
-	clusterID          string      // chosen at the first start (setupClusterID)
-	aead               cipher.AEAD // seals S3 secrets (s3keys.go)
+	clusterID          string  // chosen at the first start (setupClusterID)
+	sec                secrets // the group's shared secrets in memory (secrets.go)
 
 	mountSessions sessionTable // see session.go
 	locks         lockTable    // see locks.go
@@ -114,7 +113,7 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.setupCaps(); err != nil {
+	if err := s.setupSecrets(); err != nil { // secrets.go
 		db.Close()
 		return nil, err
 	}
@@ -207,6 +206,7 @@ type result struct {
 
 	joinRole string // UseJoinToken: the role the spent token allows
 	revoked  bool   // RevokeCert: every replica reloads its revocation list
+	secrets  bool   // secrets commands: every replica reloads the shared secrets (secrets.go)
 
 	version *metapb.S3Version // S3 versioning commands (versions.go)
 }

@@ -280,3 +280,34 @@ func (ca *CA) Node(role Role, id string, sans []string) (*Node, error) {
 	}
 	return &Node{Cert: cert, CA: &CA{Cert: ca.Cert, PEM: ca.PEM}}, nil
 }
+
+// KeyPEM is the CA's private key, PKCS#8 PEM: what a meta group keeps in
+// its replicated state so that every member can sign (meta/secrets.go).
+func (ca *CA) KeyPEM() ([]byte, error) {
+	if ca.Key == nil {
+		return nil, errors.E(errors.Op("pki.CA.KeyPEM"), errors.Invalid, "the CA is known by its certificate only")
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
+		return nil, errors.E(errors.Op("pki.CA.KeyPEM"), errors.Invalid, err)
+	}
+	return pemBlock("PRIVATE KEY", der), nil
+}
+
+// ParseCAKeyPair reads a CA from its certificate and key (PEM), as
+// LoadCA does from files.
+func ParseCAKeyPair(certPEM, keyPEM []byte) (*CA, error) {
+	const op = errors.Op("pki.ParseCAKeyPair")
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, errors.E(op, errors.Invalid, err)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, errors.E(op, errors.Invalid, "CA key cannot sign")
+	}
+	if !pair.Leaf.IsCA {
+		return nil, errors.E(op, errors.Invalid, "not a CA certificate")
+	}
+	return &CA{Cert: pair.Leaf, Key: signer, PEM: append([]byte(nil), certPEM...)}, nil
+}

@@ -3,6 +3,7 @@ package pki
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"
@@ -214,4 +215,38 @@ func FuzzParseJoinToken(f *testing.F) {
 			t.Fatalf("reparse of %q: %v", s, err)
 		}
 	})
+}
+
+func TestCAKeyPairRoundTrip(t *testing.T) {
+	ca, err := NewCA("round trip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ca.KeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseCAKeyPair(ca.PEM, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Fingerprint() != ca.Fingerprint() || back.Key == nil {
+		t.Fatalf("round trip lost the CA: %s vs %s", back.Fingerprint(), ca.Fingerprint())
+	}
+	// The parsed CA signs certificates the original's pool verifies.
+	n, err := back.Node(RoleData, "d", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Cert.Leaf.Verify(x509.VerifyOptions{Roots: ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := NewCA("other")
+	otherKey, _ := other.KeyPEM()
+	if _, err := ParseCAKeyPair(ca.PEM, otherKey); err == nil {
+		t.Fatal("a certificate with another CA's key parsed")
+	}
+	if _, err := (&CA{Cert: ca.Cert, PEM: ca.PEM}).KeyPEM(); err == nil {
+		t.Fatal("KeyPEM of a CA without key")
+	}
 }

@@ -3789,6 +3789,8 @@ type Command struct {
 	//	*Command_TierRelease
 	//	*Command_TierIntent
 	//	*Command_TierReleaseIntents
+	//	*Command_SecretsInit
+	//	*Command_SecretsRotateCaps
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4264,6 +4266,24 @@ func (x *Command) GetTierReleaseIntents() *TierReleaseIntentsCommand {
 	return nil
 }
 
+func (x *Command) GetSecretsInit() *SecretsState {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SecretsInit); ok {
+			return x.SecretsInit
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSecretsRotateCaps() *SecretsCapKey {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SecretsRotateCaps); ok {
+			return x.SecretsRotateCaps
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -4455,6 +4475,15 @@ type Command_TierReleaseIntents struct {
 	TierReleaseIntents *TierReleaseIntentsCommand `protobuf:"bytes,582,opt,name=tier_release_intents,json=tierReleaseIntents,proto3,oneof"`
 }
 
+type Command_SecretsInit struct {
+	// ---- The group's shared secrets (secrets band 641-660; meta/secrets.go) ----
+	SecretsInit *SecretsState `protobuf:"bytes,641,opt,name=secrets_init,json=secretsInit,proto3,oneof"`
+}
+
+type Command_SecretsRotateCaps struct {
+	SecretsRotateCaps *SecretsCapKey `protobuf:"bytes,642,opt,name=secrets_rotate_caps,json=secretsRotateCaps,proto3,oneof"`
+}
+
 func (*Command_CreateNamespace) isCommand_Op() {}
 
 func (*Command_DeleteNamespace) isCommand_Op() {}
@@ -4544,6 +4573,10 @@ func (*Command_TierRelease) isCommand_Op() {}
 func (*Command_TierIntent) isCommand_Op() {}
 
 func (*Command_TierReleaseIntents) isCommand_Op() {}
+
+func (*Command_SecretsInit) isCommand_Op() {}
+
+func (*Command_SecretsRotateCaps) isCommand_Op() {}
 
 // CommandOutcome is what the state machine remembers of a command that
 // carried a request id: the command's own error, or the parts of its
@@ -10537,6 +10570,140 @@ func (x *TierReadsRequest) GetInos() []uint64 {
 	return nil
 }
 
+// SecretsState is what a member of a meta group needs to act as leader,
+// kept in the replicated state (c/secrets) so that a member that joins
+// needs no copied files (meta/secrets.go). secrets_init stores it unless
+// the state holds one already (the first wins).
+type SecretsState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CaCert        []byte                 `protobuf:"bytes,1,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`       // the cluster CA's certificate, PEM
+	CaKey         []byte                 `protobuf:"bytes,2,opt,name=ca_key,json=caKey,proto3" json:"ca_key,omitempty"`          // its private key, PKCS#8 PEM
+	S3Master      []byte                 `protobuf:"bytes,3,opt,name=s3_master,json=s3Master,proto3" json:"s3_master,omitempty"` // the 32-byte key that seals S3 secrets
+	CapKeys       []*SecretsCapKey       `protobuf:"bytes,4,rep,name=cap_keys,json=capKeys,proto3" json:"cap_keys,omitempty"`    // capability keys, newest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretsState) Reset() {
+	*x = SecretsState{}
+	mi := &file_proto_meta_proto_msgTypes[130]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretsState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretsState) ProtoMessage() {}
+
+func (x *SecretsState) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[130]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretsState.ProtoReflect.Descriptor instead.
+func (*SecretsState) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{130}
+}
+
+func (x *SecretsState) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *SecretsState) GetCaKey() []byte {
+	if x != nil {
+		return x.CaKey
+	}
+	return nil
+}
+
+func (x *SecretsState) GetS3Master() []byte {
+	if x != nil {
+		return x.S3Master
+	}
+	return nil
+}
+
+func (x *SecretsState) GetCapKeys() []*SecretsCapKey {
+	if x != nil {
+		return x.CapKeys
+	}
+	return nil
+}
+
+// SecretsCapKey is a capability signing key; secrets_rotate_caps puts a
+// new one first and keeps the two before it.
+type SecretsCapKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Secret        []byte                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	ActiveUnix    int64                  `protobuf:"varint,3,opt,name=active_unix,json=activeUnix,proto3" json:"active_unix,omitempty"` // signs from then on
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretsCapKey) Reset() {
+	*x = SecretsCapKey{}
+	mi := &file_proto_meta_proto_msgTypes[131]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretsCapKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretsCapKey) ProtoMessage() {}
+
+func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[131]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretsCapKey.ProtoReflect.Descriptor instead.
+func (*SecretsCapKey) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{131}
+}
+
+func (x *SecretsCapKey) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SecretsCapKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *SecretsCapKey) GetActiveUnix() int64 {
+	if x != nil {
+		return x.ActiveUnix
+	}
+	return 0
+}
+
 var File_proto_meta_proto protoreflect.FileDescriptor
 
 const file_proto_meta_proto_rawDesc = "" +
@@ -10877,7 +11044,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x8d\x18\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x9b\x19\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
@@ -10937,7 +11104,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\ftier_release\x18\xd0\x03 \x01(\v2\x1e.cairn.meta.TierReleaseCommandH\x00R\vtierRelease\x12A\n" +
 	"\vtier_intent\x18\xc5\x04 \x01(\v2\x1d.cairn.meta.TierIntentCommandH\x00R\n" +
 	"tierIntent\x12Z\n" +
-	"\x14tier_release_intents\x18\xc6\x04 \x01(\v2%.cairn.meta.TierReleaseIntentsCommandH\x00R\x12tierReleaseIntentsB\x04\n" +
+	"\x14tier_release_intents\x18\xc6\x04 \x01(\v2%.cairn.meta.TierReleaseIntentsCommandH\x00R\x12tierReleaseIntents\x12>\n" +
+	"\fsecrets_init\x18\x81\x05 \x01(\v2\x18.cairn.meta.SecretsStateH\x00R\vsecretsInit\x12L\n" +
+	"\x13secrets_rotate_caps\x18\x82\x05 \x01(\v2\x19.cairn.meta.SecretsCapKeyH\x00R\x11secretsRotateCapsB\x04\n" +
 	"\x02op\"\xab\x03\n" +
 	"\x0eCommandOutcome\x12'\n" +
 	"\x05error\x18\x01 \x01(\v2\x11.cairn.meta.ErrorR\x05error\x12%\n" +
@@ -11462,7 +11631,17 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\tbefore_ns\x18\x02 \x01(\x03R\bbeforeNs\"6\n" +
 	"\x10TierReadsRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
-	"\x04inos\x18\x02 \x03(\x04R\x04inos**\n" +
+	"\x04inos\x18\x02 \x03(\x04R\x04inos\"\x91\x01\n" +
+	"\fSecretsState\x12\x17\n" +
+	"\aca_cert\x18\x01 \x01(\fR\x06caCert\x12\x15\n" +
+	"\x06ca_key\x18\x02 \x01(\fR\x05caKey\x12\x1b\n" +
+	"\ts3_master\x18\x03 \x01(\fR\bs3Master\x124\n" +
+	"\bcap_keys\x18\x04 \x03(\v2\x19.cairn.meta.SecretsCapKeyR\acapKeys\"X\n" +
+	"\rSecretsCapKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\x12\x1f\n" +
+	"\vactive_unix\x18\x03 \x01(\x03R\n" +
+	"activeUnix**\n" +
 	"\n" +
 	"Visibility\x12\v\n" +
 	"\aPRIVATE\x10\x00\x12\x0f\n" +
@@ -11483,7 +11662,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\x87%\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xca%\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -11560,7 +11739,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\rTierGetPolicy\x12\x1d.cairn.meta.TierPolicyRequest\x1a\x1a.cairn.meta.TierPolicyList\x12?\n" +
 	"\n" +
 	"TierStatus\x12\x11.cairn.meta.Empty\x1a\x1e.cairn.meta.TierStatusResponse\x12@\n" +
-	"\rTierNoteReads\x12\x1c.cairn.meta.TierReadsRequest\x1a\x11.cairn.meta.EmptyB\x14Z\x12cairn/proto/metapbb\x06proto3"
+	"\rTierNoteReads\x12\x1c.cairn.meta.TierReadsRequest\x1a\x11.cairn.meta.Empty\x12A\n" +
+	"\x12SecretsRevocations\x12\x11.cairn.meta.Empty\x1a\x18.cairn.meta.RevokedCertsB\x14Z\x12cairn/proto/metapbb\x06proto3"
 
 var (
 	file_proto_meta_proto_rawDescOnce sync.Once
@@ -11575,7 +11755,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 152)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 154)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                   // 0: cairn.meta.Visibility
 	(FileType)(0),                     // 1: cairn.meta.FileType
@@ -11711,28 +11891,30 @@ var file_proto_meta_proto_goTypes = []any{
 	(*TierIntentCommand)(nil),         // 131: cairn.meta.TierIntentCommand
 	(*TierReleaseIntentsCommand)(nil), // 132: cairn.meta.TierReleaseIntentsCommand
 	(*TierReadsRequest)(nil),          // 133: cairn.meta.TierReadsRequest
-	nil,                               // 134: cairn.meta.Inode.UserMetaEntry
-	nil,                               // 135: cairn.meta.Inode.HeadersEntry
-	nil,                               // 136: cairn.meta.Inode.TagsEntry
-	nil,                               // 137: cairn.meta.Inode.XattrsEntry
-	nil,                               // 138: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                               // 139: cairn.meta.CommitRequest.HeadersEntry
-	nil,                               // 140: cairn.meta.CommitRequest.TagsEntry
-	nil,                               // 141: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                               // 142: cairn.meta.AuthResponse.GrantsEntry
-	nil,                               // 143: cairn.meta.ClusterServer.LabelsEntry
-	nil,                               // 144: cairn.meta.S3Key.GrantsEntry
-	nil,                               // 145: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                               // 146: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                               // 147: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                               // 148: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                               // 149: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                               // 150: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                               // 151: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                               // 152: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                               // 153: cairn.meta.S3Upload.UserMetaEntry
-	nil,                               // 154: cairn.meta.S3Upload.HeadersEntry
-	nil,                               // 155: cairn.meta.S3Upload.TagsEntry
+	(*SecretsState)(nil),              // 134: cairn.meta.SecretsState
+	(*SecretsCapKey)(nil),             // 135: cairn.meta.SecretsCapKey
+	nil,                               // 136: cairn.meta.Inode.UserMetaEntry
+	nil,                               // 137: cairn.meta.Inode.HeadersEntry
+	nil,                               // 138: cairn.meta.Inode.TagsEntry
+	nil,                               // 139: cairn.meta.Inode.XattrsEntry
+	nil,                               // 140: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                               // 141: cairn.meta.CommitRequest.HeadersEntry
+	nil,                               // 142: cairn.meta.CommitRequest.TagsEntry
+	nil,                               // 143: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                               // 144: cairn.meta.AuthResponse.GrantsEntry
+	nil,                               // 145: cairn.meta.ClusterServer.LabelsEntry
+	nil,                               // 146: cairn.meta.S3Key.GrantsEntry
+	nil,                               // 147: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                               // 148: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                               // 149: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                               // 150: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                               // 151: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                               // 152: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                               // 153: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                               // 154: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                               // 155: cairn.meta.S3Upload.UserMetaEntry
+	nil,                               // 156: cairn.meta.S3Upload.HeadersEntry
+	nil,                               // 157: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
@@ -11742,10 +11924,10 @@ var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	134, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	135, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	136, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	137, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	136, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	137, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	138, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	139, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
 	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
@@ -11756,9 +11938,9 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	138, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	139, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	140, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	140, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	141, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	142, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
 	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
@@ -11766,7 +11948,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	141, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	143, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
@@ -11775,7 +11957,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
 	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
-	142, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	144, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -11822,217 +12004,222 @@ var file_proto_meta_proto_depIdxs = []int32{
 	129, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
 	131, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
 	132, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
-	42,  // 87: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 88: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 89: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 90: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 91: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 92: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 93: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	106, // 94: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	143, // 95: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 96: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 97: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 98: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 99: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 100: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 101: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 102: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	144, // 103: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	145, // 104: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 105: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	146, // 106: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 107: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 108: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 109: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	147, // 110: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 111: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 112: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	148, // 113: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	149, // 114: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	150, // 115: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	151, // 116: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	152, // 117: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	153, // 118: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	154, // 119: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	155, // 120: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 121: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 122: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 123: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 124: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 125: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 126: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 127: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 128: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 129: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 130: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 131: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 132: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 133: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 134: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 135: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 136: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 137: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 138: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	121, // 139: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	122, // 140: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	125, // 141: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	122, // 142: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 143: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 144: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	9,   // 145: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
-	9,   // 146: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
-	2,   // 147: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 148: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 149: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 150: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 151: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 152: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 153: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 154: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 155: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 156: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 157: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 158: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 159: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 160: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 161: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 162: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 163: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 164: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 165: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 166: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 167: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 168: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 169: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 170: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 171: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 172: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 173: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 174: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 175: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 176: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 177: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 178: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 179: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 180: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 181: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 182: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 183: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 184: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 185: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 186: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 187: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 188: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 189: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 190: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 191: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 192: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 193: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 194: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 195: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 196: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 197: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 198: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 199: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 200: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 201: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 202: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 203: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 204: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 205: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 206: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 207: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 208: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 209: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 210: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 211: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 212: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 213: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 214: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 215: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 216: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 217: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	122, // 218: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	123, // 219: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 220: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	133, // 221: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
-	4,   // 222: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 223: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 224: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 225: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 226: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 227: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 228: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 229: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 230: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 231: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 232: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 233: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 234: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 235: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 236: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 237: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 238: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 239: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 240: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 241: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 242: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 243: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 244: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 245: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 246: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 247: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 248: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 249: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 250: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 251: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 252: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 253: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 254: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 255: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 256: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 257: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 258: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 259: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 260: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 261: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 262: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 263: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 264: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 265: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 266: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 267: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 268: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 269: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 270: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 271: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 272: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 273: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 274: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 275: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 276: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 277: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 278: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 279: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 280: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 281: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 282: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 283: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 284: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 285: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 286: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 287: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 288: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 289: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 290: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 291: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	43,  // 292: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
-	222, // [222:293] is the sub-list for method output_type
-	151, // [151:222] is the sub-list for method input_type
-	151, // [151:151] is the sub-list for extension type_name
-	151, // [151:151] is the sub-list for extension extendee
-	0,   // [0:151] is the sub-list for field type_name
+	134, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
+	135, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
+	42,  // 89: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 90: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 91: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 92: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 93: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	116, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	62,  // 95: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	106, // 96: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
+	145, // 97: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	104, // 98: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 99: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	64,  // 100: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	65,  // 101: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	66,  // 102: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	68,  // 103: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	69,  // 104: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	146, // 105: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	147, // 106: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 107: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	148, // 108: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	76,  // 109: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	76,  // 110: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	79,  // 111: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	149, // 112: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	81,  // 113: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	82,  // 114: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	150, // 115: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	151, // 116: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	152, // 117: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	153, // 118: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	154, // 119: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	155, // 120: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	156, // 121: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	157, // 122: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 123: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	86,  // 124: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 125: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	86,  // 126: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 127: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	86,  // 128: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	87,  // 129: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	85,  // 130: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	85,  // 131: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 132: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	108, // 133: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	110, // 134: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 135: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	114, // 136: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 137: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 138: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	116, // 139: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	114, // 140: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	121, // 141: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	122, // 142: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	125, // 143: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	122, // 144: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 145: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 146: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	9,   // 147: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
+	9,   // 148: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
+	135, // 149: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
+	2,   // 150: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 151: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 152: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 153: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 154: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 155: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 156: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 157: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 158: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 159: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 160: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 161: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 162: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 163: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 164: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 165: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 166: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 167: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 168: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 169: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 170: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 171: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 172: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 173: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 174: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 175: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 176: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	63,  // 177: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 178: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	69,  // 179: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	70,  // 180: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 181: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	74,  // 182: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	73,  // 183: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	70,  // 184: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	75,  // 185: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	73,  // 186: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 187: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	80,  // 188: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	83,  // 189: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	84,  // 190: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	85,  // 191: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	86,  // 192: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	88,  // 193: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	90,  // 194: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	86,  // 195: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	91,  // 196: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	93,  // 197: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	115, // 198: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	117, // 199: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 200: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	117, // 201: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	118, // 202: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	120, // 203: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	52,  // 204: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	54,  // 205: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	55,  // 206: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	56,  // 207: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	53,  // 208: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	58,  // 209: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 210: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	97,  // 211: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	99,  // 212: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 213: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	112, // 214: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	112, // 215: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 216: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	102, // 217: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 218: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 219: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 220: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	122, // 221: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	123, // 222: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 223: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	133, // 224: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
+	43,  // 225: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
+	4,   // 226: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 227: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 228: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 229: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 230: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 231: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 232: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 233: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 234: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 235: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 236: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 237: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 238: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 239: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 240: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 241: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 242: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 243: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 244: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 245: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 246: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 247: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 248: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 249: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 250: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 251: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 252: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 253: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 254: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 255: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 256: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 257: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 258: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 259: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 260: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 261: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 262: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 263: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 264: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 265: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 266: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 267: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 268: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 269: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 270: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	116, // 271: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	116, // 272: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	116, // 273: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	119, // 274: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	116, // 275: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 276: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 277: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 278: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 279: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 280: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 281: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 282: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 283: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 284: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 285: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 286: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 287: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	113, // 288: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	103, // 289: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 290: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 291: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 292: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	122, // 293: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	124, // 294: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	126, // 295: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	43,  // 296: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
+	109, // 297: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
+	226, // [226:298] is the sub-list for method output_type
+	154, // [154:226] is the sub-list for method input_type
+	154, // [154:154] is the sub-list for extension type_name
+	154, // [154:154] is the sub-list for extension extendee
+	0,   // [0:154] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -12087,6 +12274,8 @@ func file_proto_meta_proto_init() {
 		(*Command_TierRelease)(nil),
 		(*Command_TierIntent)(nil),
 		(*Command_TierReleaseIntents)(nil),
+		(*Command_SecretsInit)(nil),
+		(*Command_SecretsRotateCaps)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -12094,7 +12283,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   152,
+			NumMessages:   154,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

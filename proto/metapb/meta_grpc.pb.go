@@ -22,77 +22,78 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Meta_CreateNamespace_FullMethodName   = "/cairn.meta.Meta/CreateNamespace"
-	Meta_DeleteNamespace_FullMethodName   = "/cairn.meta.Meta/DeleteNamespace"
-	Meta_GetNamespace_FullMethodName      = "/cairn.meta.Meta/GetNamespace"
-	Meta_ListNamespaces_FullMethodName    = "/cairn.meta.Meta/ListNamespaces"
-	Meta_SetVisibility_FullMethodName     = "/cairn.meta.Meta/SetVisibility"
-	Meta_Resolve_FullMethodName           = "/cairn.meta.Meta/Resolve"
-	Meta_BatchResolve_FullMethodName      = "/cairn.meta.Meta/BatchResolve"
-	Meta_List_FullMethodName              = "/cairn.meta.Meta/List"
-	Meta_Mkdir_FullMethodName             = "/cairn.meta.Meta/Mkdir"
-	Meta_Commit_FullMethodName            = "/cairn.meta.Meta/Commit"
-	Meta_CommitBatch_FullMethodName       = "/cairn.meta.Meta/CommitBatch"
-	Meta_Append_FullMethodName            = "/cairn.meta.Meta/Append"
-	Meta_Delete_FullMethodName            = "/cairn.meta.Meta/Delete"
-	Meta_Rename_FullMethodName            = "/cairn.meta.Meta/Rename"
-	Meta_SetAttr_FullMethodName           = "/cairn.meta.Meta/SetAttr"
-	Meta_Assign_FullMethodName            = "/cairn.meta.Meta/Assign"
-	Meta_Volumes_FullMethodName           = "/cairn.meta.Meta/Volumes"
-	Meta_Heartbeat_FullMethodName         = "/cairn.meta.Meta/Heartbeat"
-	Meta_Authenticate_FullMethodName      = "/cairn.meta.Meta/Authenticate"
-	Meta_CreateUser_FullMethodName        = "/cairn.meta.Meta/CreateUser"
-	Meta_Watch_FullMethodName             = "/cairn.meta.Meta/Watch"
-	Meta_Info_FullMethodName              = "/cairn.meta.Meta/Info"
-	Meta_ClusterStatus_FullMethodName     = "/cairn.meta.Meta/ClusterStatus"
-	Meta_ClusterDrain_FullMethodName      = "/cairn.meta.Meta/ClusterDrain"
-	Meta_ClusterRebalance_FullMethodName  = "/cairn.meta.Meta/ClusterRebalance"
-	Meta_S3CreateUser_FullMethodName      = "/cairn.meta.Meta/S3CreateUser"
-	Meta_S3DeleteUser_FullMethodName      = "/cairn.meta.Meta/S3DeleteUser"
-	Meta_S3ListUsers_FullMethodName       = "/cairn.meta.Meta/S3ListUsers"
-	Meta_S3CreateKey_FullMethodName       = "/cairn.meta.Meta/S3CreateKey"
-	Meta_S3DeleteKey_FullMethodName       = "/cairn.meta.Meta/S3DeleteKey"
-	Meta_S3ListKeys_FullMethodName        = "/cairn.meta.Meta/S3ListKeys"
-	Meta_S3Grant_FullMethodName           = "/cairn.meta.Meta/S3Grant"
-	Meta_S3GetSecret_FullMethodName       = "/cairn.meta.Meta/S3GetSecret"
-	Meta_S3GetBucketConfig_FullMethodName = "/cairn.meta.Meta/S3GetBucketConfig"
-	Meta_S3PutBucketConfig_FullMethodName = "/cairn.meta.Meta/S3PutBucketConfig"
-	Meta_S3Copy_FullMethodName            = "/cairn.meta.Meta/S3Copy"
-	Meta_S3SetTags_FullMethodName         = "/cairn.meta.Meta/S3SetTags"
-	Meta_S3CreateUpload_FullMethodName    = "/cairn.meta.Meta/S3CreateUpload"
-	Meta_S3GetUpload_FullMethodName       = "/cairn.meta.Meta/S3GetUpload"
-	Meta_S3PutPart_FullMethodName         = "/cairn.meta.Meta/S3PutPart"
-	Meta_S3CompleteUpload_FullMethodName  = "/cairn.meta.Meta/S3CompleteUpload"
-	Meta_S3AbortUpload_FullMethodName     = "/cairn.meta.Meta/S3AbortUpload"
-	Meta_S3ListParts_FullMethodName       = "/cairn.meta.Meta/S3ListParts"
-	Meta_S3ListUploads_FullMethodName     = "/cairn.meta.Meta/S3ListUploads"
-	Meta_S3SetVersioning_FullMethodName   = "/cairn.meta.Meta/S3SetVersioning"
-	Meta_S3GetVersion_FullMethodName      = "/cairn.meta.Meta/S3GetVersion"
-	Meta_S3DeleteVersion_FullMethodName   = "/cairn.meta.Meta/S3DeleteVersion"
-	Meta_S3Delete_FullMethodName          = "/cairn.meta.Meta/S3Delete"
-	Meta_S3ListVersions_FullMethodName    = "/cairn.meta.Meta/S3ListVersions"
-	Meta_S3SetLock_FullMethodName         = "/cairn.meta.Meta/S3SetLock"
-	Meta_MountSession_FullMethodName      = "/cairn.meta.Meta/MountSession"
-	Meta_Symlink_FullMethodName           = "/cairn.meta.Meta/Symlink"
-	Meta_Link_FullMethodName              = "/cairn.meta.Meta/Link"
-	Meta_SetXattr_FullMethodName          = "/cairn.meta.Meta/SetXattr"
-	Meta_MountDirty_FullMethodName        = "/cairn.meta.Meta/MountDirty"
-	Meta_MountReserve_FullMethodName      = "/cairn.meta.Meta/MountReserve"
-	Meta_Sync_FullMethodName              = "/cairn.meta.Meta/Sync"
-	Meta_CreateJoinToken_FullMethodName   = "/cairn.meta.Meta/CreateJoinToken"
-	Meta_Join_FullMethodName              = "/cairn.meta.Meta/Join"
-	Meta_MetaMembers_FullMethodName       = "/cairn.meta.Meta/MetaMembers"
-	Meta_MetaAddMember_FullMethodName     = "/cairn.meta.Meta/MetaAddMember"
-	Meta_MetaRemoveMember_FullMethodName  = "/cairn.meta.Meta/MetaRemoveMember"
-	Meta_MetaSnapshot_FullMethodName      = "/cairn.meta.Meta/MetaSnapshot"
-	Meta_RenewCaps_FullMethodName         = "/cairn.meta.Meta/RenewCaps"
-	Meta_Mknod_FullMethodName             = "/cairn.meta.Meta/Mknod"
-	Meta_MountLock_FullMethodName         = "/cairn.meta.Meta/MountLock"
-	Meta_RevokeCert_FullMethodName        = "/cairn.meta.Meta/RevokeCert"
-	Meta_TierSetPolicy_FullMethodName     = "/cairn.meta.Meta/TierSetPolicy"
-	Meta_TierGetPolicy_FullMethodName     = "/cairn.meta.Meta/TierGetPolicy"
-	Meta_TierStatus_FullMethodName        = "/cairn.meta.Meta/TierStatus"
-	Meta_TierNoteReads_FullMethodName     = "/cairn.meta.Meta/TierNoteReads"
+	Meta_CreateNamespace_FullMethodName    = "/cairn.meta.Meta/CreateNamespace"
+	Meta_DeleteNamespace_FullMethodName    = "/cairn.meta.Meta/DeleteNamespace"
+	Meta_GetNamespace_FullMethodName       = "/cairn.meta.Meta/GetNamespace"
+	Meta_ListNamespaces_FullMethodName     = "/cairn.meta.Meta/ListNamespaces"
+	Meta_SetVisibility_FullMethodName      = "/cairn.meta.Meta/SetVisibility"
+	Meta_Resolve_FullMethodName            = "/cairn.meta.Meta/Resolve"
+	Meta_BatchResolve_FullMethodName       = "/cairn.meta.Meta/BatchResolve"
+	Meta_List_FullMethodName               = "/cairn.meta.Meta/List"
+	Meta_Mkdir_FullMethodName              = "/cairn.meta.Meta/Mkdir"
+	Meta_Commit_FullMethodName             = "/cairn.meta.Meta/Commit"
+	Meta_CommitBatch_FullMethodName        = "/cairn.meta.Meta/CommitBatch"
+	Meta_Append_FullMethodName             = "/cairn.meta.Meta/Append"
+	Meta_Delete_FullMethodName             = "/cairn.meta.Meta/Delete"
+	Meta_Rename_FullMethodName             = "/cairn.meta.Meta/Rename"
+	Meta_SetAttr_FullMethodName            = "/cairn.meta.Meta/SetAttr"
+	Meta_Assign_FullMethodName             = "/cairn.meta.Meta/Assign"
+	Meta_Volumes_FullMethodName            = "/cairn.meta.Meta/Volumes"
+	Meta_Heartbeat_FullMethodName          = "/cairn.meta.Meta/Heartbeat"
+	Meta_Authenticate_FullMethodName       = "/cairn.meta.Meta/Authenticate"
+	Meta_CreateUser_FullMethodName         = "/cairn.meta.Meta/CreateUser"
+	Meta_Watch_FullMethodName              = "/cairn.meta.Meta/Watch"
+	Meta_Info_FullMethodName               = "/cairn.meta.Meta/Info"
+	Meta_ClusterStatus_FullMethodName      = "/cairn.meta.Meta/ClusterStatus"
+	Meta_ClusterDrain_FullMethodName       = "/cairn.meta.Meta/ClusterDrain"
+	Meta_ClusterRebalance_FullMethodName   = "/cairn.meta.Meta/ClusterRebalance"
+	Meta_S3CreateUser_FullMethodName       = "/cairn.meta.Meta/S3CreateUser"
+	Meta_S3DeleteUser_FullMethodName       = "/cairn.meta.Meta/S3DeleteUser"
+	Meta_S3ListUsers_FullMethodName        = "/cairn.meta.Meta/S3ListUsers"
+	Meta_S3CreateKey_FullMethodName        = "/cairn.meta.Meta/S3CreateKey"
+	Meta_S3DeleteKey_FullMethodName        = "/cairn.meta.Meta/S3DeleteKey"
+	Meta_S3ListKeys_FullMethodName         = "/cairn.meta.Meta/S3ListKeys"
+	Meta_S3Grant_FullMethodName            = "/cairn.meta.Meta/S3Grant"
+	Meta_S3GetSecret_FullMethodName        = "/cairn.meta.Meta/S3GetSecret"
+	Meta_S3GetBucketConfig_FullMethodName  = "/cairn.meta.Meta/S3GetBucketConfig"
+	Meta_S3PutBucketConfig_FullMethodName  = "/cairn.meta.Meta/S3PutBucketConfig"
+	Meta_S3Copy_FullMethodName             = "/cairn.meta.Meta/S3Copy"
+	Meta_S3SetTags_FullMethodName          = "/cairn.meta.Meta/S3SetTags"
+	Meta_S3CreateUpload_FullMethodName     = "/cairn.meta.Meta/S3CreateUpload"
+	Meta_S3GetUpload_FullMethodName        = "/cairn.meta.Meta/S3GetUpload"
+	Meta_S3PutPart_FullMethodName          = "/cairn.meta.Meta/S3PutPart"
+	Meta_S3CompleteUpload_FullMethodName   = "/cairn.meta.Meta/S3CompleteUpload"
+	Meta_S3AbortUpload_FullMethodName      = "/cairn.meta.Meta/S3AbortUpload"
+	Meta_S3ListParts_FullMethodName        = "/cairn.meta.Meta/S3ListParts"
+	Meta_S3ListUploads_FullMethodName      = "/cairn.meta.Meta/S3ListUploads"
+	Meta_S3SetVersioning_FullMethodName    = "/cairn.meta.Meta/S3SetVersioning"
+	Meta_S3GetVersion_FullMethodName       = "/cairn.meta.Meta/S3GetVersion"
+	Meta_S3DeleteVersion_FullMethodName    = "/cairn.meta.Meta/S3DeleteVersion"
+	Meta_S3Delete_FullMethodName           = "/cairn.meta.Meta/S3Delete"
+	Meta_S3ListVersions_FullMethodName     = "/cairn.meta.Meta/S3ListVersions"
+	Meta_S3SetLock_FullMethodName          = "/cairn.meta.Meta/S3SetLock"
+	Meta_MountSession_FullMethodName       = "/cairn.meta.Meta/MountSession"
+	Meta_Symlink_FullMethodName            = "/cairn.meta.Meta/Symlink"
+	Meta_Link_FullMethodName               = "/cairn.meta.Meta/Link"
+	Meta_SetXattr_FullMethodName           = "/cairn.meta.Meta/SetXattr"
+	Meta_MountDirty_FullMethodName         = "/cairn.meta.Meta/MountDirty"
+	Meta_MountReserve_FullMethodName       = "/cairn.meta.Meta/MountReserve"
+	Meta_Sync_FullMethodName               = "/cairn.meta.Meta/Sync"
+	Meta_CreateJoinToken_FullMethodName    = "/cairn.meta.Meta/CreateJoinToken"
+	Meta_Join_FullMethodName               = "/cairn.meta.Meta/Join"
+	Meta_MetaMembers_FullMethodName        = "/cairn.meta.Meta/MetaMembers"
+	Meta_MetaAddMember_FullMethodName      = "/cairn.meta.Meta/MetaAddMember"
+	Meta_MetaRemoveMember_FullMethodName   = "/cairn.meta.Meta/MetaRemoveMember"
+	Meta_MetaSnapshot_FullMethodName       = "/cairn.meta.Meta/MetaSnapshot"
+	Meta_RenewCaps_FullMethodName          = "/cairn.meta.Meta/RenewCaps"
+	Meta_Mknod_FullMethodName              = "/cairn.meta.Meta/Mknod"
+	Meta_MountLock_FullMethodName          = "/cairn.meta.Meta/MountLock"
+	Meta_RevokeCert_FullMethodName         = "/cairn.meta.Meta/RevokeCert"
+	Meta_TierSetPolicy_FullMethodName      = "/cairn.meta.Meta/TierSetPolicy"
+	Meta_TierGetPolicy_FullMethodName      = "/cairn.meta.Meta/TierGetPolicy"
+	Meta_TierStatus_FullMethodName         = "/cairn.meta.Meta/TierStatus"
+	Meta_TierNoteReads_FullMethodName      = "/cairn.meta.Meta/TierNoteReads"
+	Meta_SecretsRevocations_FullMethodName = "/cairn.meta.Meta/SecretsRevocations"
 )
 
 // MetaClient is the client API for Meta service.
@@ -208,6 +209,11 @@ type MetaClient interface {
 	// (meta/tier_intent.go): they count as reads for tiering, as a Resolve
 	// does. Fire and forget: the answer carries nothing.
 	TierNoteReads(ctx context.Context, in *TierReadsRequest, opts ...grpc.CallOption) (*Empty, error)
+	// ---- Revocation for clients (secrets) ----
+	// The certificate revocation list, for gateways and users' clients that
+	// connect to data servers at the addresses meta names: they refuse a
+	// revoked data server as data servers and meta do (meta/revoke.go).
+	SecretsRevocations(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*RevokedCerts, error)
 }
 
 type metaClient struct {
@@ -949,6 +955,16 @@ func (c *metaClient) TierNoteReads(ctx context.Context, in *TierReadsRequest, op
 	return out, nil
 }
 
+func (c *metaClient) SecretsRevocations(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*RevokedCerts, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokedCerts)
+	err := c.cc.Invoke(ctx, Meta_SecretsRevocations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MetaServer is the server API for Meta service.
 // All implementations must embed UnimplementedMetaServer
 // for forward compatibility.
@@ -1062,6 +1078,11 @@ type MetaServer interface {
 	// (meta/tier_intent.go): they count as reads for tiering, as a Resolve
 	// does. Fire and forget: the answer carries nothing.
 	TierNoteReads(context.Context, *TierReadsRequest) (*Empty, error)
+	// ---- Revocation for clients (secrets) ----
+	// The certificate revocation list, for gateways and users' clients that
+	// connect to data servers at the addresses meta names: they refuse a
+	// revoked data server as data servers and meta do (meta/revoke.go).
+	SecretsRevocations(context.Context, *Empty) (*RevokedCerts, error)
 	mustEmbedUnimplementedMetaServer()
 }
 
@@ -1284,6 +1305,9 @@ func (UnimplementedMetaServer) TierStatus(context.Context, *Empty) (*TierStatusR
 }
 func (UnimplementedMetaServer) TierNoteReads(context.Context, *TierReadsRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method TierNoteReads not implemented")
+}
+func (UnimplementedMetaServer) SecretsRevocations(context.Context, *Empty) (*RevokedCerts, error) {
+	return nil, status.Error(codes.Unimplemented, "method SecretsRevocations not implemented")
 }
 func (UnimplementedMetaServer) mustEmbedUnimplementedMetaServer() {}
 func (UnimplementedMetaServer) testEmbeddedByValue()              {}
@@ -2559,6 +2583,24 @@ func _Meta_TierNoteReads_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_SecretsRevocations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).SecretsRevocations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_SecretsRevocations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).SecretsRevocations(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Meta_ServiceDesc is the grpc.ServiceDesc for Meta service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -2837,6 +2879,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TierNoteReads",
 			Handler:    _Meta_TierNoteReads_Handler,
+		},
+		{
+			MethodName: "SecretsRevocations",
+			Handler:    _Meta_SecretsRevocations_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -144,18 +144,7 @@ func Start(t testing.TB, opt Options) *Cluster {
 		c.Metas = []*Proc{c.Meta}
 	}
 	c.MetaAddr = metaAddr
-	// meta made the cluster CA at its start; the test holds its key (as
-	// an operator would) and issues itself a gateway's certificate.
-	ca, err := pki.LoadCA(c.Meta.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The harness is a meta peer: it may call everything, as the tests need.
-	self, err := ca.Node(pki.RoleMeta, "clustertest", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.TLS, c.CAFile = self.Client(), filepath.Join(c.Meta.Dir, pki.CAFile)
+	c.TLS, c.CAFile = harnessTLS(t, c.Meta.Dir), filepath.Join(c.Meta.Dir, pki.CAFile)
 	mc, conn, err := meta.Dial(metaAddr, meta.DialTLS(c.TLS))
 	if err != nil {
 		t.Fatal(err)

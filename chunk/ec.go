@@ -592,11 +592,20 @@ func (s *Store) PutShardIndex(vid uint32, b []byte, servers []string) error {
 // is loaded again with it.
 func (s *Store) PutShard(vid uint32, idx int, body io.Reader) error {
 	const op = errors.Op("chunk.PutShard")
-	if _, err := os.Stat(ecIndexPath(s.cfg.Dir, vid)); err != nil {
-		return errors.E(op, errors.Invalid, volPath(vid), "shard sent before the volume's index")
+	if err := s.storeShard(op, ecIndexPath(s.cfg.Dir, vid), ecShardPath(s.cfg.Dir, vid, idx), vid, idx, body); err != nil {
+		return err
 	}
-	name := filepath.Base(ecShardPath(s.cfg.Dir, vid, idx))
-	_, err := writeFileSynced(s.cfg.Dir, name, body, func(f *os.File) error {
+	return s.loadEC(vid)
+}
+
+// storeShard writes shard idx of volume vid from body to path, synced, once
+// the volume's index (at index) is there and the file's header names that
+// shard of that volume.
+func (s *Store) storeShard(op errors.Op, index, path string, vid uint32, idx int, body io.Reader) error {
+	if _, err := os.Stat(index); err != nil {
+		return errors.E(op, errors.Invalid, volPath(vid), "shard sent before its volume's index")
+	}
+	_, err := writeFileSynced(s.cfg.Dir, filepath.Base(path), body, func(f *os.File) error {
 		fi, err := f.Stat()
 		if err != nil {
 			return err
@@ -613,7 +622,7 @@ func (s *Store) PutShard(vid uint32, idx int, body io.Reader) error {
 	if err != nil {
 		return errors.E(op, errors.IO, volPath(vid), err)
 	}
-	return s.loadEC(vid)
+	return nil
 }
 
 // readShard reads cell bytes of a local shard (a peer's reconstruction).

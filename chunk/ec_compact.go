@@ -176,29 +176,7 @@ func (s *Store) PutStagedIndex(vid uint32, gen uint64, b []byte) error {
 // PutStagedShard stores shard idx of volume vid's staged generation gen,
 // checked and durable; it is not read until the switch.
 func (s *Store) PutStagedShard(vid uint32, gen uint64, idx int, body io.Reader) error {
-	const op = errors.Op("chunk.PutStagedShard")
-	if _, err := os.Stat(ecStagedIndexPath(s.cfg.Dir, vid, gen)); err != nil {
-		return errors.E(op, errors.Invalid, volPath(vid), "staged shard sent before its index")
-	}
-	name := filepath.Base(ecStagedShardPath(s.cfg.Dir, vid, idx, gen))
-	_, err := writeFileSynced(s.cfg.Dir, name, body, func(f *os.File) error {
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		sh, err := ec.OpenShard(f, fi.Size())
-		if err != nil {
-			return err
-		}
-		if sh.Volume != vid || sh.Index != idx {
-			return errors.Errorf(op, errors.Invalid, "shard %d of volume %d sent as %d of %d", sh.Index, sh.Volume, idx, vid)
-		}
-		return nil
-	})
-	if err != nil {
-		return errors.E(op, errors.IO, volPath(vid), err)
-	}
-	return nil
+	return s.storeShard("chunk.PutStagedShard", ecStagedIndexPath(s.cfg.Dir, vid, gen), ecStagedShardPath(s.cfg.Dir, vid, idx, gen), vid, idx, body)
 }
 
 // SwitchEC makes volume vid's staged generation gen current here, if this
@@ -364,24 +342,7 @@ func (r *Remote) PutStagedIndex(ctx context.Context, vid uint32, gen uint64, b [
 
 // PutStagedShard streams a staged shard file of size bytes.
 func (r *Remote) PutStagedShard(ctx context.Context, vid uint32, gen uint64, i int, body io.Reader, size int64) error {
-	const op errors.Op = "chunk.Remote.PutStagedShard"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, stagedURL(r, vid, gen, "/shards/"+strconv.Itoa(i)), body)
-	if err != nil {
-		return errors.E(op, errors.Invalid, err)
-	}
-	req.ContentLength = size
-	if tok := r.token(ctx, capability.Admin, vid, 0); tok != "" {
-		req.Header[capability.Header] = []string{tok}
-	}
-	resp, err := r.c.Do(req)
-	if err != nil {
-		return errors.E(op, errors.Unavailable, errors.Path(r.addr), err)
-	}
-	defer drain(resp)
-	if resp.StatusCode >= 300 {
-		return decodeError(op, resp)
-	}
-	return nil
+	return r.putStream(ctx, "chunk.Remote.PutStagedShard", stagedURL(r, vid, gen, "/shards/"+strconv.Itoa(i)), vid, body, size)
 }
 
 // SwitchEC asks the server to make a staged generation current.

@@ -222,8 +222,13 @@ func (r *Remote) ShardIndex(ctx context.Context, vid uint32) ([]byte, error) {
 
 // PutShard streams a whole shard file of size bytes from body.
 func (r *Remote) PutShard(ctx context.Context, vid uint32, i int, body io.Reader, size int64) error {
-	const op errors.Op = "chunk.Remote.PutShard"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.ecURL(vid, "/shards/"+strconv.Itoa(i)), body)
+	return r.putStream(ctx, "chunk.Remote.PutShard", r.ecURL(vid, "/shards/"+strconv.Itoa(i)), vid, body, size)
+}
+
+// putStream PUTs size bytes from body to url under an admin capability
+// for volume vid (a shard file, whole or staged).
+func (r *Remote) putStream(ctx context.Context, op errors.Op, url string, vid uint32, body io.Reader, size int64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, url, body)
 	if err != nil {
 		return errors.E(op, errors.Invalid, err)
 	}

@@ -58,14 +58,51 @@ const LockGrace = 3 * SessionLease
 // leadLocks readies the lock table of a member that has just become the group's
 // leader: what it held from an earlier term is stale, and the mounts'
 // locks come back with their sessions during the grace.
+//
+// Every mount session open here is ended: one that stayed open through
+// the member's earlier terms would never send its locks again, and the
+// table it would find is empty (a member that lost and won back the
+// leadership while its streams stayed up lost every lock).
 func (s *Service) leadLocks() {
 	t := s.lockTable()
+	st := s.sessions()
+	st.mu.Lock()
 	t.mu.Lock()
 	clear(t.files)
 	t.grace = time.Now().Add(LockGrace)
 	t.wake()
 	t.mu.Unlock()
+	for ms := range st.m {
+		ms.cancel()
+	}
+	st.mu.Unlock()
 	s.log.Info("meta: file locks come back from the mounts; no other lock granted for the grace", "grace", LockGrace)
+}
+
+// endSessions ends every mount session open here, as a member that
+// stops leading must: the mounts then find the leader and bring their
+// locks to it.
+func (s *Service) endSessions() {
+	t := s.lockTable()
+	st := s.sessions()
+	st.mu.Lock()
+	for ms := range st.m {
+		ms.cancel()
+	}
+	st.mu.Unlock()
+	// Lock calls waiting here look again, and go to the leader.
+	t.mu.Lock()
+	t.wake()
+	t.mu.Unlock()
+}
+
+// leaderTerm counts this member's leadership changes (0 for a meta
+// alone): a lock call answers only in the term it began in.
+func (s *Service) leaderTerm() uint64 {
+	if s.group == nil {
+		return 0
+	}
+	return s.group.gen.Load()
 }
 
 // graceLeft is what remains of the grace (0 when over).
@@ -177,15 +214,14 @@ func (t *lockTable) wake() {
 }
 
 // dropSession releases every lock of session id.
-func (t *lockTable) dropSession(id string) {
+func (t *lockTable) dropSession(id string) (dropped int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	dropped := false
 	for f, ls := range t.files {
 		var kept []heldLock
 		for _, l := range ls {
 			if l.session == id {
-				dropped = true
+				dropped++
 			} else {
 				kept = append(kept, l)
 			}
@@ -196,9 +232,10 @@ func (t *lockTable) dropSession(id string) {
 			t.files[f] = kept
 		}
 	}
-	if dropped {
+	if dropped > 0 {
 		t.wake()
 	}
+	return dropped
 }
 
 func (s *Service) lockTable() *lockTable {
@@ -230,23 +267,33 @@ func (s *Service) MountLock(ctx context.Context, req *metapb.MountLockRequest) (
 		return nil, errors.E(op, errors.Unavailable, "no live session "+req.Session)
 	}
 	t := s.lockTable()
-	if g := t.graceLeft(); g > 0 {
-		if !live {
-			// Its locks come back with its session: an unlock now would
-			// be undone by them.
-			return nil, errors.E(op, errors.Unavailable, "meta's leader changed: waiting for session "+req.Session)
-		}
-		if req.Type != syscall.F_UNLCK {
-			select {
-			case <-time.After(g):
-			case <-ctx.Done():
-				return nil, errors.E(op, errors.Canceled, ctx.Err())
-			}
-		}
+	if !live && t.graceLeft() > 0 {
+		// Its locks come back with its session: an unlock now would be
+		// undone by them.
+		return nil, errors.E(op, errors.Unavailable, "meta's leader changed: waiting for session "+req.Session)
 	}
+	// The table is the leader's, of this term: a member that stopped
+	// leading while the call waited (for the grace or for a holder) must
+	// not answer from it, and sends the mount to the leader instead.
+	term := s.leaderTerm()
 	f := lockFile{req.Ns, req.Ino}
 	for {
 		t.mu.Lock()
+		if !s.leading() || s.leaderTerm() != term {
+			t.mu.Unlock()
+			return nil, s.group.notLeader()
+		}
+		if g := time.Until(t.grace); g > 0 && req.Type != syscall.F_UNLCK {
+			ch := t.changed
+			t.mu.Unlock()
+			select {
+			case <-time.After(g):
+			case <-ch:
+			case <-ctx.Done():
+				return nil, errors.E(op, errors.Canceled, ctx.Err())
+			}
+			continue
+		}
 		if req.Type == syscall.F_UNLCK {
 			if !req.Test {
 				t.release(f, req)
@@ -298,7 +345,9 @@ func (s *Service) sessionEnded(id string) {
 		back := st.byID(id) != nil
 		st.mu.Unlock()
 		if !back {
-			s.lockTable().dropSession(id)
+			if n := s.lockTable().dropSession(id); n > 0 {
+				s.log.Info("meta: a mount's session ended and did not come back: its file locks are released", "session", id, "locks", n)
+			}
 			s.openFiles().dropSession(id)
 			s.reclaim()
 		}

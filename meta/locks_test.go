@@ -110,3 +110,41 @@ func TestLocksReassertedToNewLeader(t *testing.T) {
 		t.Fatalf("B's lock after A's unlock: %v, %v", r, err)
 	}
 }
+
+// TestNewTermEndsMountSessions: a member that wins the leadership again
+// while a mount's session stream stayed open to it (it lost and regained
+// it under load) starts from an empty lock table; the session must end so
+// that the mount reopens it and brings its locks back. Before, the stream
+// stayed up, the locks were never sent again, and another mount was
+// granted them after the grace.
+func TestNewTermEndsMountSessions(t *testing.T) {
+	ts := start(t, newCluster())
+	st := openSession(t, ts, "mount-a")
+	if r, err := ts.cl.MountLock(bg, &metapb.MountLockRequest{
+		Session: "mount-a", Ns: "data", Ino: 7, Owner: 1, Start: 0, End: 99, Type: syscall.F_WRLCK,
+	}); err != nil || !r.Granted {
+		t.Fatalf("A's lock: %v, %v", r, err)
+	}
+	ended := async(func() error {
+		for {
+			if _, err := st.Recv(); err != nil {
+				return nil // the stream ended: the mount reconnects
+			}
+		}
+	})
+	ts.svc.leadLocks()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session stream stayed open through a new term: its locks would never come back")
+	}
+	// The mount reopens its session with its lock, and holds it again.
+	openSessionWith(t, ts, "mount-a", &metapb.MountLockRequest{Ns: "data", Ino: 7, Owner: 1, Start: 0, End: 99, Type: syscall.F_WRLCK})
+	openSession(t, ts, "mount-b")
+	r, err := ts.cl.MountLock(bg, &metapb.MountLockRequest{
+		Session: "mount-b", Ns: "data", Ino: 7, Owner: 2, Start: 50, End: 60, Type: syscall.F_WRLCK,
+	})
+	if err != nil || r.Granted {
+		t.Fatalf("B's lock over A's after the new term: %v, %v", r, err)
+	}
+}

@@ -259,7 +259,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 // watchLeadership follows Raft's leadership notices: a member that wins
 // becomes ready once it has applied everything before its term and set up
 // what a new leader must (the cluster id, the root user); one that loses
-// stops answering at once.
+// stops answering at once and ends the mount sessions it held.
 func (g *group) watchLeadership() {
 	for {
 		select {
@@ -268,6 +268,9 @@ func (g *group) watchLeadership() {
 		case leader := <-g.notify:
 			gen := g.gen.Add(1)
 			g.ready.Store(false)
+			// Mount sessions are the leader's: ended here, they reopen
+			// on whichever member leads now (locks.go).
+			g.s.endSessions()
 			if leader {
 				go g.takeOver(gen)
 			}

@@ -108,9 +108,20 @@ func (s *Service) MountSession(stream metapb.Meta_MountSessionServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ms := &mountSession{id: hello.Session, cancel: cancel, wake: make(chan struct{}), dead: make(chan struct{})}
-	s.reassertLocks(hello.Session, hello.Locks) // locks.go: before the session is live
+	s.lockTable()
 	t := s.sessions()
 	t.mu.Lock()
+	if !s.leading() {
+		// Leadership moved since the stream was let in: the session
+		// belongs with the new leader, which takes its locks back.
+		t.mu.Unlock()
+		return s.group.notLeader()
+	}
+	// The locks come back and the session goes live in one step under
+	// the table's lock, which a new term's leadLocks also takes: either
+	// the locks are taken back after leadLocks cleared the table, or the
+	// session is ended by it and brings them again (locks.go).
+	s.reassertLocks(hello.Session, hello.Locks)
 	t.m[ms] = struct{}{}
 	t.mu.Unlock()
 	defer func() {

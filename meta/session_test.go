@@ -13,13 +13,19 @@ import (
 // session opens a mount session on ts and reads up to its first event.
 func openSession(t *testing.T, ts *testServer, id string) metapb.Meta_MountSessionClient {
 	t.Helper()
+	return openSessionWith(t, ts, id)
+}
+
+// openSessionWith opens session id, which says it holds locks.
+func openSessionWith(t *testing.T, ts *testServer, id string, locks ...*metapb.MountLockRequest) metapb.Meta_MountSessionClient {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	st, err := ts.cl.MountSession(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Send(&metapb.MountSessionMsg{Session: id}); err != nil {
+	if err := st.Send(&metapb.MountSessionMsg{Session: id, Locks: locks}); err != nil {
 		t.Fatal(err)
 	}
 	ev, err := st.Recv()

@@ -134,7 +134,14 @@ func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*met
 		// Unavailable; meta's lock table itself fails no other way, and
 		// taking or releasing the same lock twice leaves the same state.
 		lost := errors.Is(errors.Unavailable, err) || errors.Is(errors.IO, err) || errors.Is(errors.Other, err)
-		if err == nil || !lost || ctx.Err() != nil {
+		if err != nil && ctx.Err() != nil {
+			// The kernel interrupted the call (the process got a
+			// signal): EINTR, which the kernel turns into a restart of
+			// the lock call. The attempt's own error (a member that
+			// died under it: EIO) would reach the process instead.
+			return r, errors.E(errors.Op("fusefs.lock"), errors.Canceled, ctx.Err())
+		}
+		if err == nil || !lost {
 			if err != nil && ctx.Err() == nil {
 				n.m.log.Warn("mount: lock call failed", "ino", req.Ino, "err", err)
 			}
@@ -147,7 +154,7 @@ func (n *node) lockCall(ctx context.Context, req *metapb.MountLockRequest) (*met
 		}
 		select {
 		case <-ctx.Done():
-			return r, err
+			return r, errors.E(errors.Op("fusefs.lock"), errors.Canceled, ctx.Err())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)

@@ -2,25 +2,23 @@ package fusefs_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
 	"cairn/internal/await"
+	"cairn/internal/ports"
 	"cairn/proto/metapb"
 	"cairn/server"
 	"cairn/server/servertest"
 )
 
-// freeAddr returns a loopback address no one listens on (yet).
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a loopback address no one listens on (yet), one that
+// stays free while the store is down (internal/ports).
+func freeAddr(t *testing.T) string { return ports.Free(t, "127.0.0.1") }
 
 // restartableStore starts a store with namespace "data" on fixed loopback
 // addresses, so that server.Start(cfg) brings it back on the same ones and
@@ -84,5 +82,61 @@ func TestServerRestart(t *testing.T) {
 	f, err := srv.Client().StatFresh(context.Background(), "data", "during")
 	if err != nil || f.Size() != 1 {
 		t.Fatalf("file closed during the outage: %v, %v", f, err)
+	}
+}
+
+// TestLockWaitInterruptedWhileMetaDown: a process blocked in F_SETLKW
+// gets a signal while meta cannot be reached. The kernel then interrupts
+// the lock request and restarts the call only if the answer is EINTR; the
+// mount answered with the failed attempt's error (EIO), which reached the
+// process (the meta group's cluster test saw it when the SIGCHLD of the
+// killed leader landed on the waiting thread). The wait must go on, and
+// end when meta is back and the lock is free.
+func TestLockWaitInterruptedWhileMetaDown(t *testing.T) {
+	cfg, srv := restartableStore(t)
+	t.Cleanup(func() { srv.Close() })
+	a, _ := mount(t, srv, "data", nil)
+	b, mb := mount(t, srv, "data", nil)
+	defer watchdog(t, 3*60e9, a, b)()
+	must(t, os.WriteFile(filepath.Join(a, "f"), []byte("locked"), 0o644))
+	fa, err := os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0)
+	must(t, err)
+	defer fa.Close()
+	fb, err := os.OpenFile(filepath.Join(b, "f"), os.O_RDWR, 0)
+	must(t, err)
+	defer fb.Close()
+	lk := func(typ int16) *syscall.Flock_t { return &syscall.Flock_t{Type: typ, Start: 0, Len: 10} }
+	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_WRLCK)))
+
+	tid := make(chan int, 1)
+	got := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the signal below must find this thread in the call
+		tid <- syscall.Gettid()
+		got <- syscall.FcntlFlock(fb.Fd(), syscall.F_SETLKW, lk(syscall.F_WRLCK))
+	}()
+	waiter := <-tid
+	notReturned(t, got, "F_SETLKW")
+	must(t, srv.Close())
+	// Signals while meta is down: each interrupts the request that the
+	// kernel restarts (SIGURG: the Go runtime's own, handled and
+	// harmless). A second of them covers the mount's retries.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+		must(t, syscall.Tgkill(os.Getpid(), waiter, syscall.SIGURG))
+		select {
+		case err := <-got:
+			t.Fatalf("F_SETLKW returned (%v) when interrupted while meta was down", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	srv, err = server.Start(cfg)
+	must(t, err)
+	await.Until(t, 30*time.Second, "B's session to come back", mb.Live)
+	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_UNLCK)))
+	select {
+	case err := <-got:
+		must(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("B's F_SETLKW was not granted after meta came back and A released")
 	}
 }

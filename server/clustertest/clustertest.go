@@ -29,6 +29,7 @@ import (
 	"cairn/chunk"
 	"cairn/client"
 	"cairn/internal/await"
+	"cairn/internal/ports"
 	"cairn/meta"
 	"cairn/pki"
 	"cairn/proto/metapb"
@@ -238,14 +239,16 @@ func (c *Cluster) proc(name, addr string, prefix, args []string) *Proc {
 
 // freeAddr returns host:port with a port free right now. A data server in
 // a network namespace gets a port picked here too; its namespace is empty.
+// Ports come from outside the ephemeral range (internal/ports), so that
+// no connection takes one while its process is down for a restart.
 func freeAddr(t testing.TB, host string) string {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		// Not an address of this namespace: any port will do there.
 		return net.JoinHostPort(host, strconv.Itoa(20000+int(time.Now().UnixNano()%20000)))
 	}
-	defer l.Close()
-	return l.Addr().String()
+	l.Close()
+	return ports.Free(t, host)
 }
 
 // Start starts the process (again), appending to its log.

@@ -158,6 +158,39 @@ func (t *txn) useJoinToken(c *metapb.UseJoinTokenCommand) error {
 	return t.put(joinTokenKey(c.Id), rec)
 }
 
+// joinWait bounds how long a join looks for the meta group's leader: an
+// election takes a second or two, longer on a loaded machine.
+const joinWait = 30 * time.Second
+
+// joinLeader sends req to the member at addr, or to the leader it names
+// when it does not lead. A refusal for not leading is retried (with none
+// named, an election is under way): it consumed nothing of the token.
+// Any other failure is final, since a join that reached the leader may
+// have used the token up.
+func joinLeader(ctx context.Context, addr string, pinned *tls.Config, req *metapb.JoinRequest) (*metapb.JoinResponse, error) {
+	deadline := time.Now().Add(joinWait)
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		mc, conn, err := Dial(addr, DialTLS(pinned))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := mc.Join(ctx, req)
+		conn.Close()
+		leader, refused := LeaderOf(err)
+		if err == nil || !refused || time.Now().After(deadline) {
+			return resp, err
+		}
+		if leader != "" {
+			addr = leader
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
+}
+
 // JoinCluster returns the identity kept in dir, or, with none there yet,
 // joins the cluster whose meta is at addr with token: it makes a key,
 // trades the token for a certificate naming name (and sans) and keeps both
@@ -184,12 +217,7 @@ func JoinCluster(ctx context.Context, addr, token, dir, name string, sans []stri
 	if err != nil {
 		return nil, errors.E(op, errors.IO, err)
 	}
-	mc, conn, err := Dial(addr, DialTLS(tok.PinnedConfig()))
-	if err != nil {
-		return nil, errors.E(op, err)
-	}
-	defer conn.Close()
-	resp, err := mc.Join(ctx, &metapb.JoinRequest{Token: token, PublicKey: pub, Name: name, Sans: sans})
+	resp, err := joinLeader(ctx, addr, tok.PinnedConfig(), &metapb.JoinRequest{Token: token, PublicKey: pub, Name: name, Sans: sans})
 	if err != nil {
 		return nil, errors.E(op, errors.Path(addr), err)
 	}

@@ -261,3 +261,28 @@ func TestSecretsJoinedMemberLeads(t *testing.T) {
 	}
 	await.Until(t, 20*time.Second, "the rotation to reach the other member", func() bool { return newest(other.svc) == newest(l.svc) })
 }
+
+// TestJoinThroughAFollower: a node given a follower's address (or a
+// member's in the middle of an election) joins through the leader that
+// member names. It failed at once with "not the meta leader", which a
+// loaded cluster test hit when the member it named lost the lead.
+func TestJoinThroughAFollower(t *testing.T) {
+	g := newSecretsGroup(t, nil)
+	cl := g.client()
+	follower := g.addJoined(cl)
+	l := g.awaitLeader()
+	if l == follower { // the lead moved under load: the other one follows
+		follower = g.members[0]
+	}
+	jt, err := l.svc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: groupRoot, Secret: groupRootSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := JoinCluster(bg, follower.addr, jt.Token, t.TempDir(), "127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatalf("join through a follower: %v", err)
+	}
+	if _, err := n.Cert.Leaf.Verify(x509.VerifyOptions{Roots: g.ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Fatalf("the joined node's certificate: %v", err)
+	}
+}

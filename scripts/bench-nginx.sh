@@ -4,13 +4,15 @@
 # Starts `cairn server` (hot cache on, then a second with it off) and nginx
 # on loopback ports, in a temporary directory, serving the same files, and
 # drives both with the same load generator (`cairn bench`). Prints a table
-# with ratios. Installs nothing; needs nginx, dd and go (for `make build`).
+# with ratios. Installs nothing; needs nginx, dd and go (for `make build`),
+# and openssl for the TLS rows (both servers over HTTPS on the same client:
+# skipped without it).
 # Everything it starts it stops by PID, on exit or Ctrl-C.
 #
 # Knobs (environment): DURATION (10s per level), WARMUP (1s),
 # SMALL_OBJECTS (100000), BIG_OBJECTS (100), STREAM_SIZE (1GiB),
 # STREAM_ROUNDS (3; medians of the stream and dd runs),
-# BASE_PORT (18080; uses 12 ports from there), KEEP_TMP=1 to keep the
+# BASE_PORT (18080; uses 16 ports from there), KEEP_TMP=1 to keep the
 # temporary directory, CAIRN_ROOT_USER/CAIRN_ROOT_PASSWORD (generated
 # when unset).
 set -euo pipefail
@@ -87,6 +89,17 @@ stop() {
 	wait "$1" 2>/dev/null || true
 }
 
+# nginx_tls_server: the nginx server block for HTTPS on NGINX_TLS_PORT,
+# with a throwaway certificate for 127.0.0.1 (clients get it as CAIRN_CA),
+# when openssl is there.
+nginx_tls_server() {
+	[[ -n $OPENSSL ]] || return 0
+	"$OPENSSL" req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/nginx-key.pem" -out "$TMP/nginx-cert.pem" 2>/dev/null
+	printf '\tserver {\n\t\tlisten 127.0.0.1:%s ssl;\n\t\tssl_certificate %s;\n\t\tssl_certificate_key %s;\n\t\troot %s;\n\t}\n' \
+		"$NGINX_TLS_PORT" "$TMP/nginx-cert.pem" "$TMP/nginx-key.pem" "$TMP/www"
+}
+
 start_nginx() {
 	mkdir -p "$TMP/nginx"
 	cat >"$TMP/nginx.conf" <<EOF
@@ -112,6 +125,7 @@ http {
 		listen 127.0.0.1:$NGINX_PORT;
 		root $TMP/www;
 	}
+$(nginx_tls_server)
 }
 EOF
 	"$NGINX" -p "$TMP/nginx" -c "$TMP/nginx.conf" >"$TMP/nginx.log" 2>&1 &
@@ -168,6 +182,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) pri
 CAIRN_PORT=$BASE_PORT
 COLD_PORT=$((BASE_PORT + 4))
 NGINX_PORT=$((BASE_PORT + 8))
+NGINX_TLS_PORT=$((BASE_PORT + 9))
+TLS_PORT=$((BASE_PORT + 12))
+OPENSSL=$(command -v openssl || true)
 HOT=http://127.0.0.1:$CAIRN_PORT
 COLD=http://127.0.0.1:$COLD_PORT
 NGX=http://127.0.0.1:$NGINX_PORT
@@ -222,6 +239,17 @@ COLD_PID=$CAIRN_PID
 bench big-cold get --endpoint "$COLD" --ns big --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
 stop "$COLD_PID"
 
+# The same GETs over HTTPS (keep-alive), against the no-hot plain run
+# above: cairn --tls auto (hot cache off) and nginx with ssl.
+if [[ -n $OPENSSL ]]; then
+	start_cairn tls "$TLS_PORT" --hot-cache-size 0 --tls auto
+	TLS_PID=$CAIRN_PID
+	CAIRN_CA="$TMP/tls/meta/ca.pem" bench big-tls get --endpoint "https://127.0.0.1:$TLS_PORT" --ns big --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
+	stop "$TLS_PID"
+	CAIRN_PID=""
+	CAIRN_CA="$TMP/nginx-cert.pem" bench big-nginx-tls get --target "https://127.0.0.1:$NGINX_TLS_PORT/big" --size 155KiB --objects "$BIG_OBJECTS" --concurrency 1,10 "${LOAD[@]}"
+fi
+
 row() { printf '%-34s %14s %14s %14s %10s\n' "$@"; }
 echo
 echo "Cairn vs nginx and dd, one machine, loopback; $DURATION per row; ops/s unless noted"
@@ -231,6 +259,13 @@ for c in 1 10; do
 	row "GET 155KiB c=$c" "$h" "$k" "$n" "$(ratio "$h" "$n")"
 	row "  p50 latency" "$(p50 big-hot $c)" "$(p50 big-cold $c)" "$(p50 big-nginx $c)" ""
 done
+if [[ -n $OPENSSL ]]; then
+	for c in 1 10; do
+		t=$(ops big-tls $c) k=$(ops big-cold $c) n=$(ops big-nginx-tls $c) p=$(ops big-nginx $c)
+		row "GET 155KiB TLS c=$c" "" "$t" "$n" "$(ratio "$t" "$n")"
+		row "  TLS / plain" "" "$(ratio "$t" "$k")" "$(ratio "$n" "$p")" ""
+	done
+fi
 h=$(ops small-hot 16) n=$(ops small-nginx 16)
 row "GET 4KiB x $SMALL_OBJECTS c=16" "$h" "" "$n" "$(ratio "$h" "$n")"
 row "PUT 4KiB c=16" "$(ops put 16)" "" "" ""

@@ -243,7 +243,7 @@ func TestBrowserUploadCancelAndResume(t *testing.T) {
 		new MutationObserver(() => { for (const s of document.querySelectorAll("#upload-list .ustat")) window.__stat.push(s.textContent); })
 		  .observe(document.getElementById("upload-list"), {subtree: true, childList: true, characterData: true}); true`, nil),
 		chromedp.SetUploadFiles("#file-input", []string{file2}, chromedp.ByID),
-		waitJS(`(document.querySelector('#upload-list li[data-path="resume.bin"]') || {dataset: {}}).dataset.state === "done"`))
+		waitUpload(`(document.querySelector('#upload-list li[data-path="resume.bin"]') || {dataset: {}}).dataset.state === "done"`))
 	var stats []string
 	run(t, ctx2, "status seen", chromedp.Evaluate(`window.__stat`, &stats))
 	resumed := ""

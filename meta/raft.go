@@ -243,7 +243,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		return errors.E(op, errors.Invalid, err)
 	}
 	g.logs = logs
-	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, g.trans); err != nil {
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, unpipelined{g.trans}); err != nil {
 		g.trans.Close()
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
@@ -449,6 +449,19 @@ func (g *group) shutdown() {
 		g.trans.Close()
 		g.store.Close()
 	})
+}
+
+// unpipelined is the transport without pipelined appends. Pipelined,
+// the leader sends each batch it stores as its own append, and a follower
+// stores each with its own fsync, in turn, while the later ones queue:
+// under a write load the followers' fsyncs, not the batches, set the
+// pace. Unpipelined, the leader sends the next append when the last is
+// answered, with every entry stored meanwhile: one follower fsync per
+// round trip, however many batches the leader stored.
+type unpipelined struct{ *raft.NetworkTransport }
+
+func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // raftFSM is the group as Raft's state machine.

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -93,5 +94,42 @@ func TestGroupFollowerReadIndex(t *testing.T) {
 		if _, err := cl.Resolve(AnyMember(bg), &metapb.ResolveRequest{Ns: "readindex", Path: "d1"}); err != nil {
 			t.Fatalf("AnyMember resolve %d through the group client: %v", i, err)
 		}
+	}
+}
+
+// BenchmarkGroupResolveGRPC resolves (without extents, as a listing or a
+// stat does) from 32 callers against a group of three in-process members:
+// "leader" sends every call to the leader (its lease), "any-member" marks
+// them AnyMember (round robin, followers through the read index), "stale"
+// marks them StaleOK.
+func BenchmarkGroupResolveGRPC(b *testing.B) {
+	g := newTestGroup(b, 3, nil)
+	g.awaitLeader()
+	cl := g.client()
+	mkns(b, cl, "bench")
+	put(b, cl, "bench", benchPath, 1000, 1)
+	for _, mode := range []struct {
+		name string
+		mark func(context.Context) context.Context
+	}{
+		{"leader", func(ctx context.Context) context.Context { return ctx }},
+		{"any-member", AnyMember},
+		{"stale", StaleOK},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			ctx := mode.mark(bg)
+			parallelism(b, 32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := &metapb.ResolveRequest{Ns: "bench", Path: benchPath}
+				for pb.Next() {
+					if _, err := cl.Resolve(ctx, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "resolves/s")
+		})
 	}
 }

@@ -23,6 +23,25 @@ type Client struct {
 	err      error // a bad endpoint, reported by every call
 }
 
+// StaleOKHeader ("1") marks a listing request whose caller accepts an
+// answer that may miss the latest writes: a gateway in front of a meta
+// group lets any member answer it (meta.StaleOK), not only the leader.
+// Other requests ignore it.
+const StaleOKHeader = "X-Cairn-Stale-OK"
+
+type staleKey struct{}
+
+// StaleOK marks the requests made with the returned context stale-tolerant
+// (StaleOKHeader): `cairn ls --stale`.
+func StaleOK(ctx context.Context) context.Context {
+	return context.WithValue(ctx, staleKey{}, true)
+}
+
+func staleOK(ctx context.Context) bool {
+	v, _ := ctx.Value(staleKey{}).(bool)
+	return v
+}
+
 // Option changes a Client built by New.
 type Option func(*Client)
 
@@ -170,6 +189,9 @@ func (c *Client) do(ctx context.Context, k call) (*http.Response, error) {
 	}
 	for name, v := range k.header {
 		req.Header[name] = v
+	}
+	if staleOK(ctx) {
+		req.Header.Set(StaleOKHeader, "1")
 	}
 	if c.auth != "" {
 		req.Header.Set("Authorization", c.auth)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cairn/bench"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -16,7 +17,7 @@ func benchMetaCommands() []*cobra.Command {
 	var f loadFlags
 	var addr string
 	var conns int
-	var stale bool
+	var stale, anyMember bool
 	cmd := &cobra.Command{
 		Use:   "meta [--meta ADDR] [--concurrency 32]",
 		Short: "Whole-path resolutions per second, straight to the metadata service",
@@ -41,6 +42,9 @@ concurrency level.`,
 			if stale { // any member of a group answers (meta.StaleOK)
 				op = staleOps(op)
 			}
+			if anyMember { // any member answers, linearizably (meta.AnyMember)
+				op = markOps(op, meta.AnyMember)
+			}
 			return f.runLevels(cmd.Context(), cmd.OutOrStdout(), "meta resolve", op)
 		},
 	}
@@ -50,5 +54,6 @@ concurrency level.`,
 	cmd.Flags().StringVar(&addr, "meta", defaultMeta, "meta service gRPC address")
 	cmd.Flags().IntVar(&conns, "conns", 4, "gRPC connections the workers share round robin (a meta serves many gateways; one HTTP/2 connection topped out near 44k calls/s on 2 cores)")
 	cmd.Flags().BoolVar(&stale, "stale", false, "mark the resolves stale-tolerant: every member of a group answers them, round robin")
+	cmd.Flags().BoolVar(&anyMember, "any-member", false, "mark the resolves AnyMember: every member of a group answers them, round robin, followers through the leader's read index")
 	return []*cobra.Command{cmd, benchMetaWriteCmd()}
 }

@@ -75,8 +75,13 @@ waited, the failover as a client sees it.`,
 
 // staleOps marks every call of newOp's operations StaleOK.
 func staleOps(newOp func(worker int) bench.Op) func(worker int) bench.Op {
+	return markOps(newOp, meta.StaleOK)
+}
+
+// markOps gives every call of newOp's operations the context mark makes.
+func markOps(newOp func(worker int) bench.Op, mark func(context.Context) context.Context) func(worker int) bench.Op {
 	return func(w int) bench.Op {
 		op := newOp(w)
-		return func(ctx context.Context) (int64, error) { return op(meta.StaleOK(ctx)) }
+		return func(ctx context.Context) (int64, error) { return op(mark(ctx)) }
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 func lsCmd(o *options) *cobra.Command {
-	var long, recursive bool
+	var long, recursive, stale bool
 	cmd := &cobra.Command{
 		Use:   "ls [-l] [-R] [ns/prefix]",
 		Short: "List namespaces, or the files under a path",
@@ -30,18 +30,23 @@ one, and otherwise every entry whose path begins with name.`,
 				return err
 			}
 			l := lister{c: c, w: cmd.OutOrStdout(), long: long}
+			ctx := cmd.Context()
+			if stale {
+				ctx = api.StaleOK(ctx)
+			}
 			if len(args) == 0 {
-				return l.namespaces(cmd.Context())
+				return l.namespaces(ctx)
 			}
 			t, err := parseTarget(args[0])
 			if err != nil {
 				return err
 			}
-			return l.list(cmd.Context(), t, recursive)
+			return l.list(ctx, t, recursive)
 		},
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show size, modification time and ETag")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "R", false, "list everything below, not one level")
+	cmd.Flags().BoolVar(&stale, "stale", false, "accept a listing that may miss the latest writes: any member of a meta group answers it")
 	return cmd
 }
 

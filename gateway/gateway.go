@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn/api"
 	"cairn/byterange"
 	"cairn/client"
 	"cairn/errors"
@@ -261,7 +262,7 @@ func (g *Gateway) discover(w http.ResponseWriter) int {
 }
 
 func (g *Gateway) listNamespaces(w http.ResponseWriter, r *http.Request, p principal) int {
-	all, err := g.client.ListNamespaces(r.Context())
+	all, err := g.client.ListNamespaces(staleContext(r))
 	if err != nil {
 		return writeError(w, err)
 	}
@@ -543,6 +544,17 @@ func (g *Gateway) stat(w http.ResponseWriter, r *http.Request, p principal, ns, 
 	return http.StatusOK
 }
 
+// staleContext is the request's context, marked meta.StaleOK when the
+// caller accepts a listing that may miss the latest writes
+// (api.StaleOKHeader): behind a meta group any member answers it, and
+// listings then spread over the group instead of all going to the leader.
+func staleContext(r *http.Request) context.Context {
+	if r.Header.Get(api.StaleOKHeader) == "1" {
+		return meta.StaleOK(r.Context())
+	}
+	return r.Context()
+}
+
 type listJSON struct {
 	Entries    []entryJSON `json:"entries"`
 	NextCursor string      `json:"next_cursor"`
@@ -582,7 +594,7 @@ func (g *Gateway) list(w http.ResponseWriter, r *http.Request, p principal, ns, 
 			return writeError(w, errors.E(errors.Invalid, "limit must be 1 to 10000"))
 		}
 	}
-	resp, err := g.client.List(r.Context(), &metapb.ListRequest{
+	resp, err := g.client.List(staleContext(r), &metapb.ListRequest{
 		Ns: ns, Prefix: prefix, Delimiter: delim, Cursor: q.Get("cursor"), Limit: uint32(limit),
 	})
 	if err != nil {

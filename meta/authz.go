@@ -96,6 +96,8 @@ var explicitRules = map[string]rule{
 	"MetaAddMember":    {roles: roleMeta, user: userRoot},
 	"MetaRemoveMember": {roles: roleMeta, user: userRoot},
 	"MetaSnapshot":     {roles: roleMeta, user: userRoot},
+	// A follower's question for the read index (raftread.go): members only.
+	"MetaReadIndex": {roles: roleMeta, user: userNever},
 	// Joining: the token is the credential (a new server has no other);
 	// making one needs root, checked by the handler against the call's
 	// credentials or the root pair in the request.

@@ -34,7 +34,7 @@ func TestMethodClassification(t *testing.T) {
 		"Sync": false, "MountDirty": false, "MountReserve": false, "RenewCaps": false, "MountLock": false,
 		"CreateJoinToken": false, "Join": false, "RevokeCert": false,
 		"TierSetPolicy": false, "TierGetPolicy": false, "TierStatus": false, "TierNoteReads": false,
-		"MetaMembers": false, "MetaAddMember": false, "MetaRemoveMember": false, "MetaSnapshot": false,
+		"MetaMembers": false, "MetaAddMember": false, "MetaRemoveMember": false, "MetaSnapshot": false, "MetaReadIndex": false,
 		// Streams are not served through serve().
 		"Watch": false, "MountSession": false,
 	}

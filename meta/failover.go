@@ -91,7 +91,7 @@ type leaderPicker struct {
 }
 
 func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	if isStale(info.Ctx) { // any member may answer (raft.go, StaleOK)
+	if isStale(info.Ctx) || isAnyMember(info.Ctx) { // any member may answer (raft.go StaleOK, raftread.go AnyMember)
 		return balancer.PickResult{SubConn: p.scs[int(p.stale.Add(1))%len(p.scs)]}, nil
 	}
 	leader, rr := "", 0
@@ -153,9 +153,10 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 				return err
 			}
 			hint.follow(leader)
-			if refused && isStale(ctx) {
-				// A follower too far behind (or the leader): the
-				// leader answers the next attempt at once.
+			if refused && (isStale(ctx) || isAnyMember(ctx)) {
+				// A follower too far behind or without a leader (or
+				// the leader): the leader answers the next attempt at
+				// once.
 				ctx, delay = notStale(ctx), 0
 			}
 			t := time.NewTimer(delay)
@@ -182,11 +183,13 @@ func isStale(ctx context.Context) bool {
 	return len(v) > 0 && v[0] == "1"
 }
 
-// notStale is ctx without the StaleOK mark.
+// notStale is ctx without the StaleOK and AnyMember marks: the call goes
+// to the leader.
 func notStale(ctx context.Context) context.Context {
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
 	md.Delete(StaleOKHeader)
+	md.Delete(AnyMemberHeader)
 	return metadata.NewOutgoingContext(ctx, md)
 }
 

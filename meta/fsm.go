@@ -368,8 +368,13 @@ func loadSnapshot(db *pebble.DB, r *bufio.Reader, applied uint64) error {
 		}
 	}
 	b.Set(keyApplied, be64(applied), nil)
-	err := db.Apply(b, pebble.Sync)
+	err := db.Apply(b, pebble.NoSync)
 	b.Close()
+	if err == nil {
+		// Durable as tables, with or without a write-ahead log (a group
+		// member's store has none).
+		err = db.Flush()
+	}
 	if err != nil {
 		return errors.E(op, diskKind(err), err)
 	}

@@ -23,6 +23,13 @@ func storeOptions(cfg Config) *pebble.Options {
 		MemTableSize: 64 << 20,
 		FS:           cfg.space.fs(), // a reserve against a full disk (storespace.go)
 	}
+	// A member of a group writes no write-ahead log of its own: the Raft
+	// log (raftstore.go) is the synced copy of every command, and the
+	// applied index, written in each command's batch, tells a store that
+	// lost its memtable in a crash which entries to apply again (see
+	// raftFSM.ApplyBatch). The store's WAL only wrote every command a
+	// second time, on the same disk as the log's fsyncs.
+	o.DisableWAL = cfg.Group != nil
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}

@@ -109,7 +109,7 @@ type group struct {
 	r        *raft.Raft
 	store    *raftStore
 	trans    *raft.NetworkTransport
-	applied  atomic.Uint64 // last entry applied to the store
+	applied  atomic.Uint64 // last entry applied to the store (set by noteApplied)
 	restores atomic.Uint64 // snapshots loaded into the store
 	// ready: this member leads, has applied every entry of earlier terms
 	// (a barrier) and ran the set-up of a new leader. Only then does it
@@ -119,6 +119,14 @@ type group struct {
 	notify chan bool
 	done   chan struct{}
 	once   sync.Once
+
+	// The read index (raftread.go).
+	logs        raft.LogStore // the log, as Raft reads it (cached)
+	point       atomic.Pointer[readPoint]
+	reads       readIndexer
+	amu         sync.Mutex
+	appliedWake chan struct{} // closed when applied moves; nil: no one waits
+	readWaits   atomic.Int64  // reads waiting for the store to apply
 }
 
 // NotLeaderMessage starts the message of the error a member that does not
@@ -234,7 +242,8 @@ func (s *Service) startGroup(c GroupConfig) error {
 		g.store.Close()
 		return errors.E(op, errors.Invalid, err)
 	}
-	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, g.trans); err != nil {
+	g.logs = logs
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, unpipelined{g.trans}); err != nil {
 		g.trans.Close()
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
@@ -358,11 +367,27 @@ func staleRequested(ctx context.Context) bool {
 }
 
 // memberGate is leaderGate for one call: a follower also answers a read
-// its caller marked stale-tolerant, while it is fresh.
+// its caller marked stale-tolerant, while it is fresh, and one marked
+// AnyMember once it applied the leader's read index (raftread.go). The
+// leader's reads wait for what it committed to be applied.
 func (s *Service) memberGate(ctx context.Context, method string, req any) error {
 	err := s.leaderGate(method)
-	if err != nil && staleAllowed(method, req) && staleRequested(ctx) && s.group.fresh() {
+	if err == nil {
+		if s.group != nil && (readMethods[method] || moreReads[method]) {
+			return s.group.leaderCatchUp(ctx)
+		}
 		return nil
+	}
+	if !staleAllowed(method, req) {
+		return err
+	}
+	if staleRequested(ctx) && s.group.fresh() {
+		return nil
+	}
+	if anyMemberRequested(ctx) && s.group.r.State() == raft.Follower {
+		if rerr := s.group.followerRead(ctx); rerr == nil {
+			return nil
+		}
 	}
 	return err
 }
@@ -420,12 +445,26 @@ func (g *group) shutdown() {
 	g.once.Do(func() {
 		close(g.done)
 		g.ready.Store(false)
+		g.reads.close()
 		if err := g.r.Shutdown().Error(); err != nil {
 			g.s.log.Warn("meta: raft shutdown", "err", err)
 		}
 		g.trans.Close()
 		g.store.Close()
 	})
+}
+
+// unpipelined is the transport without pipelined appends. Pipelined,
+// the leader sends each batch it stores as its own append, and a follower
+// stores each with its own fsync, in turn, while the later ones queue:
+// under a write load the followers' fsyncs, not the batches, set the
+// pace. Unpipelined, the leader sends the next append when the last is
+// answered, with every entry stored meanwhile: one follower fsync per
+// round trip, however many batches the leader stored.
+type unpipelined struct{ *raft.NetworkTransport }
+
+func (unpipelined) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // raftFSM is the group as Raft's state machine.
@@ -478,7 +517,7 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	for j, i := range at {
 		out[i] = answers[j]
 	}
-	g.applied.Store(es[len(es)-1].index)
+	g.noteApplied(es[len(es)-1].index)
 	return out
 }
 
@@ -509,7 +548,7 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	if err := loadSnapshot(g.s.db, br, applied); err != nil {
 		return err
 	}
-	g.applied.Store(applied)
+	g.noteApplied(applied)
 	g.restores.Add(1)
 	return g.s.rebuild()
 }

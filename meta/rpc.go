@@ -205,6 +205,11 @@ func (s *Service) Mkdir(ctx context.Context, req *metapb.MkdirRequest) (*metapb.
 // Sync returns once everything applied so far is durable: it syncs a
 // log record of its own, and the log is ordered.
 func (s *Service) Sync(ctx context.Context, _ *metapb.Empty) (*metapb.Empty, error) {
+	if s.group != nil {
+		// A member applies only what a majority's synced Raft log holds,
+		// and its store has no log of its own to sync.
+		return &metapb.Empty{}, nil
+	}
 	if err := s.db.LogData([]byte("sync"), pebble.Sync); err != nil {
 		return nil, errors.E(errors.Op("meta.Sync"), errors.IO, err)
 	}

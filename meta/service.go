@@ -180,6 +180,13 @@ func (s *Service) Close() error {
 		}
 		s.mu.Lock()
 		s.syncs.Wait() // added under mu, so never concurrently with this Wait
+		if s.group != nil {
+			// No write-ahead log (storeOptions): tables keep what the
+			// memtable holds, so a restart need not apply it again.
+			if ferr := s.db.Flush(); ferr != nil {
+				s.log.Warn("meta: flushing the store at close", "err", ferr)
+			}
+		}
 		err = s.db.Close()
 		s.mu.Unlock()
 	})

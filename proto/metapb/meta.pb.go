@@ -9057,6 +9057,50 @@ func (x *MetaMemberRequest) GetRaftAddr() string {
 	return ""
 }
 
+type MetaReadIndexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,701,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaReadIndexResponse) Reset() {
+	*x = MetaReadIndexResponse{}
+	mi := &file_proto_meta_proto_msgTypes[109]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaReadIndexResponse) ProtoMessage() {}
+
+func (x *MetaReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[109]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*MetaReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+}
+
+func (x *MetaReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 // MetaSnapshot streams the snapshot format of meta/fsm.go in chunks.
 type MetaSnapshotChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -9067,7 +9111,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9079,7 +9123,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9092,7 +9136,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -9116,7 +9160,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9128,7 +9172,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9141,7 +9185,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -9185,7 +9229,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9197,7 +9241,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9210,7 +9254,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -9268,7 +9312,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9280,7 +9324,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9293,7 +9337,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3Version) GetKey() string {
@@ -9364,7 +9408,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9376,7 +9420,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9389,7 +9433,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -9439,7 +9483,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9451,7 +9495,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9464,7 +9508,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{114}
+	return file_proto_meta_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -9535,7 +9579,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9547,7 +9591,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9560,7 +9604,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{115}
+	return file_proto_meta_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -9593,7 +9637,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9605,7 +9649,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9618,7 +9662,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{116}
+	return file_proto_meta_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9692,7 +9736,7 @@ type TierRule struct {
 
 func (x *TierRule) Reset() {
 	*x = TierRule{}
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9704,7 +9748,7 @@ func (x *TierRule) String() string {
 func (*TierRule) ProtoMessage() {}
 
 func (x *TierRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9717,7 +9761,7 @@ func (x *TierRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRule.ProtoReflect.Descriptor instead.
 func (*TierRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{117}
+	return file_proto_meta_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *TierRule) GetTo() string {
@@ -9774,7 +9818,7 @@ type TierPolicy struct {
 
 func (x *TierPolicy) Reset() {
 	*x = TierPolicy{}
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9786,7 +9830,7 @@ func (x *TierPolicy) String() string {
 func (*TierPolicy) ProtoMessage() {}
 
 func (x *TierPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9799,7 +9843,7 @@ func (x *TierPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicy.ProtoReflect.Descriptor instead.
 func (*TierPolicy) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{118}
+	return file_proto_meta_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *TierPolicy) GetNs() string {
@@ -9846,7 +9890,7 @@ type TierPolicyRequest struct {
 
 func (x *TierPolicyRequest) Reset() {
 	*x = TierPolicyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9858,7 +9902,7 @@ func (x *TierPolicyRequest) String() string {
 func (*TierPolicyRequest) ProtoMessage() {}
 
 func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9871,7 +9915,7 @@ func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyRequest.ProtoReflect.Descriptor instead.
 func (*TierPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{119}
+	return file_proto_meta_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *TierPolicyRequest) GetNs() string {
@@ -9890,7 +9934,7 @@ type TierPolicyList struct {
 
 func (x *TierPolicyList) Reset() {
 	*x = TierPolicyList{}
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9902,7 +9946,7 @@ func (x *TierPolicyList) String() string {
 func (*TierPolicyList) ProtoMessage() {}
 
 func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9915,7 +9959,7 @@ func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyList.ProtoReflect.Descriptor instead.
 func (*TierPolicyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{120}
+	return file_proto_meta_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *TierPolicyList) GetPolicies() []*TierPolicy {
@@ -9936,7 +9980,7 @@ type TierClassBytes struct {
 
 func (x *TierClassBytes) Reset() {
 	*x = TierClassBytes{}
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9948,7 +9992,7 @@ func (x *TierClassBytes) String() string {
 func (*TierClassBytes) ProtoMessage() {}
 
 func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9961,7 +10005,7 @@ func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierClassBytes.ProtoReflect.Descriptor instead.
 func (*TierClassBytes) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{121}
+	return file_proto_meta_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *TierClassBytes) GetClass() string {
@@ -10010,7 +10054,7 @@ type TierStatusResponse struct {
 
 func (x *TierStatusResponse) Reset() {
 	*x = TierStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10022,7 +10066,7 @@ func (x *TierStatusResponse) String() string {
 func (*TierStatusResponse) ProtoMessage() {}
 
 func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10035,7 +10079,7 @@ func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStatusResponse.ProtoReflect.Descriptor instead.
 func (*TierStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{122}
+	return file_proto_meta_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *TierStatusResponse) GetClasses() []*TierClassBytes {
@@ -10153,7 +10197,7 @@ type TierMoveCommand struct {
 
 func (x *TierMoveCommand) Reset() {
 	*x = TierMoveCommand{}
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10165,7 +10209,7 @@ func (x *TierMoveCommand) String() string {
 func (*TierMoveCommand) ProtoMessage() {}
 
 func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10178,7 +10222,7 @@ func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierMoveCommand.ProtoReflect.Descriptor instead.
 func (*TierMoveCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{123}
+	return file_proto_meta_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *TierMoveCommand) GetNs() string {
@@ -10256,7 +10300,7 @@ type TierAccessCommand struct {
 
 func (x *TierAccessCommand) Reset() {
 	*x = TierAccessCommand{}
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10268,7 +10312,7 @@ func (x *TierAccessCommand) String() string {
 func (*TierAccessCommand) ProtoMessage() {}
 
 func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10281,7 +10325,7 @@ func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierAccessCommand.ProtoReflect.Descriptor instead.
 func (*TierAccessCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{124}
+	return file_proto_meta_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *TierAccessCommand) GetInos() []uint64 {
@@ -10309,7 +10353,7 @@ type TierReleaseCommand struct {
 
 func (x *TierReleaseCommand) Reset() {
 	*x = TierReleaseCommand{}
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10321,7 +10365,7 @@ func (x *TierReleaseCommand) String() string {
 func (*TierReleaseCommand) ProtoMessage() {}
 
 func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10334,7 +10378,7 @@ func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{125}
+	return file_proto_meta_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *TierReleaseCommand) GetKeys() [][]byte {
@@ -10359,7 +10403,7 @@ type TierIntent struct {
 
 func (x *TierIntent) Reset() {
 	*x = TierIntent{}
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10371,7 +10415,7 @@ func (x *TierIntent) String() string {
 func (*TierIntent) ProtoMessage() {}
 
 func (x *TierIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10384,7 +10428,7 @@ func (x *TierIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntent.ProtoReflect.Descriptor instead.
 func (*TierIntent) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{126}
+	return file_proto_meta_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *TierIntent) GetIno() uint64 {
@@ -10420,7 +10464,7 @@ type TierIntentCommand struct {
 
 func (x *TierIntentCommand) Reset() {
 	*x = TierIntentCommand{}
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10432,7 +10476,7 @@ func (x *TierIntentCommand) String() string {
 func (*TierIntentCommand) ProtoMessage() {}
 
 func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10445,7 +10489,7 @@ func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntentCommand.ProtoReflect.Descriptor instead.
 func (*TierIntentCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{127}
+	return file_proto_meta_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *TierIntentCommand) GetIno() uint64 {
@@ -10475,7 +10519,7 @@ type TierReleaseIntentsCommand struct {
 
 func (x *TierReleaseIntentsCommand) Reset() {
 	*x = TierReleaseIntentsCommand{}
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10487,7 +10531,7 @@ func (x *TierReleaseIntentsCommand) String() string {
 func (*TierReleaseIntentsCommand) ProtoMessage() {}
 
 func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10500,7 +10544,7 @@ func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseIntentsCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseIntentsCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{128}
+	return file_proto_meta_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *TierReleaseIntentsCommand) GetInos() []uint64 {
@@ -10528,7 +10572,7 @@ type TierReadsRequest struct {
 
 func (x *TierReadsRequest) Reset() {
 	*x = TierReadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10540,7 +10584,7 @@ func (x *TierReadsRequest) String() string {
 func (*TierReadsRequest) ProtoMessage() {}
 
 func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10553,7 +10597,7 @@ func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReadsRequest.ProtoReflect.Descriptor instead.
 func (*TierReadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{129}
+	return file_proto_meta_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *TierReadsRequest) GetNs() string {
@@ -10586,7 +10630,7 @@ type SecretsState struct {
 
 func (x *SecretsState) Reset() {
 	*x = SecretsState{}
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10598,7 +10642,7 @@ func (x *SecretsState) String() string {
 func (*SecretsState) ProtoMessage() {}
 
 func (x *SecretsState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10611,7 +10655,7 @@ func (x *SecretsState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsState.ProtoReflect.Descriptor instead.
 func (*SecretsState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{130}
+	return file_proto_meta_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *SecretsState) GetCaCert() []byte {
@@ -10655,7 +10699,7 @@ type SecretsCapKey struct {
 
 func (x *SecretsCapKey) Reset() {
 	*x = SecretsCapKey{}
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10667,7 +10711,7 @@ func (x *SecretsCapKey) String() string {
 func (*SecretsCapKey) ProtoMessage() {}
 
 func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10680,7 +10724,7 @@ func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsCapKey.ProtoReflect.Descriptor instead.
 func (*SecretsCapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{131}
+	return file_proto_meta_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *SecretsCapKey) GetId() uint32 {
@@ -11508,7 +11552,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\bR\x05group\"@\n" +
 	"\x11MetaMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"'\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\".\n" +
+	"\x15MetaReadIndexResponse\x12\x15\n" +
+	"\x05index\x18\xbd\x05 \x01(\x04R\x05index\"'\n" +
 	"\x11MetaSnapshotChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"f\n" +
 	"\vS3Retention\x12\x12\n" +
@@ -11662,7 +11708,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xca%\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\x91&\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -11729,7 +11775,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vMetaMembers\x12\x11.cairn.meta.Empty\x1a\x1f.cairn.meta.MetaMembersResponse\x12A\n" +
 	"\rMetaAddMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12D\n" +
 	"\x10MetaRemoveMember\x12\x1d.cairn.meta.MetaMemberRequest\x1a\x11.cairn.meta.Empty\x12B\n" +
-	"\fMetaSnapshot\x12\x11.cairn.meta.Empty\x1a\x1d.cairn.meta.MetaSnapshotChunk0\x01\x12H\n" +
+	"\fMetaSnapshot\x12\x11.cairn.meta.Empty\x1a\x1d.cairn.meta.MetaSnapshotChunk0\x01\x12E\n" +
+	"\rMetaReadIndex\x12\x11.cairn.meta.Empty\x1a!.cairn.meta.MetaReadIndexResponse\x12H\n" +
 	"\tRenewCaps\x12\x1c.cairn.meta.RenewCapsRequest\x1a\x1d.cairn.meta.RenewCapsResponse\x129\n" +
 	"\x05Mknod\x12\x1d.cairn.meta.MountMknodRequest\x1a\x11.cairn.meta.Inode\x12H\n" +
 	"\tMountLock\x12\x1c.cairn.meta.MountLockRequest\x1a\x1d.cairn.meta.MountLockResponse\x12?\n" +
@@ -11755,7 +11802,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 154)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 155)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                   // 0: cairn.meta.Visibility
 	(FileType)(0),                     // 1: cairn.meta.FileType
@@ -11870,65 +11917,66 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MetaMember)(nil),                // 110: cairn.meta.MetaMember
 	(*MetaMembersResponse)(nil),       // 111: cairn.meta.MetaMembersResponse
 	(*MetaMemberRequest)(nil),         // 112: cairn.meta.MetaMemberRequest
-	(*MetaSnapshotChunk)(nil),         // 113: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),               // 114: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),       // 115: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),                 // 116: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),          // 117: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),     // 118: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),             // 119: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),             // 120: cairn.meta.S3LockRequest
-	(*TierRule)(nil),                  // 121: cairn.meta.TierRule
-	(*TierPolicy)(nil),                // 122: cairn.meta.TierPolicy
-	(*TierPolicyRequest)(nil),         // 123: cairn.meta.TierPolicyRequest
-	(*TierPolicyList)(nil),            // 124: cairn.meta.TierPolicyList
-	(*TierClassBytes)(nil),            // 125: cairn.meta.TierClassBytes
-	(*TierStatusResponse)(nil),        // 126: cairn.meta.TierStatusResponse
-	(*TierMoveCommand)(nil),           // 127: cairn.meta.TierMoveCommand
-	(*TierAccessCommand)(nil),         // 128: cairn.meta.TierAccessCommand
-	(*TierReleaseCommand)(nil),        // 129: cairn.meta.TierReleaseCommand
-	(*TierIntent)(nil),                // 130: cairn.meta.TierIntent
-	(*TierIntentCommand)(nil),         // 131: cairn.meta.TierIntentCommand
-	(*TierReleaseIntentsCommand)(nil), // 132: cairn.meta.TierReleaseIntentsCommand
-	(*TierReadsRequest)(nil),          // 133: cairn.meta.TierReadsRequest
-	(*SecretsState)(nil),              // 134: cairn.meta.SecretsState
-	(*SecretsCapKey)(nil),             // 135: cairn.meta.SecretsCapKey
-	nil,                               // 136: cairn.meta.Inode.UserMetaEntry
-	nil,                               // 137: cairn.meta.Inode.HeadersEntry
-	nil,                               // 138: cairn.meta.Inode.TagsEntry
-	nil,                               // 139: cairn.meta.Inode.XattrsEntry
-	nil,                               // 140: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                               // 141: cairn.meta.CommitRequest.HeadersEntry
-	nil,                               // 142: cairn.meta.CommitRequest.TagsEntry
-	nil,                               // 143: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                               // 144: cairn.meta.AuthResponse.GrantsEntry
-	nil,                               // 145: cairn.meta.ClusterServer.LabelsEntry
-	nil,                               // 146: cairn.meta.S3Key.GrantsEntry
-	nil,                               // 147: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                               // 148: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                               // 149: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                               // 150: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                               // 151: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                               // 152: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                               // 153: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                               // 154: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                               // 155: cairn.meta.S3Upload.UserMetaEntry
-	nil,                               // 156: cairn.meta.S3Upload.HeadersEntry
-	nil,                               // 157: cairn.meta.S3Upload.TagsEntry
+	(*MetaReadIndexResponse)(nil),     // 113: cairn.meta.MetaReadIndexResponse
+	(*MetaSnapshotChunk)(nil),         // 114: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),               // 115: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),       // 116: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),                 // 117: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),          // 118: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),     // 119: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),             // 120: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),             // 121: cairn.meta.S3LockRequest
+	(*TierRule)(nil),                  // 122: cairn.meta.TierRule
+	(*TierPolicy)(nil),                // 123: cairn.meta.TierPolicy
+	(*TierPolicyRequest)(nil),         // 124: cairn.meta.TierPolicyRequest
+	(*TierPolicyList)(nil),            // 125: cairn.meta.TierPolicyList
+	(*TierClassBytes)(nil),            // 126: cairn.meta.TierClassBytes
+	(*TierStatusResponse)(nil),        // 127: cairn.meta.TierStatusResponse
+	(*TierMoveCommand)(nil),           // 128: cairn.meta.TierMoveCommand
+	(*TierAccessCommand)(nil),         // 129: cairn.meta.TierAccessCommand
+	(*TierReleaseCommand)(nil),        // 130: cairn.meta.TierReleaseCommand
+	(*TierIntent)(nil),                // 131: cairn.meta.TierIntent
+	(*TierIntentCommand)(nil),         // 132: cairn.meta.TierIntentCommand
+	(*TierReleaseIntentsCommand)(nil), // 133: cairn.meta.TierReleaseIntentsCommand
+	(*TierReadsRequest)(nil),          // 134: cairn.meta.TierReadsRequest
+	(*SecretsState)(nil),              // 135: cairn.meta.SecretsState
+	(*SecretsCapKey)(nil),             // 136: cairn.meta.SecretsCapKey
+	nil,                               // 137: cairn.meta.Inode.UserMetaEntry
+	nil,                               // 138: cairn.meta.Inode.HeadersEntry
+	nil,                               // 139: cairn.meta.Inode.TagsEntry
+	nil,                               // 140: cairn.meta.Inode.XattrsEntry
+	nil,                               // 141: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                               // 142: cairn.meta.CommitRequest.HeadersEntry
+	nil,                               // 143: cairn.meta.CommitRequest.TagsEntry
+	nil,                               // 144: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                               // 145: cairn.meta.AuthResponse.GrantsEntry
+	nil,                               // 146: cairn.meta.ClusterServer.LabelsEntry
+	nil,                               // 147: cairn.meta.S3Key.GrantsEntry
+	nil,                               // 148: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                               // 149: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                               // 150: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                               // 151: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                               // 152: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                               // 153: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                               // 154: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                               // 155: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                               // 156: cairn.meta.S3Upload.UserMetaEntry
+	nil,                               // 157: cairn.meta.S3Upload.HeadersEntry
+	nil,                               // 158: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	114, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	115, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	136, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	137, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	138, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	139, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	114, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	137, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	138, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	139, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	140, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	115, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -11938,17 +11986,17 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	140, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	141, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	142, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	114, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	141, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	142, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	143, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	115, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	143, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	144, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
 	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
@@ -11957,7 +12005,7 @@ var file_proto_meta_proto_depIdxs = []int32{
 	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
 	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
-	144, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	145, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -11993,28 +12041,28 @@ var file_proto_meta_proto_depIdxs = []int32{
 	95,  // 73: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
 	96,  // 74: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
 	108, // 75: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	115, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	117, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	117, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	120, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	116, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	118, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	118, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	121, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
 	51,  // 80: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	127, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
-	128, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
-	122, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
-	129, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	131, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
-	132, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
-	134, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
-	135, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
+	128, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
+	129, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
+	123, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
+	130, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
+	132, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
+	133, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
+	135, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
+	136, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
 	42,  // 89: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
 	4,   // 90: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
 	10,  // 91: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
 	28,  // 92: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
 	10,  // 93: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	116, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	117, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
 	62,  // 95: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
 	106, // 96: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	145, // 97: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	146, // 97: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
 	104, // 98: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
 	28,  // 99: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
 	64,  // 100: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
@@ -12022,24 +12070,24 @@ var file_proto_meta_proto_depIdxs = []int32{
 	66,  // 102: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
 	68,  // 103: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
 	69,  // 104: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	146, // 105: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	147, // 106: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	147, // 105: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	148, // 106: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
 	2,   // 107: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	148, // 108: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	149, // 108: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
 	76,  // 109: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
 	76,  // 110: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
 	79,  // 111: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	149, // 112: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	150, // 112: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
 	81,  // 113: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
 	82,  // 114: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	150, // 115: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	151, // 116: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	152, // 117: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	153, // 118: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	154, // 119: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	155, // 120: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	156, // 121: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	157, // 122: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	151, // 115: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	152, // 116: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	153, // 117: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	154, // 118: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	155, // 119: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	156, // 120: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	157, // 121: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	158, // 122: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
 	9,   // 123: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
 	86,  // 124: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
 	87,  // 125: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
@@ -12053,20 +12101,20 @@ var file_proto_meta_proto_depIdxs = []int32{
 	108, // 133: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
 	110, // 134: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
 	3,   // 135: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	114, // 136: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	115, // 136: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
 	10,  // 137: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
 	9,   // 138: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	116, // 139: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	114, // 140: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	121, // 141: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	122, // 142: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	125, // 143: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	122, // 144: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	117, // 139: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	115, // 140: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	122, // 141: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	123, // 142: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	126, // 143: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	123, // 144: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
 	9,   // 145: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
 	9,   // 146: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
 	9,   // 147: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
 	9,   // 148: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
-	135, // 149: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
+	136, // 149: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
 	2,   // 150: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
 	2,   // 151: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
 	2,   // 152: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
@@ -12115,12 +12163,12 @@ var file_proto_meta_proto_depIdxs = []int32{
 	86,  // 195: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
 	91,  // 196: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
 	93,  // 197: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	115, // 198: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	117, // 199: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 200: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	117, // 201: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	118, // 202: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	120, // 203: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	116, // 198: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	118, // 199: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	118, // 200: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	118, // 201: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	119, // 202: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	121, // 203: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
 	52,  // 204: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
 	54,  // 205: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
 	55,  // 206: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
@@ -12134,89 +12182,91 @@ var file_proto_meta_proto_depIdxs = []int32{
 	112, // 214: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
 	112, // 215: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
 	43,  // 216: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	102, // 217: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 218: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 219: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 220: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	122, // 221: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	123, // 222: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 223: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	133, // 224: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
-	43,  // 225: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
-	4,   // 226: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 227: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 228: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 229: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 230: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 231: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 232: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 233: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 234: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 235: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 236: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 237: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 238: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 239: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 240: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 241: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 242: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 243: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 244: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 245: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 246: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 247: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 248: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 249: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 250: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 251: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 252: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 253: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 254: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 255: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 256: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 257: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 258: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 259: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 260: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 261: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 262: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 263: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 264: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 265: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 266: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 267: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 268: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 269: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 270: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	116, // 271: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	116, // 272: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	116, // 273: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	119, // 274: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	116, // 275: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 276: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 277: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 278: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 279: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 280: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 281: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 282: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 283: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 284: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 285: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 286: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 287: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	113, // 288: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	103, // 289: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 290: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 291: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 292: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	122, // 293: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	124, // 294: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	126, // 295: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	43,  // 296: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
-	109, // 297: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
-	226, // [226:298] is the sub-list for method output_type
-	154, // [154:226] is the sub-list for method input_type
+	43,  // 217: cairn.meta.Meta.MetaReadIndex:input_type -> cairn.meta.Empty
+	102, // 218: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	105, // 219: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	106, // 220: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	108, // 221: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	123, // 222: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	124, // 223: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 224: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	134, // 225: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
+	43,  // 226: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
+	4,   // 227: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 228: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 229: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 230: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 231: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 232: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 233: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 234: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 235: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 236: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 237: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 238: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 239: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 240: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 241: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 242: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 243: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 244: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 245: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 246: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 247: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	60,  // 248: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	67,  // 249: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 250: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 251: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	69,  // 252: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 253: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	71,  // 254: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	77,  // 255: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 256: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	78,  // 257: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	76,  // 258: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	77,  // 259: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	80,  // 260: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	80,  // 261: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 262: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 263: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	85,  // 264: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	85,  // 265: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	87,  // 266: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 267: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 268: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	92,  // 269: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	94,  // 270: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 271: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	117, // 272: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	117, // 273: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	117, // 274: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	120, // 275: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	117, // 276: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 277: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 278: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 279: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 280: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	57,  // 281: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	59,  // 282: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 283: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	98,  // 284: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	100, // 285: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	111, // 286: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 287: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 288: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	114, // 289: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	113, // 290: cairn.meta.Meta.MetaReadIndex:output_type -> cairn.meta.MetaReadIndexResponse
+	103, // 291: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 292: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	107, // 293: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	109, // 294: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	123, // 295: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	125, // 296: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	127, // 297: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	43,  // 298: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
+	109, // 299: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
+	227, // [227:300] is the sub-list for method output_type
+	154, // [154:227] is the sub-list for method input_type
 	154, // [154:154] is the sub-list for extension type_name
 	154, // [154:154] is the sub-list for extension extendee
 	0,   // [0:154] is the sub-list for field type_name
@@ -12283,7 +12333,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   154,
+			NumMessages:   155,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

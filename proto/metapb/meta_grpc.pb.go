@@ -85,6 +85,7 @@ const (
 	Meta_MetaAddMember_FullMethodName      = "/cairn.meta.Meta/MetaAddMember"
 	Meta_MetaRemoveMember_FullMethodName   = "/cairn.meta.Meta/MetaRemoveMember"
 	Meta_MetaSnapshot_FullMethodName       = "/cairn.meta.Meta/MetaSnapshot"
+	Meta_MetaReadIndex_FullMethodName      = "/cairn.meta.Meta/MetaReadIndex"
 	Meta_RenewCaps_FullMethodName          = "/cairn.meta.Meta/RenewCaps"
 	Meta_Mknod_FullMethodName              = "/cairn.meta.Meta/Mknod"
 	Meta_MountLock_FullMethodName          = "/cairn.meta.Meta/MountLock"
@@ -184,6 +185,11 @@ type MetaClient interface {
 	MetaAddMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error)
 	MetaRemoveMember(ctx context.Context, in *MetaMemberRequest, opts ...grpc.CallOption) (*Empty, error)
 	MetaSnapshot(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MetaSnapshotChunk], error)
+	// MetaReadIndex answers the leader's read index: its commit index (as
+	// the last command at or below it), once a heartbeat round confirmed
+	// it still leads. A follower that has applied that far answers a
+	// linearizable read itself. Members only (raftread.go).
+	MetaReadIndex(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetaReadIndexResponse, error)
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -875,6 +881,16 @@ func (c *metaClient) MetaSnapshot(ctx context.Context, in *Empty, opts ...grpc.C
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Meta_MetaSnapshotClient = grpc.ServerStreamingClient[MetaSnapshotChunk]
 
+func (c *metaClient) MetaReadIndex(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MetaReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetaReadIndexResponse)
+	err := c.cc.Invoke(ctx, Meta_MetaReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) RenewCaps(ctx context.Context, in *RenewCapsRequest, opts ...grpc.CallOption) (*RenewCapsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RenewCapsResponse)
@@ -1053,6 +1069,11 @@ type MetaServer interface {
 	MetaAddMember(context.Context, *MetaMemberRequest) (*Empty, error)
 	MetaRemoveMember(context.Context, *MetaMemberRequest) (*Empty, error)
 	MetaSnapshot(*Empty, grpc.ServerStreamingServer[MetaSnapshotChunk]) error
+	// MetaReadIndex answers the leader's read index: its commit index (as
+	// the last command at or below it), once a heartbeat round confirmed
+	// it still leads. A follower that has applied that far answers a
+	// linearizable read itself. Members only (raftread.go).
+	MetaReadIndex(context.Context, *Empty) (*MetaReadIndexResponse, error)
 	// Data-plane capabilities
 	// RenewCaps re-signs capabilities meta issued, for as long as the
 	// namespace they name exists: a long-lived reader (a mount, a cache)
@@ -1281,6 +1302,9 @@ func (UnimplementedMetaServer) MetaRemoveMember(context.Context, *MetaMemberRequ
 }
 func (UnimplementedMetaServer) MetaSnapshot(*Empty, grpc.ServerStreamingServer[MetaSnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method MetaSnapshot not implemented")
+}
+func (UnimplementedMetaServer) MetaReadIndex(context.Context, *Empty) (*MetaReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MetaReadIndex not implemented")
 }
 func (UnimplementedMetaServer) RenewCaps(context.Context, *RenewCapsRequest) (*RenewCapsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewCaps not implemented")
@@ -2439,6 +2463,24 @@ func _Meta_MetaSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Meta_MetaSnapshotServer = grpc.ServerStreamingServer[MetaSnapshotChunk]
 
+func _Meta_MetaReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MetaReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MetaReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MetaReadIndex(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_RenewCaps_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewCapsRequest)
 	if err := dec(in); err != nil {
@@ -2847,6 +2889,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MetaRemoveMember",
 			Handler:    _Meta_MetaRemoveMember_Handler,
+		},
+		{
+			MethodName: "MetaReadIndex",
+			Handler:    _Meta_MetaReadIndex_Handler,
 		},
 		{
 			MethodName: "RenewCaps",

@@ -24,12 +24,13 @@ func TestMetaGroupFigures(t *testing.T) {
 		t.Skip("set CAIRN_META_FIGURES=1 to measure (minutes of load)")
 	}
 	dur := "5s"
-	type figures struct{ resolve, stale, write, put float64 }
+	type figures struct{ resolve, stale, anyMember, write, put float64 }
 	measure := func(c *Cluster, group bool) figures {
 		var f figures
 		f.resolve = opsPerSec(t, benchRun(t, c, "meta", "--meta", c.MetaAddr, "--concurrency", "32", "--duration", dur))
 		if group {
 			f.stale = opsPerSec(t, benchRun(t, c, "meta", "--meta", c.MetaAddr, "--concurrency", "32", "--duration", dur, "--stale"))
+			f.anyMember = opsPerSec(t, benchRun(t, c, "meta", "--meta", c.MetaAddr, "--concurrency", "32", "--duration", dur, "--any-member"))
 		}
 		f.write = opsPerSec(t, benchRun(t, c, "meta-write", "--meta", c.MetaAddr, "--concurrency", "16", "--duration", dur))
 		f.put = opsPerSec(t, benchRun(t, c, "put", "--endpoint", "http://"+c.Gateway.Addr, "--size", "4KiB", "--concurrency", "16", "--duration", dur))
@@ -45,8 +46,8 @@ func TestMetaGroupFigures(t *testing.T) {
 	for round := range 2 {
 		one := measure(single, false)
 		three := measure(group, true)
-		t.Logf("round %d: resolve c=32: single %.0f/s, group %.0f/s (%.2fx), group stale-ok (any member) %.0f/s (%.2fx)",
-			round, one.resolve, three.resolve, three.resolve/one.resolve, three.stale, three.stale/one.resolve)
+		t.Logf("round %d: resolve c=32: single %.0f/s, group %.0f/s (%.2fx), group stale-ok (any member) %.0f/s (%.2fx), group any-member (read index) %.0f/s (%.2fx)",
+			round, one.resolve, three.resolve, three.resolve/one.resolve, three.stale, three.stale/one.resolve, three.anyMember, three.anyMember/one.resolve)
 		t.Logf("round %d: mkdir c=16: single %.0f/s, group %.0f/s (%.2fx)", round, one.write, three.write, three.write/one.write)
 		t.Logf("round %d: PUT 4KiB c=16 via the gateway: single meta %.0f/s, group %.0f/s (%.2fx)", round, one.put, three.put, three.put/one.put)
 	}

@@ -350,18 +350,44 @@ func midEncode(c *Cluster, d time.Duration) *Proc {
 }
 
 // waitEncoded waits until every volume in ids is recorded erasure-coded
-// with all its shards confirmed, and checks that no other state is
-// reported as encoded: an encoded volume is whole or, after a kill,
-// degraded, never missing shards it was recorded with at the start.
-func waitEncoded(t *testing.T, c *Cluster, ids []uint32, d time.Duration) {
-	WaitFor(t, d, "every sealed volume to be erasure-coded", func() bool {
-		for _, v := range c.Status(t).Volumes {
-			if slices.Contains(ids, v.Volume.Id) && (v.Volume.Ec == nil || v.Health != "ok") {
+// and whole (every shard ok), none of its shards on the server gone (a
+// killed one: its shards rebuilt elsewhere).
+func waitEncoded(t *testing.T, c *Cluster, ids []uint32, gone string, d time.Duration) {
+	var st *metapb.ClusterStatusResponse
+	defer func() {
+		if t.Failed() && st != nil {
+			dumpEC(t, st)
+		}
+	}()
+	WaitFor(t, d, "every sealed volume to be erasure-coded and whole", func() bool {
+		st = c.Status(t)
+		for _, v := range st.Volumes {
+			if !slices.Contains(ids, v.Volume.Id) {
+				continue
+			}
+			if v.Volume.Ec == nil || v.Health != "ok" || gone != "" && slices.Contains(v.Volume.Ec.ShardServerIds, gone) {
 				return false
 			}
 		}
 		return true
 	})
+}
+
+// dumpEC logs what meta says of every volume and server: on a timed-out
+// wait, which volume is not whole and why.
+func dumpEC(t *testing.T, st *metapb.ClusterStatusResponse) {
+	t.Helper()
+	for _, s := range st.Servers {
+		t.Logf("server %s %s alive=%v", s.Id, s.Addr, s.Alive)
+	}
+	for _, v := range st.Volumes {
+		if v.Volume.Ec == nil {
+			t.Logf("volume %d: replicated on %v (ids %v), read-only %v, class %q, health %s", v.Volume.Id, v.Volume.Servers, v.Volume.ServerIds, v.Volume.ReadOnly, v.Volume.StorageClass, v.Health)
+			continue
+		}
+		t.Logf("volume %d gen %d: %s, shards %v on %v", v.Volume.Id, v.Volume.Generation, v.Health, v.ShardHealth, v.Volume.Ec.ShardServerIds)
+	}
+	t.Logf("encoded %d, rebuilt %d, repairs %v", st.EcEncoded, st.EcRebuilt, st.Repairs)
 }
 
 // TestECEncodeCrash: meta, and then a data server receiving shards, are
@@ -370,14 +396,6 @@ func waitEncoded(t *testing.T, c *Cluster, ids []uint32, d time.Duration) {
 // and no volume is recorded encoded before all its shards are durable:
 // every encoded volume ends whole, with its shards on distinct servers.
 func TestECEncodeCrash(t *testing.T) {
-	if os.Getenv("CAIRN_EC_CRASH") == "" {
-		// Blocked (issue 20's note): on a quiet machine one run of 3 timed
-		// out after 4m waiting for every encoded volume's health to be ok
-		// after chunk0 was killed mid-shard, although meta's log shows
-		// every volume encoded and the lost shards rebuilt within 4 s.
-		// Not yet understood; run it with CAIRN_EC_CRASH=1 while fixing.
-		t.Skip("blocked: see issue 20's note; CAIRN_EC_CRASH=1 runs it")
-	}
 	c, files := ecCluster(t, 8)
 	var ids []uint32
 	for _, v := range c.Status(t).Volumes {
@@ -393,7 +411,7 @@ func TestECEncodeCrash(t *testing.T) {
 	c.Meta.Kill(t)
 	t.Log("meta killed in the middle of an encode")
 	c.Meta.Start(t)
-	waitEncoded(t, c, ids, 180*time.Second)
+	waitEncoded(t, c, ids, "", 180*time.Second)
 	checkAll(t, c, "cold", files)
 
 	// A data server receiving a shard, mid-encode: more files, new
@@ -419,11 +437,14 @@ func TestECEncodeCrash(t *testing.T) {
 	if victim == nil {
 		t.Fatal("no encode seen in progress")
 	}
+	gone := victim.ID(t)
 	victim.Kill(t)
 	t.Logf("data server %s killed while it received a shard", victim.Name)
 	checkAll(t, c, "cold", files)
 	checkAll(t, c, "cold", more)
-	waitEncoded(t, c, append(ids, fresh...), 240*time.Second)
+	// Meta finds it dead, rebuilds its shards elsewhere, re-replicates
+	// or encodes the volumes it held replicas of.
+	waitEncoded(t, c, append(ids, fresh...), gone, 240*time.Second)
 	victim.Start(t)
 	c.WaitAlive(t, victim)
 	checkAll(t, c, "cold", files)

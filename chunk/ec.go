@@ -713,25 +713,28 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 	if locInst != inst {
 		return 0, errors.E(op, errors.Stale, volPath(vid), "volume file changed while encoding started")
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, errors.E(op, errors.IO, err)
-	}
-	l := ec.Layout{K: k, M: m, Cell: cell, Size: fi.Size()}
-	if err := l.Validate(); err != nil {
+	if err := (ec.Layout{K: k, M: m, Cell: cell}).Validate(); err != nil {
 		return 0, errors.E(op, err)
 	}
+	// What is encoded is the live records packed (packRecords): deleted
+	// needles' bytes stay behind, and few records cross a cell.
 	needles := make([]ec.Needle, len(locs))
 	for i, l := range locs {
 		needles[i] = ec.Needle{Key: l.Key, Data: l.Data, Size: l.Size}
 	}
-	index := ec.MarshalIndex(vid, needles)
+	segs, packed, size := packRecords(needles, cell)
+	l := ec.Layout{K: k, M: m, Cell: cell, Size: size}
+	src, err := ec.NewPacked(f, segs, size)
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	index := ec.MarshalIndex(vid, packed)
 	for _, addr := range to {
 		if err := s.peer(addr).PutShardIndex(ctx, vid, index, to); err != nil {
 			return 0, errors.E(op, errors.Path(addr), err)
 		}
 	}
-	if err := s.encodeTo(ctx, f, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+	if err := s.encodeTo(ctx, src, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
 		return s.peer(addr).PutShard(ctx, vid, i, body, l.FileSize())
 	}); err != nil {
 		return 0, errors.E(op, err)

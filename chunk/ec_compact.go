@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,34 +77,13 @@ func (s *Store) CompactEC(ctx context.Context, vid uint32, gen uint64, to []stri
 	if len(to) != old.K+old.M {
 		return 0, errors.Errorf(op, errors.Invalid, "%d servers for a %d+%d code", len(to), old.K, old.M)
 	}
-	// The superblock, then every live record in file order; records that
-	// were neighbours stay one segment (one read).
-	slices.SortFunc(live, func(a, b ec.Needle) int { return int(a.Data - b.Data) })
-	segs := []ec.Segment{{At: 0, Src: 0, N: volume.SuperSize}}
-	pos := int64(volume.SuperSize)
-	index := make([]ec.Needle, 0, len(live))
-	for _, n := range live {
-		start, end := volume.RecordSpan(n.Data, n.Size)
-		if last := &segs[len(segs)-1]; last.Src+last.N == start && last.At+last.N == pos {
-			last.N += end - start
-		} else {
-			segs = append(segs, ec.Segment{At: pos, Src: start, N: end - start})
-		}
-		index = append(index, ec.Needle{Key: n.Key, Data: pos + (n.Data - start), Size: n.Size})
-		pos += end - start
-	}
-	slices.SortFunc(index, func(a, b ec.Needle) int {
-		if a.Key < b.Key {
-			return -1
-		}
-		return 1
-	})
-	l := ec.Layout{K: old.K, M: old.M, Cell: old.Cell, Size: pos}
+	segs, index, size := packRecords(live, old.Cell)
+	l := ec.Layout{K: old.K, M: old.M, Cell: old.Cell, Size: size}
 	r, err := s.ecReader(ctx, ev, true)
 	if err != nil {
 		return 0, errors.E(op, err)
 	}
-	src, err := ec.NewPacked(r, segs, pos)
+	src, err := ec.NewPacked(r, segs, size)
 	if err != nil {
 		return 0, errors.E(op, err)
 	}
@@ -121,6 +101,42 @@ func (s *Store) CompactEC(ctx context.Context, vid uint32, gen uint64, to []stri
 	s.log.Info("erasure-coded volume compacted (staged)", "volume", vid, "generation", gen,
 		"bytes_before", old.Size, "bytes_after", l.Size, "needles", len(index))
 	return l.Size, nil
+}
+
+// alignSlack bounds the padding packRecords spends to keep a record
+// within one cell: at most cell/alignSlack bytes (3% of the space).
+const alignSlack = 32
+
+// packRecords lays out what an encode writes of a volume file: its
+// superblock, then the records of the needles live (data at n.Data, in
+// the file read), in file order, end to end, except that a record which
+// would cross a cell boundary starts at the next cell instead when the
+// gap left is at most cell/alignSlack. A needle in one cell is read from
+// one shard, in one request (or one rebuild); one that crosses needs two.
+// Records that stay neighbours are one segment (one read). It returns the
+// segments (ec.Packed), the index of the packed file (by key) and its
+// size.
+func packRecords(live []ec.Needle, cell int64) (segs []ec.Segment, index []ec.Needle, size int64) {
+	live = slices.Clone(live)
+	slices.SortFunc(live, func(a, b ec.Needle) int { return cmp.Compare(a.Data, b.Data) })
+	segs = []ec.Segment{{At: 0, Src: 0, N: volume.SuperSize}}
+	pos := int64(volume.SuperSize)
+	index = make([]ec.Needle, 0, len(live))
+	for _, n := range live {
+		start, end := volume.RecordSpan(n.Data, n.Size)
+		if in := pos % cell; end-start <= cell && in+end-start > cell && cell-in <= cell/alignSlack {
+			pos += cell - in // zeros: no segment covers them
+		}
+		if last := &segs[len(segs)-1]; last.Src+last.N == start && last.At+last.N == pos {
+			last.N += end - start
+		} else {
+			segs = append(segs, ec.Segment{At: pos, Src: start, N: end - start})
+		}
+		index = append(index, ec.Needle{Key: n.Key, Data: pos + (n.Data - start), Size: n.Size})
+		pos += end - start
+	}
+	slices.SortFunc(index, func(a, b ec.Needle) int { return cmp.Compare(a.Key, b.Key) })
+	return segs, index, pos
 }
 
 // encodeTo encodes src with layout l, streaming shard i to to[i] with put.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"cairn/chunk/chunktest"
 	"cairn/ec"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 	"cairn/volume"
 )
@@ -188,11 +190,7 @@ func BenchmarkECRead155K(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	paths := []struct {
-		name string
-		r    *Remote
-		keys []uint64
-	}{
+	paths := []ecPath{
 		{"replicated", rs[0], healthy},
 		{"ec-healthy", rs[1], healthy},
 		{"ec-shard-lost", rs[2], lost},
@@ -208,47 +206,79 @@ func BenchmarkECRead155K(b *testing.B) {
 			}
 		})
 	}
-	b.Run("interleaved", func(b *testing.B) {
-		var took [3][]time.Duration
-		var cpu [3]time.Duration
-		i := 0
-		for b.Loop() {
-			for j := range paths {
-				p := (i + j) % len(paths) // each path first in turn
-				c0 := cpuTime()
-				start := time.Now()
-				read(b, paths[p].r, paths[p].keys[i%len(paths[p].keys)])
-				took[p] = append(took[p], time.Since(start))
-				cpu[p] += cpuTime() - c0
+	b.Run("interleaved", func(b *testing.B) { interleave(b, paths, read) })
+	// The same with the client on the servers' host: the replica and the
+	// healthy needle's shard are read through the local path (local.go,
+	// ec_local.go), the degraded read over HTTP as before.
+	var running sync.Once
+	parent := b
+	b.Run("interleaved-local", func(b *testing.B) {
+		running.Do(func() {
+			for _, s := range stores {
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { s.Run(ctx); close(done) }()
+				parent.Cleanup(func() { cancel(); <-done })
+				await.Until(b, 5*time.Second, "the local-read socket", func() bool { return s.localOn.Load() })
 			}
-			i++
+		})
+		local := slices.Clone(paths)
+		for i := range local {
+			local[i].r = signed(local[i].r.Addr())
 		}
-		// CPU time of the process (client and servers alike) per read:
-		// what the paths cost on a busy machine, where a read's wall time
-		// is mostly waiting for a CPU. The ratios as above.
-		b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "healthy-cpu-x")
-		b.ReportMetric(float64(cpu[0])/float64(cpu[2]), "degraded-cpu-x")
-		// Means and medians: on a loaded machine a read now and then
-		// waits tens of milliseconds for a CPU, which moves a mean more
-		// than the path's own cost does.
-		var mean, med [3]float64
-		for p, ds := range took {
-			var sum time.Duration
-			for _, d := range ds {
-				sum += d
-			}
-			mean[p] = float64(sum.Microseconds()) / float64(len(ds))
-			slices.Sort(ds)
-			med[p] = float64(ds[len(ds)/2].Microseconds())
-		}
-		b.ReportMetric(mean[0], "replicated-µs")
-		b.ReportMetric(mean[1], "healthy-µs")
-		b.ReportMetric(mean[2], "degraded-µs")
-		b.ReportMetric(mean[0]/mean[1], "healthy-x")
-		b.ReportMetric(mean[0]/mean[2], "degraded-x")
-		b.ReportMetric(med[0]/med[1], "healthy-x-p50")
-		b.ReportMetric(med[0]/med[2], "degraded-x-p50")
+		interleave(b, local, read)
 	})
+}
+
+// interleave reads each path's keys in turn and reports the paths' cost
+// and the ratios (BenchmarkECRead155K).
+func interleave(b *testing.B, paths []ecPath, read func(*testing.B, *Remote, uint64)) {
+	var took [3][]time.Duration
+	var cpu [3]time.Duration
+	i := 0
+	for b.Loop() {
+		for j := range paths {
+			p := (i + j) % len(paths) // each path first in turn
+			c0 := cpuTime()
+			start := time.Now()
+			read(b, paths[p].r, paths[p].keys[i%len(paths[p].keys)])
+			took[p] = append(took[p], time.Since(start))
+			cpu[p] += cpuTime() - c0
+		}
+		i++
+	}
+	// CPU time of the process (client and servers alike) per read:
+	// what the paths cost on a busy machine, where a read's wall time
+	// is mostly waiting for a CPU. The ratios as above.
+	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "healthy-cpu-x")
+	b.ReportMetric(float64(cpu[0])/float64(cpu[2]), "degraded-cpu-x")
+	// Means and medians: on a loaded machine a read now and then
+	// waits tens of milliseconds for a CPU, which moves a mean more
+	// than the path's own cost does.
+	var mean, med [3]float64
+	for p, ds := range took {
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		mean[p] = float64(sum.Microseconds()) / float64(len(ds))
+		slices.Sort(ds)
+		med[p] = float64(ds[len(ds)/2].Microseconds())
+	}
+	b.ReportMetric(mean[0], "replicated-µs")
+	b.ReportMetric(mean[1], "healthy-µs")
+	b.ReportMetric(mean[2], "degraded-µs")
+	b.ReportMetric(mean[0]/mean[1], "healthy-x")
+	b.ReportMetric(mean[0]/mean[2], "degraded-x")
+	b.ReportMetric(med[0]/med[1], "healthy-x-p50")
+	b.ReportMetric(med[0]/med[2], "degraded-x-p50")
+}
+
+// ecPath is one way of reading: from a server, some keys.
+type ecPath struct {
+	name string
+	r    *Remote
+	keys []uint64
 }
 
 // TestECCompact: two thirds of an encoded volume's needles are deleted;

@@ -3,7 +3,6 @@ package chunk
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -330,20 +329,7 @@ func stagedURL(r *Remote, vid uint32, gen uint64, rest string) string {
 // CompactEC asks the server to compact erasure-coded volume vid into a
 // staged generation gen on to; it returns the new encoded size.
 func (r *Remote) CompactEC(ctx context.Context, vid uint32, gen uint64, to []string) (int64, error) {
-	const op errors.Op = "chunk.Remote.CompactEC"
-	body, _ := json.Marshal(ecCompactRequest{Gen: gen, To: to})
-	resp, err := r.do(ctx, op, http.MethodPost, r.ecURL(vid, "/compact"), r.token(ctx, capability.Admin, vid, 0), body, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer drain(resp)
-	var out struct {
-		Size int64 `json:"size"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return 0, errors.E(op, errors.IO, err)
-	}
-	return out.Size, nil
+	return r.postForSize(ctx, "chunk.Remote.CompactEC", vid, "/compact", ecCompactRequest{Gen: gen, To: to})
 }
 
 // PutStagedIndex sends the index of a staged generation.

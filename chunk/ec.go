@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cairn/ec"
@@ -43,6 +44,9 @@ type ecState struct {
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
 	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
+	// stagedSwept is when (Unix ns) ecHeartbeat last looked for staged
+	// files to drop (a degraded read may send a heartbeat too).
+	stagedSwept atomic.Int64
 }
 
 // ecPeer is the client of the shard server at addr, made once: a read
@@ -258,7 +262,16 @@ func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
 			s.ecSwitchStaged(vid, v.Generation)
 		}
 	}
+	// Staged files of compactions that ended without a switch here, now
+	// and then: it lists the directory.
+	now := time.Now().UnixNano()
+	if last := s.ec.stagedSwept.Load(); now-last >= int64(stagedSweep) && s.ec.stagedSwept.CompareAndSwap(last, now) {
+		s.ecDropStaged(known)
+	}
 }
+
+// stagedSweep is how often the heartbeat looks for staged files to drop.
+const stagedSweep = time.Minute
 
 // ecDropShards deletes the stale shards meta names (HeartbeatResponse.
 // ec_drop: another server holds them now, and has said so). A volume

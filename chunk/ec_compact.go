@@ -16,6 +16,7 @@ import (
 	"cairn/capability"
 	"cairn/ec"
 	"cairn/errors"
+	"cairn/proto/metapb"
 	"cairn/volume"
 )
 
@@ -35,7 +36,9 @@ import (
 // shards are renamed over the current ones, the staged index last, so
 // that a staged index left means a switch not finished. A compaction that
 // fails, or a meta that crashes before the record, leaves the current
-// set in charge; the next attempt (same gen) overwrites the staged files.
+// set in charge; the next attempt (same gen) overwrites the staged files,
+// and the heartbeat deletes those of an attempt that is over without a
+// switch here (ecDropStaged).
 //
 // Deletions (.ecd) are kept across the switch: keys already deleted are
 // not in the new index, and a delete that reached a server between the
@@ -224,6 +227,52 @@ func (s *Store) SwitchEC(vid uint32, gen uint64) error {
 	}
 	s.log.Info("erasure-coded volume switched to its compacted shards", "volume", vid, "generation", gen)
 	return nil
+}
+
+// parseStagedName parses the name of a staged file of a compaction,
+// {vid}.ecx.g{gen} or {vid}.ec{NN}.g{gen}.
+func parseStagedName(name string) (vid uint32, gen uint64, ok bool) {
+	base, g, found := strings.Cut(name, ".g")
+	if !found {
+		return 0, 0, false
+	}
+	v, kind, found := strings.Cut(base, ".ec")
+	if !found || kind != "x" && (len(kind) != 2 || kind[0] < '0' || kind[0] > '9' || kind[1] < '0' || kind[1] > '9') {
+		return 0, 0, false
+	}
+	id, err1 := strconv.ParseUint(v, 10, 32)
+	gen, err2 := strconv.ParseUint(g, 10, 64)
+	if err1 != nil || err2 != nil || strconv.FormatUint(id, 10) != v || strconv.FormatUint(gen, 10) != g {
+		return 0, 0, false
+	}
+	return uint32(id), gen, true
+}
+
+// ecDropStaged deletes the staged files of compactions that are over
+// without a switch here (the heartbeat's clean-up; known is every
+// encoded volume meta places a shard of on this server): a volume meta
+// does not place here any more (the attempt's servers changed, and it
+// started over elsewhere), or one meta records at a later generation
+// than the staged one. A staged set at the volume's next generation or
+// later may be an attempt in progress, and is left: the next attempt
+// overwrites it, or a switch takes it.
+func (s *Store) ecDropStaged(known map[uint32]*metapb.Volume) {
+	ents, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		vid, gen, ok := parseStagedName(e.Name())
+		if !ok {
+			continue
+		}
+		if v := known[vid]; v != nil && gen >= v.Generation {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.cfg.Dir, e.Name())); err == nil {
+			s.log.Info("staged file of a compaction that is over deleted", "volume", vid, "generation", gen, "file", e.Name())
+		}
+	}
 }
 
 // ecSwitchStaged switches the volumes meta records at a generation this

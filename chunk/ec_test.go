@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -458,4 +460,78 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestECDropStaged: the staged files of a compaction are dropped once
+// the attempt is over without a switch on this server (meta places no
+// shard of the volume here any more, or records the volume at a later
+// generation), and kept while it may be in progress (a generation past
+// the volume's); the heartbeat does it, now and then.
+func TestECDropStaged(t *testing.T) {
+	const size = 155 << 10
+	stores, rs, keys, _ := ecSetup(t, 30, size, 1<<20)
+	ctx := context.Background()
+	var addrs []string
+	for _, r := range rs {
+		addrs = append(addrs, r.Addr())
+	}
+	for _, k := range keys[:20] {
+		for _, s := range stores {
+			must(t, s.Delete(ctx, 1, 1, k))
+		}
+	}
+	if _, err := rs[2].CompactEC(ctx, 1, 2, addrs); err != nil {
+		t.Fatal(err)
+	}
+	staged := func(s *Store) int {
+		names, _ := filepath.Glob(filepath.Join(s.cfg.Dir, "1.ec*.g2"))
+		return len(names)
+	}
+	for i, s := range stores {
+		if staged(s) != 2 { // its shard and the index
+			t.Fatalf("server %d: %d staged files, want 2", i, staged(s))
+		}
+	}
+	at := func(gen uint64) map[uint32]*metapb.Volume {
+		return map[uint32]*metapb.Volume{1: {Id: 1, Generation: gen, Ec: &metapb.EcVolume{K: 4, M: 2, ShardServers: addrs}}}
+	}
+	stores[0].ecDropStaged(at(1)) // the volume at 1, staged 2: perhaps in progress
+	stores[1].ecDropStaged(nil)   // no shard of it placed here any more
+	stores[2].ecDropStaged(at(3)) // recorded at 3: the attempt at 2 is over
+	for i, want := range []int{2, 0, 0} {
+		if got := staged(stores[i]); got != want {
+			t.Errorf("server %d: %d staged files left, want %d", i, got, want)
+		}
+	}
+	for i, s := range stores[:3] {
+		if _, err := os.Stat(ecShardPath(s.cfg.Dir, 1, i)); err != nil {
+			t.Errorf("server %d: its current shard went with the staged files: %v", i, err)
+		}
+	}
+	// Through the heartbeat, once its sweep is due.
+	stores[3].ec.stagedSwept.Store(0)
+	stores[3].ecHeartbeat([]*metapb.Volume{at(3)[1]})
+	if got := staged(stores[3]); got != 0 {
+		t.Errorf("server 3: %d staged files left after a heartbeat naming the volume at 3", got)
+	}
+	stores[4].ecHeartbeat([]*metapb.Volume{at(3)[1]}) // swept at setup: not due yet
+	if got := staged(stores[4]); got != 2 {
+		t.Errorf("server 4: %d staged files, want 2 until the sweep is due", got)
+	}
+}
+
+func FuzzParseStagedName(f *testing.F) {
+	for _, s := range []string{"1.ecx.g2", "12.ec03.g4", "1.ec3.g2", "x.ecx.g1", "1.ecx.g", "01.ecx.g2", "1.dat", "1.ec00.g2.tmp123"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		vid, gen, ok := parseStagedName(name)
+		if !ok {
+			return
+		}
+		prefix, suffix := fmt.Sprintf("%d.ec", vid), fmt.Sprintf(".g%d", gen)
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) || len(name) < len(prefix)+len(suffix)+1 {
+			t.Fatalf("%q parsed as volume %d generation %d", name, vid, gen)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cairn/ec"
@@ -43,6 +44,9 @@ type ecState struct {
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
 	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
+	// stagedSwept is when (Unix ns) ecHeartbeat last looked for staged
+	// files to drop (a degraded read may send a heartbeat too).
+	stagedSwept atomic.Int64
 }
 
 // ecPeer is the client of the shard server at addr, made once: a read
@@ -258,7 +262,16 @@ func (s *Store) ecHeartbeat(vols []*metapb.Volume) {
 			s.ecSwitchStaged(vid, v.Generation)
 		}
 	}
+	// Staged files of compactions that ended without a switch here, now
+	// and then: it lists the directory.
+	now := time.Now().UnixNano()
+	if last := s.ec.stagedSwept.Load(); now-last >= int64(stagedSweep) && s.ec.stagedSwept.CompareAndSwap(last, now) {
+		s.ecDropStaged(known)
+	}
 }
+
+// stagedSweep is how often the heartbeat looks for staged files to drop.
+const stagedSweep = time.Minute
 
 // ecDropShards deletes the stale shards meta names (HeartbeatResponse.
 // ec_drop: another server holds them now, and has said so). A volume
@@ -713,25 +726,28 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 	if locInst != inst {
 		return 0, errors.E(op, errors.Stale, volPath(vid), "volume file changed while encoding started")
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, errors.E(op, errors.IO, err)
-	}
-	l := ec.Layout{K: k, M: m, Cell: cell, Size: fi.Size()}
-	if err := l.Validate(); err != nil {
+	if err := (ec.Layout{K: k, M: m, Cell: cell}).Validate(); err != nil {
 		return 0, errors.E(op, err)
 	}
+	// What is encoded is the live records packed (packRecords): deleted
+	// needles' bytes stay behind, and few records cross a cell.
 	needles := make([]ec.Needle, len(locs))
 	for i, l := range locs {
 		needles[i] = ec.Needle{Key: l.Key, Data: l.Data, Size: l.Size}
 	}
-	index := ec.MarshalIndex(vid, needles)
+	segs, packed, size := packRecords(needles, cell)
+	l := ec.Layout{K: k, M: m, Cell: cell, Size: size}
+	src, err := ec.NewPacked(f, segs, size)
+	if err != nil {
+		return 0, errors.E(op, err)
+	}
+	index := ec.MarshalIndex(vid, packed)
 	for _, addr := range to {
 		if err := s.peer(addr).PutShardIndex(ctx, vid, index, to); err != nil {
 			return 0, errors.E(op, errors.Path(addr), err)
 		}
 	}
-	if err := s.encodeTo(ctx, f, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+	if err := s.encodeTo(ctx, src, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
 		return s.peer(addr).PutShard(ctx, vid, i, body, l.FileSize())
 	}); err != nil {
 		return 0, errors.E(op, err)

@@ -1,8 +1,8 @@
 package chunk
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +16,7 @@ import (
 	"cairn/capability"
 	"cairn/ec"
 	"cairn/errors"
+	"cairn/proto/metapb"
 	"cairn/volume"
 )
 
@@ -35,7 +36,9 @@ import (
 // shards are renamed over the current ones, the staged index last, so
 // that a staged index left means a switch not finished. A compaction that
 // fails, or a meta that crashes before the record, leaves the current
-// set in charge; the next attempt (same gen) overwrites the staged files.
+// set in charge; the next attempt (same gen) overwrites the staged files,
+// and the heartbeat deletes those of an attempt that is over without a
+// switch here (ecDropStaged).
 //
 // Deletions (.ecd) are kept across the switch: keys already deleted are
 // not in the new index, and a delete that reached a server between the
@@ -76,34 +79,13 @@ func (s *Store) CompactEC(ctx context.Context, vid uint32, gen uint64, to []stri
 	if len(to) != old.K+old.M {
 		return 0, errors.Errorf(op, errors.Invalid, "%d servers for a %d+%d code", len(to), old.K, old.M)
 	}
-	// The superblock, then every live record in file order; records that
-	// were neighbours stay one segment (one read).
-	slices.SortFunc(live, func(a, b ec.Needle) int { return int(a.Data - b.Data) })
-	segs := []ec.Segment{{At: 0, Src: 0, N: volume.SuperSize}}
-	pos := int64(volume.SuperSize)
-	index := make([]ec.Needle, 0, len(live))
-	for _, n := range live {
-		start, end := volume.RecordSpan(n.Data, n.Size)
-		if last := &segs[len(segs)-1]; last.Src+last.N == start && last.At+last.N == pos {
-			last.N += end - start
-		} else {
-			segs = append(segs, ec.Segment{At: pos, Src: start, N: end - start})
-		}
-		index = append(index, ec.Needle{Key: n.Key, Data: pos + (n.Data - start), Size: n.Size})
-		pos += end - start
-	}
-	slices.SortFunc(index, func(a, b ec.Needle) int {
-		if a.Key < b.Key {
-			return -1
-		}
-		return 1
-	})
-	l := ec.Layout{K: old.K, M: old.M, Cell: old.Cell, Size: pos}
+	segs, index, size := packRecords(live, old.Cell)
+	l := ec.Layout{K: old.K, M: old.M, Cell: old.Cell, Size: size}
 	r, err := s.ecReader(ctx, ev, true)
 	if err != nil {
 		return 0, errors.E(op, err)
 	}
-	src, err := ec.NewPacked(r, segs, pos)
+	src, err := ec.NewPacked(r, segs, size)
 	if err != nil {
 		return 0, errors.E(op, err)
 	}
@@ -121,6 +103,42 @@ func (s *Store) CompactEC(ctx context.Context, vid uint32, gen uint64, to []stri
 	s.log.Info("erasure-coded volume compacted (staged)", "volume", vid, "generation", gen,
 		"bytes_before", old.Size, "bytes_after", l.Size, "needles", len(index))
 	return l.Size, nil
+}
+
+// alignSlack bounds the padding packRecords spends to keep a record
+// within one cell: at most cell/alignSlack bytes (3% of the space).
+const alignSlack = 32
+
+// packRecords lays out what an encode writes of a volume file: its
+// superblock, then the records of the needles live (data at n.Data, in
+// the file read), in file order, end to end, except that a record which
+// would cross a cell boundary starts at the next cell instead when the
+// gap left is at most cell/alignSlack. A needle in one cell is read from
+// one shard, in one request (or one rebuild); one that crosses needs two.
+// Records that stay neighbours are one segment (one read). It returns the
+// segments (ec.Packed), the index of the packed file (by key) and its
+// size.
+func packRecords(live []ec.Needle, cell int64) (segs []ec.Segment, index []ec.Needle, size int64) {
+	live = slices.Clone(live)
+	slices.SortFunc(live, func(a, b ec.Needle) int { return cmp.Compare(a.Data, b.Data) })
+	segs = []ec.Segment{{At: 0, Src: 0, N: volume.SuperSize}}
+	pos := int64(volume.SuperSize)
+	index = make([]ec.Needle, 0, len(live))
+	for _, n := range live {
+		start, end := volume.RecordSpan(n.Data, n.Size)
+		if in := pos % cell; end-start <= cell && in+end-start > cell && cell-in <= cell/alignSlack {
+			pos += cell - in // zeros: no segment covers them
+		}
+		if last := &segs[len(segs)-1]; last.Src+last.N == start && last.At+last.N == pos {
+			last.N += end - start
+		} else {
+			segs = append(segs, ec.Segment{At: pos, Src: start, N: end - start})
+		}
+		index = append(index, ec.Needle{Key: n.Key, Data: pos + (n.Data - start), Size: n.Size})
+		pos += end - start
+	}
+	slices.SortFunc(index, func(a, b ec.Needle) int { return cmp.Compare(a.Key, b.Key) })
+	return segs, index, pos
 }
 
 // encodeTo encodes src with layout l, streaming shard i to to[i] with put.
@@ -209,6 +227,52 @@ func (s *Store) SwitchEC(vid uint32, gen uint64) error {
 	}
 	s.log.Info("erasure-coded volume switched to its compacted shards", "volume", vid, "generation", gen)
 	return nil
+}
+
+// parseStagedName parses the name of a staged file of a compaction,
+// {vid}.ecx.g{gen} or {vid}.ec{NN}.g{gen}.
+func parseStagedName(name string) (vid uint32, gen uint64, ok bool) {
+	base, g, found := strings.Cut(name, ".g")
+	if !found {
+		return 0, 0, false
+	}
+	v, kind, found := strings.Cut(base, ".ec")
+	if !found || kind != "x" && (len(kind) != 2 || kind[0] < '0' || kind[0] > '9' || kind[1] < '0' || kind[1] > '9') {
+		return 0, 0, false
+	}
+	id, err1 := strconv.ParseUint(v, 10, 32)
+	gen, err2 := strconv.ParseUint(g, 10, 64)
+	if err1 != nil || err2 != nil || strconv.FormatUint(id, 10) != v || strconv.FormatUint(gen, 10) != g {
+		return 0, 0, false
+	}
+	return uint32(id), gen, true
+}
+
+// ecDropStaged deletes the staged files of compactions that are over
+// without a switch here (the heartbeat's clean-up; known is every
+// encoded volume meta places a shard of on this server): a volume meta
+// does not place here any more (the attempt's servers changed, and it
+// started over elsewhere), or one meta records at a later generation
+// than the staged one. A staged set at the volume's next generation or
+// later may be an attempt in progress, and is left: the next attempt
+// overwrites it, or a switch takes it.
+func (s *Store) ecDropStaged(known map[uint32]*metapb.Volume) {
+	ents, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		vid, gen, ok := parseStagedName(e.Name())
+		if !ok {
+			continue
+		}
+		if v := known[vid]; v != nil && gen >= v.Generation {
+			continue
+		}
+		if err := os.Remove(filepath.Join(s.cfg.Dir, e.Name())); err == nil {
+			s.log.Info("staged file of a compaction that is over deleted", "volume", vid, "generation", gen, "file", e.Name())
+		}
+	}
 }
 
 // ecSwitchStaged switches the volumes meta records at a generation this
@@ -314,20 +378,7 @@ func stagedURL(r *Remote, vid uint32, gen uint64, rest string) string {
 // CompactEC asks the server to compact erasure-coded volume vid into a
 // staged generation gen on to; it returns the new encoded size.
 func (r *Remote) CompactEC(ctx context.Context, vid uint32, gen uint64, to []string) (int64, error) {
-	const op errors.Op = "chunk.Remote.CompactEC"
-	body, _ := json.Marshal(ecCompactRequest{Gen: gen, To: to})
-	resp, err := r.do(ctx, op, http.MethodPost, r.ecURL(vid, "/compact"), r.token(ctx, capability.Admin, vid, 0), body, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer drain(resp)
-	var out struct {
-		Size int64 `json:"size"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return 0, errors.E(op, errors.IO, err)
-	}
-	return out.Size, nil
+	return r.postForSize(ctx, "chunk.Remote.CompactEC", vid, "/compact", ecCompactRequest{Gen: gen, To: to})
 }
 
 // PutStagedIndex sends the index of a staged generation.

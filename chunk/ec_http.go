@@ -265,9 +265,18 @@ func (r *Remote) ReadShard(ctx context.Context, vid uint32, i int, p []byte, off
 
 // EncodeVolume asks the server to encode its copy of vid; see cairn.Shards.
 func (r *Remote) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m int, cell int64, to []string) (int64, error) {
-	const op errors.Op = "chunk.Remote.EncodeVolume"
-	body, _ := json.Marshal(ecEncodeRequest{Gen: gen, K: k, M: m, Cell: cell, To: to})
-	resp, err := r.do(ctx, op, http.MethodPost, r.ecURL(vid, "/encode"), r.token(ctx, capability.Admin, vid, 0), body, nil)
+	return r.postForSize(ctx, "chunk.Remote.EncodeVolume", vid, "/encode", ecEncodeRequest{Gen: gen, K: k, M: m, Cell: cell, To: to})
+}
+
+// postForSize POSTs req as JSON to volume vid's ec route rest and returns
+// the {"size": N} it answers: an encode and a compaction answer so, with
+// the size of the file they encoded.
+func (r *Remote) postForSize(ctx context.Context, op errors.Op, vid uint32, rest string, req any) (int64, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, errors.E(op, errors.Invalid, err)
+	}
+	resp, err := r.do(ctx, op, http.MethodPost, r.ecURL(vid, rest), r.token(ctx, capability.Admin, vid, 0), body, nil)
 	if err != nil {
 		return 0, err
 	}

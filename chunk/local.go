@@ -26,6 +26,8 @@ import (
 // then preads and verifies the blocks itself (volume.ReadLocated). A read
 // of 1 MiB costs one small round trip and one copy out of the page cache,
 // where HTTP costs a request, four copies and TCP over loopback.
+// Needles of erasure-coded volumes are read the same way from the shard
+// file that holds them whole (ec_local.go).
 //
 // A read asks the server where the needle lies, so the server's word on
 // what exists and whether it may serve (its lease) holds as for HTTP;
@@ -242,8 +244,8 @@ func (s *Store) locate(vid uint32, key uint64) (loc volume.Location, err error) 
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
-		if s.ecVolume(vid) != nil {
-			return loc, errors.E(op, errors.Unavailable, volPath(vid), "erasure-coded: read it over HTTP")
+		if ev := s.ecVolume(vid); ev != nil {
+			return s.ecLocateLocal(ev, key) // ec_local.go
 		}
 		return loc, err
 	}
@@ -258,6 +260,9 @@ func (s *Store) share(vid uint32) (*os.File, uint64, func(), error) {
 	}
 	v, err := s.volume(op, vid)
 	if err != nil {
+		if ev := s.ecVolume(vid); ev != nil {
+			return s.ecShare(ev)
+		}
 		return nil, 0, nil, err
 	}
 	return v.Share()
@@ -299,6 +304,7 @@ type sharedFile struct {
 	f        *os.File
 	vid      uint32
 	instance uint64
+	shard    bool // a shard file of an erasure-coded volume (ec_local.go)
 	refs     int
 	gone     bool // replaced or dropped: close at the last release
 	used     time.Time
@@ -350,8 +356,12 @@ func trustedPeer(c *net.UnixConn) (uint32, error) {
 // readTo is Remote.ReadTo through the local socket. An errLocalDown says
 // nothing was written and HTTP should be tried.
 func (l *localReader) readTo(ctx context.Context, vid uint32, key uint64, off, length int64, w io.Writer) (n int64, err error) {
-	err = l.located(ctx, vid, key, func(f *os.File, loc volume.Location) (err error) {
-		n, err = volume.ReadLocated(f, key, loc, off, length, w)
+	err = l.located(ctx, vid, key, func(sf *sharedFile, loc volume.Location) (err error) {
+		if sf.shard {
+			n, err = readShardRecord(sf.f, key, loc, off, length, w)
+		} else {
+			n, err = volume.ReadLocated(sf.f, key, loc, off, length, w)
+		}
 		return err
 	})
 	return n, err
@@ -360,8 +370,14 @@ func (l *localReader) readTo(ctx context.Context, vid uint32, key uint64, off, l
 // readAt reads bytes [off, off+len(p)) of a needle into p through the
 // local socket; errors as readTo.
 func (l *localReader) readAt(ctx context.Context, vid uint32, key uint64, p []byte, off int64) (n int, err error) {
-	err = l.located(ctx, vid, key, func(f *os.File, loc volume.Location) (err error) {
-		n, err = volume.ReadLocatedAt(f, key, loc, p, off)
+	err = l.located(ctx, vid, key, func(sf *sharedFile, loc volume.Location) (err error) {
+		if sf.shard {
+			var m int64
+			m, err = readShardRecord(sf.f, key, loc, off, int64(len(p)), &sliceWriter{p: p})
+			n = int(m)
+		} else {
+			n, err = volume.ReadLocatedAt(sf.f, key, loc, p, off)
+		}
 		return err
 	})
 	return n, err
@@ -369,7 +385,7 @@ func (l *localReader) readAt(ctx context.Context, vid uint32, key uint64, p []by
 
 // located asks the server where needle key lies and calls read with the
 // volume file holding it.
-func (l *localReader) located(ctx context.Context, vid uint32, key uint64, read func(*os.File, volume.Location) error) error {
+func (l *localReader) located(ctx context.Context, vid uint32, key uint64, read func(*sharedFile, volume.Location) error) error {
 	const op errors.Op = "chunk.Remote.ReadTo"
 	for range 3 {
 		sf, loc, ok := l.known(vid, key)
@@ -387,7 +403,7 @@ func (l *localReader) located(ctx context.Context, vid uint32, key uint64, read 
 			loc = a.loc
 			l.remember(sf, key, loc)
 		}
-		err := read(sf.f, loc)
+		err := read(sf, loc)
 		l.release(sf)
 		if err != nil {
 			return errors.E(op, errors.Path(fmt.Sprintf("%d/%d", vid, key)), err)
@@ -443,11 +459,12 @@ func (l *localReader) file(ctx context.Context, vid uint32, instance uint64) (*s
 	if err != nil {
 		return nil, err
 	}
-	if err := volume.CheckShared(f, vid, a.loc.Instance); err != nil {
+	shard, err := checkShared(f, vid, a.loc.Instance)
+	if err != nil {
 		f.Close()
 		return nil, errLocalDown{err}
 	}
-	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, used: time.Now(), locs: map[uint64]volume.Location{}}
+	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, shard: shard, used: time.Now(), locs: map[uint64]volume.Location{}}
 	l.mu.Lock()
 	if old := l.files[vid]; old != nil {
 		l.dropLocked(old)

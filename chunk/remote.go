@@ -291,7 +291,8 @@ func (r *Remote) ReadTo(ctx context.Context, vid uint32, key uint64, off, length
 		case ok:
 			r.localFailed(l, down)
 		case n == 0 && errors.Is(errors.Unavailable, err):
-			// an erasure-coded volume: its shards are read over HTTP
+			// an erasure-coded needle not in this server's shard (or
+			// damaged there): HTTP fetches or rebuilds it
 		default:
 			return n, err
 		}
@@ -334,7 +335,7 @@ func (r *Remote) ReadLocal(ctx context.Context, vid uint32, key uint64, p []byte
 		return 0, false, nil
 	}
 	if n == 0 && errors.Is(errors.Unavailable, err) {
-		return 0, false, nil // an erasure-coded volume: read over HTTP
+		return 0, false, nil // an erasure-coded needle not in a local shard: read over HTTP
 	}
 	return n, true, err
 }

@@ -300,7 +300,7 @@ certificate from it, and data servers and gateways join with tokens from
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	grp.flags(fs)
 	fs.StringArrayVar(&classFlags, "class", nil, "storage class NAME=replicated[:RF] or NAME=ec:K+M, with ,media=LABEL and (ec) ,rf=N; repeatable (ec-K+M names work unconfigured)")
-	sizeFlag(fs, &ecCell, "ec-cell", "cell size sealed volumes are erasure-coded with (default 1 MiB)")
+	sizeFlag(fs, &ecCell, "ec-cell", "cell size sealed volumes are erasure-coded with (default 4 MiB)")
 	fs.DurationVar(&tierInterval, "tier-interval", time.Minute, "how often automatic tiering scans for files to move (and the granularity of read times)")
 	fs.BoolVar(&rebalanceOnJoin, "rebalance-on-join", true, "move volumes (throttled) to a data server that joins, to even out usage; =false leaves it to `cairn admin rebalance`")
 	return cmd

@@ -1,12 +1,18 @@
-// Package ec erasure-codes sealed volumes: a volume's .dat, read-only
-// for the rest of its life, is cut into K data shards and M parity shards
-// (Reed-Solomon, github.com/klauspost/reedsolomon) kept on K+M servers.
-// Any K of the K+M shards give the volume back, so a K+M code survives M
-// lost disks at (K+M)/K times the data's size instead of RF times.
+// Package ec erasure-codes sealed volumes: a volume's records, read-only
+// for the rest of their life, are cut into K data shards and M parity
+// shards (Reed-Solomon, github.com/klauspost/reedsolomon) kept on K+M
+// servers. Any K of the K+M shards give the volume back, so a K+M code
+// survives M lost disks at (K+M)/K times the data's size instead of RF
+// times.
 //
 // # Layout
 //
-// The .dat is read as cells of Cell bytes (1 MiB by default). Cell c lies
+// What is encoded (the "encoded file") is the .dat's superblock and live
+// records packed end to end (Packed; the encoder in package chunk lays
+// them out and writes the index of where each needle's data now lies),
+// with a record that would cross a cell boundary moved to the next cell
+// when little space is lost that way. The encoded file is read as cells
+// of Cell bytes (4 MiB by default). Cell c lies
 // in row c/K, in data shard c%K, at offset (c/K)*Cell of that shard; the
 // last row is padded with zeros. Parity shard j holds, for every row, the
 // j-th parity cell of the row's K data cells. Reed-Solomon works byte by
@@ -29,7 +35,7 @@
 //	14  u8   shard index (0..K-1 data, K..K+M-1 parity)
 //	15  u8   zero
 //	16  u32  cell size
-//	20  u64  size of the encoded .dat
+//	20  u64  size of the encoded file
 //	28  u32  CRC32C of bytes 0..28
 //	32  cells: rows*Cell bytes
 //	    footer: one CRC32C per cell, then a u32 CRC32C of the footer

@@ -146,16 +146,26 @@ func TestAvoidCorrupt(t *testing.T) {
 // TestRebuildShard rebuilds every shard in turn from the others and
 // compares it with the original file byte for byte.
 func TestRebuildShard(t *testing.T) {
-	data := randomBytes(rand.New(rand.NewPCG(7, 8)), 77_777)
-	l, files := encoded(t, data, 4, 2, 2048)
-	for i := range files {
-		r := reader(t, l, files, i, (i+1)%len(files)) // two lost: M of them
-		var b bytes.Buffer
-		if err := r.RebuildShard(7, i, &b); err != nil {
-			t.Fatalf("rebuild shard %d: %v", i, err)
-		}
-		if !bytes.Equal(b.Bytes(), files[i]) {
-			t.Fatalf("rebuilt shard %d differs", i)
+	for _, c := range []struct {
+		size int
+		cell int64
+	}{
+		{77_777, 2048},
+		// Cells larger than a rebuild slice: each is rebuilt in two
+		// slices (1 MiB and 512 KiB), its CRC over both.
+		{7 << 20, rebuildSlice * 3 / 2},
+	} {
+		data := randomBytes(rand.New(rand.NewPCG(7, 8)), c.size)
+		l, files := encoded(t, data, 4, 2, c.cell)
+		for i := range files {
+			r := reader(t, l, files, i, (i+1)%len(files)) // two lost: M of them
+			var b bytes.Buffer
+			if err := r.RebuildShard(7, i, &b); err != nil {
+				t.Fatalf("cell %d: rebuild shard %d: %v", c.cell, i, err)
+			}
+			if !bytes.Equal(b.Bytes(), files[i]) {
+				t.Fatalf("cell %d: rebuilt shard %d differs", c.cell, i)
+			}
 		}
 	}
 }

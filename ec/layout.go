@@ -5,9 +5,11 @@ import (
 )
 
 // DefaultCell is the cell size: large enough that most needles lie in
-// one cell (one request to one shard), small enough that the encoder
-// holds only K+M cells at a time.
-const DefaultCell = 1 << 20
+// one cell (one request to one shard: a needle of size s crosses a cell
+// boundary about s/Cell of the time unless the encoder moves it), small
+// enough that the encoder holds only K+M cells at a time. The last row's
+// padding (up to K cells per volume) is small next to 8 GiB volumes.
+const DefaultCell = 4 << 20
 
 // MaxShards bounds K+M: the code's Galois field has 256 elements, and
 // placement needs a server per shard anyway.

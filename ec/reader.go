@@ -207,9 +207,11 @@ func growTo(b []byte, n int) []byte {
 }
 
 // RebuildShard writes shard idx whole (header, cells, footer) from the
-// other shards: how repair replaces a lost shard. Rows are rebuilt
-// rebuildDepth at a time (each a round trip to K servers) and written in
-// order, so that the transfers of one row overlap those of the next.
+// other shards: how repair replaces a lost shard. The shard is rebuilt in
+// slices of at most rebuildSlice bytes (a cell, or part of one: memory
+// does not grow with the cell size), rebuildDepth at a time (each a
+// round trip to K servers), written in order, so that the transfers of
+// one slice overlap those of the next.
 func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	const op = errors.Op("ec.RebuildShard")
 	l := r.l
@@ -220,29 +222,33 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 		return errors.E(op, errors.IO, err)
 	}
 	type job struct {
-		cell []byte
+		b    []byte // the slice's bytes; it ends its cell if end
+		end  bool
 		err  error
 		done chan struct{}
 	}
+	step := min(l.Cell, rebuildSlice)
 	free := make(chan []byte, rebuildDepth)
 	for range rebuildDepth {
-		free <- make([]byte, l.Cell)
+		free <- make([]byte, step)
 	}
 	queue := make(chan *job, rebuildDepth)
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
 		defer close(queue)
-		for row := int64(0); row < l.Rows(); row++ {
+		for off, n := int64(0), int64(0); off < l.ShardSize(); off += n {
+			n = min(step, l.Cell-off%l.Cell)
+			at := off
 			var j *job
 			select {
-			case cell := <-free:
-				j = &job{cell: cell, done: make(chan struct{})}
+			case b := <-free:
+				j = &job{b: b[:n], end: (at+n)%l.Cell == 0, done: make(chan struct{})}
 			case <-stop:
 				return
 			}
 			go func() {
-				j.err = r.rebuild(j.cell, idx, row*l.Cell, nil)
+				j.err = r.rebuild(j.b, idx, at, nil)
 				close(j.done)
 			}()
 			select {
@@ -253,16 +259,21 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 		}
 	}()
 	var foot []byte
+	var crc uint32 // of the cell so far
 	for j := range queue {
 		<-j.done
 		if j.err != nil {
 			return j.err
 		}
-		if _, err := w.Write(j.cell); err != nil {
+		if _, err := w.Write(j.b); err != nil {
 			return errors.E(op, errors.IO, err)
 		}
-		foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(j.cell, castagnoli))
-		free <- j.cell
+		crc = crc32.Update(crc, castagnoli, j.b)
+		if j.end {
+			foot = binary.LittleEndian.AppendUint32(foot, crc)
+			crc = 0
+		}
+		free <- j.b[:cap(j.b)]
 	}
 	foot = binary.LittleEndian.AppendUint32(foot, crc32.Checksum(foot, castagnoli))
 	if _, err := w.Write(foot); err != nil {
@@ -271,5 +282,9 @@ func (r *Reader) RebuildShard(vol uint32, idx int, w io.Writer) error {
 	return nil
 }
 
-// rebuildDepth is how many rows RebuildShard rebuilds at once.
-const rebuildDepth = 4
+// rebuildDepth is how many slices RebuildShard rebuilds at once, and
+// rebuildSlice the most bytes of a shard in one.
+const (
+	rebuildDepth = 4
+	rebuildSlice = 1 << 20
+)

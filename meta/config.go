@@ -124,7 +124,7 @@ type Config struct {
 	// "replicated" (meta/classes.go); "ec-K+M" names work unconfigured.
 	Classes []Class
 	// ECCell is the cell size sealed volumes are encoded with (package
-	// ec). Default ec.DefaultCell (1 MiB).
+	// ec). Default ec.DefaultCell (4 MiB).
 	ECCell int64
 	// ECRate is the bytes per second an encoding or shard rebuild may
 	// read. Default 256 MiB/s; negative: unthrottled.

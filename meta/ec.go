@@ -381,7 +381,17 @@ func (s *Service) encode(ctx context.Context, j *ecJob) error {
 	if err != nil {
 		return errors.E(op, errors.Path(v.Servers[0]), err)
 	}
-	next := proto.Clone(v).(*metapb.Volume)
+	s.pmu.Lock()
+	cur := s.volumes[v.Id]
+	s.pmu.Unlock()
+	if cur == nil || cur.Ec != nil || cur.Generation != v.Generation {
+		// The repair loop moved a replica since this was planned: the
+		// record below would be made from a stale one. gcMu, held, keeps
+		// it from moving again until the record; the next plan starts
+		// from the volume as it is now.
+		return errors.E(op, errors.Stale, errors.Path(fmt.Sprint(v.Id)), "volume changed while it was encoded")
+	}
+	next := proto.Clone(cur).(*metapb.Volume)
 	next.Generation++
 	next.ReadOnly = true
 	next.Servers, next.ServerIds = nil, nil

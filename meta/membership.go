@@ -27,7 +27,9 @@ type membership struct {
 
 	// gcMu keeps the garbage collector out while a repair makes its last
 	// copy pass and switches the replica set, so that no delete reaches
-	// the old set only, after the copy looked.
+	// the old set only, after the copy looked. An encode holds it too, so
+	// a repair and an encode of one volume record one after the other,
+	// each checking that the other has not recorded since it planned.
 	gcMu sync.Mutex
 	kick chan struct{}
 }

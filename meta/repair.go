@@ -3,6 +3,7 @@ package meta
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -237,9 +238,22 @@ func (s *Service) repair(ctx context.Context, j *repairJob) error {
 		return errors.E(op, errors.Path(j.to.addr), err)
 	}
 	s.pmu.Lock()
-	cur := proto.Clone(s.volumes[vid]).(*metapb.Volume)
+	cur := s.volumes[vid]
 	s.pmu.Unlock()
-	next := &metapb.Volume{Id: vid, Generation: gen, ReadOnly: true, Replication: cur.Replication}
+	if cur == nil || cur.Ec != nil || cur.Generation != j.vol.Generation {
+		// Recorded anew meanwhile (the ec loop, which runs beside this
+		// one, encoded it): a record made from the plan would undo that,
+		// putting the copy just made (of a replica about to be dropped)
+		// in place of the shards. An encode holds gcMu until it has
+		// recorded, so this check holds until the record below.
+		return errors.E(op, errors.Stale, errors.Path(fmt.Sprint(vid)), "volume changed while it was repaired")
+	}
+	// The record as it stands (its class, among the rest), with the new
+	// replica set.
+	next := proto.Clone(cur).(*metapb.Volume)
+	next.Generation, next.ReadOnly = gen, true
+	next.Servers, next.ServerIds = nil, nil
+	next.Size, next.Garbage = 0, 0
 	for i, id := range cur.ServerIds {
 		if !slices.Contains(j.drop, id) {
 			next.ServerIds = append(next.ServerIds, id)

@@ -333,30 +333,23 @@ func TestECCompaction(t *testing.T) {
 	}
 }
 
-// midEncode waits until some data server is part way through receiving a
-// shard or an index of an encode (its temporary file exists) and returns
-// that server, or nil if none was seen before the deadline.
-func midEncode(c *Cluster, d time.Duration) *Proc {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		for _, p := range c.Chunks {
-			if names, _ := filepath.Glob(filepath.Join(p.Dir, "*.ec*.tmp*")); len(names) > 0 {
-				return p
-			}
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return nil
-}
-
 // waitEncoded waits until every volume in ids is recorded erasure-coded
-// with all its shards confirmed, and checks that no other state is
-// reported as encoded: an encoded volume is whole or, after a kill,
-// degraded, never missing shards it was recorded with at the start.
-func waitEncoded(t *testing.T, c *Cluster, ids []uint32, d time.Duration) {
-	WaitFor(t, d, "every sealed volume to be erasure-coded", func() bool {
-		for _, v := range c.Status(t).Volumes {
-			if slices.Contains(ids, v.Volume.Id) && (v.Volume.Ec == nil || v.Health != "ok") {
+// and whole (every shard ok), none of its shards on the server gone (a
+// killed one: its shards rebuilt elsewhere).
+func waitEncoded(t *testing.T, c *Cluster, ids []uint32, gone string, d time.Duration) {
+	var st *metapb.ClusterStatusResponse
+	defer func() {
+		if t.Failed() && st != nil {
+			dumpEC(t, st)
+		}
+	}()
+	WaitFor(t, d, "every sealed volume to be erasure-coded and whole", func() bool {
+		st = c.Status(t)
+		for _, v := range st.Volumes {
+			if !slices.Contains(ids, v.Volume.Id) {
+				continue
+			}
+			if v.Volume.Ec == nil || v.Health != "ok" || gone != "" && slices.Contains(v.Volume.Ec.ShardServerIds, gone) {
 				return false
 			}
 		}
@@ -364,80 +357,19 @@ func waitEncoded(t *testing.T, c *Cluster, ids []uint32, d time.Duration) {
 	})
 }
 
-// TestECEncodeCrash: meta, and then a data server receiving shards, are
-// killed (-9) in the middle of encoding sealed volumes. After each, every
-// file still reads back byte-exact, the encodes are retried and complete,
-// and no volume is recorded encoded before all its shards are durable:
-// every encoded volume ends whole, with its shards on distinct servers.
-func TestECEncodeCrash(t *testing.T) {
-	if os.Getenv("CAIRN_EC_CRASH") == "" {
-		// Blocked (issue 20's note): on a quiet machine one run of 3 timed
-		// out after 4m waiting for every encoded volume's health to be ok
-		// after chunk0 was killed mid-shard, although meta's log shows
-		// every volume encoded and the lost shards rebuilt within 4 s.
-		// Not yet understood; run it with CAIRN_EC_CRASH=1 while fixing.
-		t.Skip("blocked: see issue 20's note; CAIRN_EC_CRASH=1 runs it")
+// dumpEC logs what meta says of every volume and server: on a timed-out
+// wait, which volume is not whole and why.
+func dumpEC(t *testing.T, st *metapb.ClusterStatusResponse) {
+	t.Helper()
+	for _, s := range st.Servers {
+		t.Logf("server %s %s alive=%v", s.Id, s.Addr, s.Alive)
 	}
-	c, files := ecCluster(t, 8)
-	var ids []uint32
-	for _, v := range c.Status(t).Volumes {
-		ids = append(ids, v.Volume.Id)
-	}
-	if _, err := c.MC.Assign(bg, &metapb.AssignRequest{Ns: "cold", Full: ids}); err != nil {
-		t.Fatal(err)
-	}
-	// Meta, mid-encode.
-	if p := midEncode(c, 60*time.Second); p == nil {
-		t.Fatal("no encode seen in progress")
-	}
-	c.Meta.Kill(t)
-	t.Log("meta killed in the middle of an encode")
-	c.Meta.Start(t)
-	waitEncoded(t, c, ids, 180*time.Second)
-	checkAll(t, c, "cold", files)
-
-	// A data server receiving a shard, mid-encode: more files, new
-	// volumes, sealed.
-	more := map[string][]byte{}
-	for i := range 40 {
-		p := fmt.Sprintf("g%03d", i)
-		more[p] = chunktest.Data(uint64(i)+5000, 20<<10+(i*7919)%(200<<10))
-		if _, err := c.Client.Put(bg, "cold", p, bytes.NewReader(more[p]), client.PutOptions{SizeHint: int64(len(more[p]))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var fresh []uint32
-	for _, v := range c.Status(t).Volumes {
-		if !slices.Contains(ids, v.Volume.Id) {
-			fresh = append(fresh, v.Volume.Id)
-		}
-	}
-	if _, err := c.MC.Assign(bg, &metapb.AssignRequest{Ns: "cold", Full: fresh}); err != nil {
-		t.Fatal(err)
-	}
-	victim := midEncode(c, 60*time.Second)
-	if victim == nil {
-		t.Fatal("no encode seen in progress")
-	}
-	victim.Kill(t)
-	t.Logf("data server %s killed while it received a shard", victim.Name)
-	checkAll(t, c, "cold", files)
-	checkAll(t, c, "cold", more)
-	waitEncoded(t, c, append(ids, fresh...), 240*time.Second)
-	victim.Start(t)
-	c.WaitAlive(t, victim)
-	checkAll(t, c, "cold", files)
-	checkAll(t, c, "cold", more)
-	for _, v := range c.Status(t).Volumes {
+	for _, v := range st.Volumes {
 		if v.Volume.Ec == nil {
+			t.Logf("volume %d: replicated on %v (ids %v), read-only %v, class %q, health %s", v.Volume.Id, v.Volume.Servers, v.Volume.ServerIds, v.Volume.ReadOnly, v.Volume.StorageClass, v.Health)
 			continue
 		}
-		if got := distinct(v.Volume.Ec.ShardServerIds); got != int(v.Volume.Ec.K+v.Volume.Ec.M) {
-			t.Errorf("volume %d: shards on %d distinct servers", v.Volume.Id, got)
-		}
+		t.Logf("volume %d gen %d: %s, shards %v on %v", v.Volume.Id, v.Volume.Generation, v.Health, v.ShardHealth, v.Volume.Ec.ShardServerIds)
 	}
-	// The victim's cut-short upload left no temporary file behind.
-	if names, _ := filepath.Glob(filepath.Join(victim.Dir, "*.ec*.tmp*")); len(names) > 0 {
-		t.Errorf("temporary shard files left after a restart: %v", names)
-	}
+	t.Logf("encoded %d, rebuilt %d, repairs %v", st.EcEncoded, st.EcRebuilt, st.Repairs)
 }

@@ -16,7 +16,8 @@
 # OUT/heap every PPROF seconds).
 # Cache sizes (empty: the product's defaults): META_BLOCK_CACHE (meta
 # --block-cache-size, 256MiB), META_READ_CACHE (meta --read-cache-size,
-# 64MiB), HOT_CACHE (gateway --hot-cache-size, 256MiB), MOUNT_CACHE (mount
+# 64MiB), META_MEMTABLE (meta --memtable-size, 64MiB: Pebble doubles its
+# write buffer from 256 KiB up to it, flush by flush), HOT_CACHE (gateway --hot-cache-size, 256MiB), MOUNT_CACHE (mount
 # --cache-size, 512MiB). Small ones fill in the first minutes, so that a
 # 30-minute run shows whether memory is level once they are full.
 # Everything it starts it stops by PID.
@@ -76,7 +77,8 @@ wait_alive() { # $1 = how many
 
 # A flag only when its variable is set, so the defaults stay the product's.
 sizearg() { [ -z "$2" ] || echo "$1=$2"; }
-META_CACHES=($(sizearg --block-cache-size "${META_BLOCK_CACHE:-}") $(sizearg --read-cache-size "${META_READ_CACHE:-}"))
+META_CACHES=($(sizearg --block-cache-size "${META_BLOCK_CACHE:-}") $(sizearg --read-cache-size "${META_READ_CACHE:-}")
+	$(sizearg --memtable-size "${META_MEMTABLE:-}"))
 GW_CACHES=($(sizearg --hot-cache-size "${HOT_CACHE:-}"))
 MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}"))
 

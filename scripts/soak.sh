@@ -11,9 +11,9 @@
 # multipart uploads. A kill window runs from the kill to GRACE seconds
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
 # stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
-# (keep the store's files), PPROF (serve pprof on meta's and the gateway's
-# admin ports, BASE_PORT+3 and +4, and save their heap profiles in
-# OUT/heap every PPROF seconds).
+# (keep the store's files), PPROF (serve pprof on meta's, the gateway's
+# and the mount's admin ports, BASE_PORT+3, +4 and +5, and save their heap
+# profiles in OUT/heap every PPROF seconds).
 # Cache sizes (empty: the product's defaults): META_BLOCK_CACHE (meta
 # --block-cache-size, 256MiB), META_READ_CACHE (meta --read-cache-size,
 # 64MiB), META_MEMTABLE (meta --memtable-size, 64MiB: Pebble doubles its
@@ -43,6 +43,7 @@ MNT=$OUT/mnt
 BG=()
 
 stop_all() {
+	[ -z "${LOAD:-}" ] || kill "$LOAD" 2>/dev/null || true
 	for pid in "${BG[@]}"; do kill "$pid" 2>/dev/null || true; done
 	mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true; }
 	for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
@@ -51,6 +52,9 @@ stop_all() {
 # The logs stay in OUT; the store's files go (KEEP=1 keeps them, to look
 # into a lost write).
 trap 'stop_all; [ -n "${KEEP:-}" ] || rm -rf "$OUT"/chunk?/ "$OUT/meta/" "$OUT/gateway/"' EXIT
+# A soak stopped early (^C, kill PID) stops what it started too: exit runs
+# the EXIT trap, which a signal's default action does not.
+trap 'exit 130' INT TERM
 
 ms() { date +%s%3N; }
 
@@ -84,9 +88,11 @@ MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}"))
 
 META_ADMIN=(--admin off)
 GW_ADMIN=(--admin off)
+MOUNT_ADMIN=()
 if [ -n "${PPROF:-}" ]; then
 	META_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 3)) --pprof)
 	GW_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 4)) --pprof)
+	MOUNT_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 5)) --pprof)
 fi
 "$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" "${META_CACHES[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
 PID[meta]=$!
@@ -108,7 +114,7 @@ for _ in $(seq 100); do "$CAIRN" ns ls >/dev/null 2>&1 && break; sleep 0.1; done
 
 MOUNTARG=()
 mkdir -p "$MNT"
-if "$CAIRN" mount -d --meta "$META" "${MOUNT_CACHES[@]}" soak "$MNT" >"$OUT/mount.log" 2>&1; then
+if "$CAIRN" mount -d --meta "$META" "${MOUNT_CACHES[@]}" "${MOUNT_ADMIN[@]}" soak "$MNT" >"$OUT/mount.log" 2>&1; then
 	PID[mount]=$(pgrep -n -f "mount.*$MNT" || true) # the daemon we just started, for its RSS
 	[ -n "${PID[mount]}" ] || unset 'PID[mount]'
 	MOUNTARG=(--mount "$MNT")
@@ -138,6 +144,7 @@ if [ -n "${PPROF:-}" ]; then
 			t=$(date +%s)
 			curl -sf -o "$OUT/heap/meta.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 3))/debug/pprof/heap" || true
 			curl -sf -o "$OUT/heap/gateway.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 4))/debug/pprof/heap" || true
+			[ ${#MOUNTARG[@]} -eq 0 ] || curl -sf -o "$OUT/heap/mount.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 5))/debug/pprof/heap" || true
 		done
 	) &
 	BG+=($!)

@@ -9,7 +9,9 @@
 # two thirds (by least squares). A data server killed and restarted in
 # that span starts again from nothing, so its slope is fitted within each
 # life of the process (each pid against its own mean), which measures
-# growth while it runs and not the drop at a restart. "level" means the
+# growth while it runs and not the drop at a restart; and the first 3
+# minutes of a life are left out, since a restarted server warms up (it
+# takes writes again once meta gives it new volumes). "level" means the
 # fitted rise over the two thirds is under 5% of the RSS at a third, or
 # under 16 MiB; else "RISING" (a cache still filling, or a leak: see the
 # heap profiles).
@@ -18,6 +20,7 @@
 	if (!(n in cnt)) names[++nn] = n
 	c = ++cnt[n]
 	t[n, c] = $1; v[n, c] = $3; p[n, c] = $4
+	if (!((n, $4) in born)) born[n, $4] = $1
 	if (first == "" || $1 < first) first = $1
 	if ($1 > last) last = $1
 }
@@ -37,6 +40,7 @@ END {
 		printf f, n, v[n, 1] / d, at(n, 0.25) / d, at(n, 0.5) / d, at(n, 0.75) / d, v[n, cnt[n]] / d, m / d
 	}
 	cut = first + (last - first) / 3
+	warm = 180000 # ms of a restarted life left out
 	span = (last - cut) / 60000 # minutes
 	printf "== RSS over the last two thirds (%.0f min): MiB at 1/3 -> end, slope (level: rise under 5%% or 16 MiB)\n", span
 	for (k = 1; k <= nn; k++) {
@@ -46,14 +50,14 @@ END {
 		delete sx; delete sy; delete sn
 		lives = 0
 		for (i = 1; i <= cnt[n]; i++) {
-			if (t[n, i] + 0 < cut) continue
+			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first) continue
 			l = p[n, i]
 			if (!(l in sn)) lives++
 			sn[l]++; sx[l] += (t[n, i] - cut) / 60000; sy[l] += v[n, i] / 1024
 		}
 		sxx = 0; sxy = 0
 		for (i = 1; i <= cnt[n]; i++) {
-			if (t[n, i] + 0 < cut) continue
+			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first) continue
 			l = p[n, i]; x = (t[n, i] - cut) / 60000 - sx[l] / sn[l]; y = v[n, i] / 1024 - sy[l] / sn[l]
 			sxx += x * x; sxy += x * y
 		}
@@ -62,6 +66,6 @@ END {
 		rise = slope * span
 		verdict = (rise < 16 || rise < 0.05 * from) ? "level" : "RISING"
 		printf "  %-8s %6.0f -> %6.0f MiB  %+7.2f MiB/min  (%+.0f MiB fitted)  %s%s\n", n, from, to, slope, rise, verdict,
-			(lives > 1 ? sprintf("  [%d lives, fitted within each]", lives) : "")
+			(lives > 1 ? sprintf("  [%d lives, fitted within each past its first 3 min]", lives) : "")
 	}
 }

@@ -1,6 +1,9 @@
 # soak-rss.awk: the memory summary of a soak (scripts/soak.sh) from its
 # rss.log, lines "unix-ms name kB [pid]" (name "load": the load average in
-# hundredths, no pid).
+# hundredths, no pid). With -v until=UNIX-MS (soak.sh passes the moment
+# the load ended and the read-back began) the summary is of the load alone,
+# and a last column gives each process's most during the read-back, a
+# different load (every file read once through the gateway).
 #
 # First a table: each process's RSS in MiB at the first sample, at a
 # quarter, a half and three quarters of the run, at the last sample, and
@@ -15,6 +18,10 @@
 # fitted rise over the two thirds is under 5% of the RSS at a third, or
 # under 16 MiB; else "RISING" (a cache still filling, or a leak: see the
 # heap profiles).
+until != "" && $1 + 0 > until + 0 {
+	if ($3 + 0 > after[$2]) after[$2] = $3 + 0
+	next
+}
 {
 	n = $2
 	if (!(n in cnt)) names[++nn] = n
@@ -32,12 +39,15 @@ function at(n, frac,   i, tt) { # value of n's first sample at or after frac of 
 END {
 	for (i = 1; i <= nn; i++) sorted[i] = names[i]
 	for (i = 1; i <= nn; i++) for (j = i + 1; j <= nn; j++) if (sorted[j] < sorted[i]) { x = sorted[i]; sorted[i] = sorted[j]; sorted[j] = x }
-	printf "== RSS in MiB (load: load average)\n  %-8s %7s %7s %7s %7s %7s %7s\n", "name", "first", "1/4", "1/2", "3/4", "last", "max"
+	printf "== RSS in MiB (load: load average)%s\n  %-8s %7s %7s %7s %7s %7s %7s%s\n", until != "" ? ", of the load; read-back: the most while every write was read back" : "",
+		"name", "first", "1/4", "1/2", "3/4", "last", "max", until != "" ? "  read-back" : ""
 	for (k = 1; k <= nn; k++) {
 		n = sorted[k]; d = n == "load" ? 100 : 1024; m = 0
 		for (i = 1; i <= cnt[n]; i++) if (v[n, i] + 0 > m) m = v[n, i] + 0
-		f = n == "load" ? "  %-8s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f\n" : "  %-8s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f\n"
+		f = n == "load" ? "  %-8s %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f" : "  %-8s %7.0f %7.0f %7.0f %7.0f %7.0f %7.0f"
 		printf f, n, v[n, 1] / d, at(n, 0.25) / d, at(n, 0.5) / d, at(n, 0.75) / d, v[n, cnt[n]] / d, m / d
+		if (until != "") printf n == "load" ? "  %8.1f" : "  %8.0f", after[n] / d
+		printf "\n"
 	}
 	cut = first + (last - first) / 3
 	warm = 180000 # ms of a restarted life left out
@@ -50,18 +60,19 @@ END {
 		delete sx; delete sy; delete sn
 		lives = 0
 		for (i = 1; i <= cnt[n]; i++) {
-			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first) continue
+			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first + 60000) continue
 			l = p[n, i]
 			if (!(l in sn)) lives++
 			sn[l]++; sx[l] += (t[n, i] - cut) / 60000; sy[l] += v[n, i] / 1024
 		}
 		sxx = 0; sxy = 0
 		for (i = 1; i <= cnt[n]; i++) {
-			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first) continue
+			if (t[n, i] + 0 < cut || t[n, i] - born[n, p[n, i]] < warm && born[n, p[n, i]] > first + 60000) continue
 			l = p[n, i]; x = (t[n, i] - cut) / 60000 - sx[l] / sn[l]; y = v[n, i] / 1024 - sy[l] / sn[l]
 			sxx += x * x; sxy += x * y
 		}
-		slope = sxx > 0 ? sxy / sxx : 0
+		if (sxx == 0) { printf "  %-8s too few samples\n", n; continue }
+		slope = sxy / sxx
 		from = at(n, 1 / 3) / 1024; to = v[n, cnt[n]] / 1024
 		rise = slope * span
 		verdict = (rise < 16 || rise < 0.05 * from) ? "level" : "RISING"

@@ -182,6 +182,7 @@ while :; do
 done
 while kill -0 "$LOAD" 2>/dev/null && [ "$(date +%s)" -lt "$END" ]; do sleep 1; done
 wait_alive 4
+LOAD_END=$(ms) # the RSS summary is of the load; the read-back is shown apart
 touch "$OUT/verify"
 rc=0
 wait "$LOAD" || rc=$?
@@ -196,5 +197,5 @@ awk 'NR == FNR { from[NR] = $1; to[NR] = $2; k = NR; next }
 	{ inside = 0; for (i = 1; i <= k; i++) if ($1 >= from[i] && $1 <= to[i]) inside = 1
 	  if (!inside) { out++; if (out <= 10) print "  outside: " $0 }; total++ }
 	END { printf "%d / %d\n", out, total; exit out > 0 }' "$OUT/kills.log" "$OUT/errors.log" || rc=1
-awk -f scripts/soak-rss.awk "$OUT/rss.log"
+awk -v until="$LOAD_END" -f scripts/soak-rss.awk "$OUT/rss.log"
 exit $rc

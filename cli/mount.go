@@ -35,6 +35,8 @@ type mountFlags struct {
 	dirtyMax   string
 	timeout    time.Duration
 	syncClose  bool
+	admin      string // metrics (and with pprof, profiles) listener; "" or "off": none
+	pprof      bool
 	foreground bool // set in the re-executed child of -d
 }
 
@@ -68,6 +70,8 @@ not moved by reads; the default is relatime).`,
 	fl.StringVar(&f.dirtyMax, "dirty-max", "64MiB", "write-back buffer per file before it is flushed early")
 	fl.DurationVar(&f.timeout, "attr-timeout", 10*time.Minute, "kernel entry/attribute timeout while the session is live")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit on close instead of behind it (close-to-open holds either way)")
+	fl.StringVar(&f.admin, "admin", "off", `admin listen address (/metrics; /debug/pprof with --pprof), as the servers have; "off" disables`)
+	fl.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	fl.BoolVar(&f.foreground, "foreground-child", false, "")
 	fl.MarkHidden("foreground-child")
 	return cmd
@@ -143,6 +147,9 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 	}
 	defer cl.Close()
 	cfg.Meta, cfg.Client = mc, cl
+	if err := adminServe(f.admin, f.pprof); err != nil { // before mounting: a taken port fails the mount
+		return err
+	}
 	m, err := fusefs.New(cfg)
 	if err != nil {
 		return err

@@ -189,6 +189,7 @@ func metaCmd() *cobra.Command {
 	var repl uint32 = 3
 	var dead time.Duration = 10 * time.Second
 	var repairRate int64 = 64 << 20
+	var blockCache, readCache, memTable int64 // 0: meta.Config's defaults
 	var rebalanceOnJoin, pprof bool
 	var sans, classFlags []string
 	var ecCell int64
@@ -237,6 +238,7 @@ certificate from it, and data servers and gateways join with tokens from
 				Chunks: func(addr string) cairn.Chunks { return chunk.NewRemoteTLS(addr, dataTLS) }, Logger: logger(),
 				CA: ca, Revoked: revoked, StoreReserve: meta.DefaultStoreReserve, Group: group,
 				Classes: classes, ECCell: ecCell, TierInterval: tierInterval,
+				BlockCacheSize: blockCache, ReadCacheBytes: readCache, MemTableSize: memTable,
 			})
 			if err != nil {
 				return err
@@ -296,6 +298,9 @@ certificate from it, and data servers and gateways join with tokens from
 	fs.Uint32Var(&repl, "replication", repl, "default replicas per volume for new namespaces")
 	fs.DurationVar(&dead, "dead-after", dead, "silence after which a data server is considered dead")
 	sizeFlag(fs, &repairRate, "repair-rate", "bytes/s one re-replication, drain or rebalance copy may move")
+	sizeFlag(fs, &blockCache, "block-cache-size", "Pebble's block cache for the metadata store (default 256MiB)")
+	sizeFlag(fs, &readCache, "read-cache-size", "in-memory cache of metadata reads behind path lookups, in bytes (default 64MiB)")
+	sizeFlag(fs, &memTable, "memtable-size", "largest of Pebble's write buffers for the metadata store; up to two are held (default 64MiB)")
 	fs.StringArrayVar(&sans, "san", nil, "extra host name or address in meta's certificate, for clients that reach it by another name (repeatable)")
 	fs.BoolVar(&pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	grp.flags(fs)

@@ -19,6 +19,11 @@ import (
 // directory of 10,000 files (its first page: listings are read by cursor,
 // never whole) and that the next page loads on demand.
 func TestBrowserLargeDirectory(t *testing.T) {
+	// chrome(t) skips under -short too, but only after the 10,000 PUTs
+	// (14 s of the -short tier); its 4-minute deadline starts there.
+	if testing.Short() {
+		t.Skip("a browser: not in the -short tier")
+	}
 	s := startServer(t)
 	bg := context.Background()
 	cl := s.Client()

@@ -97,6 +97,15 @@ type Config struct {
 	// inode) off the disk and out of the decompressor. Default 256 MiB.
 	BlockCacheSize int64
 
+	// MemTableSize is the largest of Pebble's memtables, the write buffer
+	// in front of L0 (a full one is flushed while the next fills, and one
+	// more is kept for reuse). Pebble starts at 256 KiB and doubles at each
+	// flush, so under writes meta's memory rises for a while until they
+	// reach this size. Their memory is reserved from the block cache, so
+	// Pebble holds about the larger of BlockCacheSize and its memtables.
+	// Default 64 MiB.
+	MemTableSize int64
+
 	// TrustPlaintext treats a caller on a connection without TLS as a
 	// member of the cluster (role meta: every call allowed), as on the
 	// trusted network Cairn assumed before mutual TLS. Off, such a caller
@@ -183,6 +192,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BlockCacheSize <= 0 {
 		c.BlockCacheSize = 256 << 20
+	}
+	if c.MemTableSize <= 0 {
+		c.MemTableSize = 64 << 20
 	}
 	if c.Revoked == nil {
 		c.Revoked = &pki.Revocations{}

@@ -65,6 +65,9 @@ func TestLockDiesWithSession(t *testing.T) {
 // conflicting call waits and is then refused, and an unlock from a
 // session not yet back is refused (the mount retries once it is).
 func TestLocksReassertedToNewLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the whole lock grace (LockGrace): not in the -short tier")
+	}
 	ts := start(t, newCluster())
 	ts.svc.leadLocks()
 	lock := func(session string, typ uint32) (*metapb.MountLockResponse, error) {

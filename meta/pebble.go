@@ -14,13 +14,13 @@ import (
 // every L0 table and snappy-decoding blocks it had just evicted. Bloom
 // filters on every level let a point read of a missing key (each create
 // asks whether the name exists) skip tables without reading them, and a
-// larger cache keeps the hot blocks decoded. A 64 MiB memtable makes fewer,
-// larger L0 flushes.
+// larger cache keeps the hot blocks decoded. A 64 MiB memtable (the default
+// MemTableSize) makes fewer, larger L0 flushes.
 func storeOptions(cfg Config) *pebble.Options {
 	o := &pebble.Options{
 		Logger:       quietLogger{cfg.Logger},
 		CacheSize:    cfg.BlockCacheSize,
-		MemTableSize: 64 << 20,
+		MemTableSize: uint64(cfg.MemTableSize),
 		FS:           cfg.space.fs(), // a reserve against a full disk (storespace.go)
 	}
 	// A member of a group writes no write-ahead log of its own: the Raft

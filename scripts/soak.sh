@@ -11,9 +11,15 @@
 # multipart uploads. A kill window runs from the kill to GRACE seconds
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
 # stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
-# (keep the store's files), PPROF (serve pprof on meta's and the gateway's
-# admin ports, BASE_PORT+3 and +4, and save their heap profiles in
-# OUT/heap every PPROF seconds).
+# (keep the store's files), PPROF (serve pprof on meta's, the gateway's
+# and the mount's admin ports, BASE_PORT+3, +4 and +5, and save their heap
+# profiles in OUT/heap every PPROF seconds).
+# Cache sizes (empty: the product's defaults): META_BLOCK_CACHE (meta
+# --block-cache-size, 256MiB), META_READ_CACHE (meta --read-cache-size,
+# 64MiB), META_MEMTABLE (meta --memtable-size, 64MiB: Pebble doubles its
+# write buffer from 256 KiB up to it, flush by flush), HOT_CACHE (gateway --hot-cache-size, 256MiB), MOUNT_CACHE (mount
+# --cache-size, 512MiB). Small ones fill in the first minutes, so that a
+# 30-minute run shows whether memory is level once they are full.
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
@@ -37,6 +43,7 @@ MNT=$OUT/mnt
 BG=()
 
 stop_all() {
+	[ -z "${LOAD:-}" ] || kill "$LOAD" 2>/dev/null || true
 	for pid in "${BG[@]}"; do kill "$pid" 2>/dev/null || true; done
 	mountpoint -q "$MNT" 2>/dev/null && { fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true; }
 	for name in "${!PID[@]}"; do kill "${PID[$name]}" 2>/dev/null || true; done
@@ -45,6 +52,9 @@ stop_all() {
 # The logs stay in OUT; the store's files go (KEEP=1 keeps them, to look
 # into a lost write).
 trap 'stop_all; [ -n "${KEEP:-}" ] || rm -rf "$OUT"/chunk?/ "$OUT/meta/" "$OUT/gateway/"' EXIT
+# A soak stopped early (^C, kill PID) stops what it started too: exit runs
+# the EXIT trap, which a signal's default action does not.
+trap 'exit 130' INT TERM
 
 ms() { date +%s%3N; }
 
@@ -69,13 +79,22 @@ wait_alive() { # $1 = how many
 	return 1
 }
 
+# A flag only when its variable is set, so the defaults stay the product's.
+sizearg() { [ -z "$2" ] || echo "$1=$2"; }
+META_CACHES=($(sizearg --block-cache-size "${META_BLOCK_CACHE:-}") $(sizearg --read-cache-size "${META_READ_CACHE:-}")
+	$(sizearg --memtable-size "${META_MEMTABLE:-}"))
+GW_CACHES=($(sizearg --hot-cache-size "${HOT_CACHE:-}"))
+MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}"))
+
 META_ADMIN=(--admin off)
 GW_ADMIN=(--admin off)
+MOUNT_ADMIN=()
 if [ -n "${PPROF:-}" ]; then
 	META_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 3)) --pprof)
 	GW_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 4)) --pprof)
+	MOUNT_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 5)) --pprof)
 fi
-"$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
+"$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" "${META_CACHES[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
 PID[meta]=$!
 # Servers join with a token (the cluster CA is meta's; see README).
 export CAIRN_CA=$OUT/meta/ca.pem
@@ -86,7 +105,7 @@ for _ in $(seq 100); do
 done
 [ -n "$JOIN" ] || { echo "soak: meta gave no join token; see $OUT/meta.log" >&2; exit 1; }
 for i in 1 2 3 4; do start_chunk "$i"; done
-"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" "${GW_ADMIN[@]}" --console off --data "$OUT/gateway" \
+"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" "${GW_ADMIN[@]}" "${GW_CACHES[@]}" --console off --data "$OUT/gateway" \
 	--join "$("$CAIRN" admin join-token --meta "$META" --role gateway)" >"$OUT/gateway.log" 2>&1 &
 PID[gateway]=$!
 wait_alive 4
@@ -95,7 +114,7 @@ for _ in $(seq 100); do "$CAIRN" ns ls >/dev/null 2>&1 && break; sleep 0.1; done
 
 MOUNTARG=()
 mkdir -p "$MNT"
-if "$CAIRN" mount -d --meta "$META" soak "$MNT" >"$OUT/mount.log" 2>&1; then
+if "$CAIRN" mount -d --meta "$META" "${MOUNT_CACHES[@]}" "${MOUNT_ADMIN[@]}" soak "$MNT" >"$OUT/mount.log" 2>&1; then
 	PID[mount]=$(pgrep -n -f "mount.*$MNT" || true) # the daemon we just started, for its RSS
 	[ -n "${PID[mount]}" ] || unset 'PID[mount]'
 	MOUNTARG=(--mount "$MNT")
@@ -103,14 +122,14 @@ else
 	echo "soak: no mount (FUSE unavailable?): the mount load is skipped; see $OUT/mount.log" >&2
 fi
 
-# RSS of every process, every 10 s: unix-ms name kB; and the machine's
-# load average (name "load", in hundredths).
+# RSS of every process, every 10 s: unix-ms name kB pid; and the
+# machine's load average (name "load", in hundredths). soak-rss.awk reads it.
 save_pids
 (
 	while :; do
 		while read -r name pid; do
 			kb=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-			[ -n "$kb" ] && echo "$(ms) $name $kb"
+			[ -n "$kb" ] && echo "$(ms) $name $kb $pid"
 		done <"$OUT/pids"
 		echo "$(ms) load $(awk '{printf "%d", $1 * 100}' /proc/loadavg)"
 		sleep 10
@@ -125,6 +144,7 @@ if [ -n "${PPROF:-}" ]; then
 			t=$(date +%s)
 			curl -sf -o "$OUT/heap/meta.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 3))/debug/pprof/heap" || true
 			curl -sf -o "$OUT/heap/gateway.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 4))/debug/pprof/heap" || true
+			[ ${#MOUNTARG[@]} -eq 0 ] || curl -sf -o "$OUT/heap/mount.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 5))/debug/pprof/heap" || true
 		done
 	) &
 	BG+=($!)
@@ -162,6 +182,7 @@ while :; do
 done
 while kill -0 "$LOAD" 2>/dev/null && [ "$(date +%s)" -lt "$END" ]; do sleep 1; done
 wait_alive 4
+LOAD_END=$(ms) # the RSS summary is of the load; the read-back is shown apart
 touch "$OUT/verify"
 rc=0
 wait "$LOAD" || rc=$?
@@ -176,9 +197,5 @@ awk 'NR == FNR { from[NR] = $1; to[NR] = $2; k = NR; next }
 	{ inside = 0; for (i = 1; i <= k; i++) if ($1 >= from[i] && $1 <= to[i]) inside = 1
 	  if (!inside) { out++; if (out <= 10) print "  outside: " $0 }; total++ }
 	END { printf "%d / %d\n", out, total; exit out > 0 }' "$OUT/kills.log" "$OUT/errors.log" || rc=1
-echo "== RSS in MiB (name: first, at a quarter, max, last; load: load average)"
-awk '{ t[$2] = t[$2] " " $3 } END { for (n in t) { c = split(t[n], v, " "); m = 0
-	for (i = 1; i <= c; i++) if (v[i] + 0 > m) m = v[i] + 0
-	d = n == "load" ? 100 : 1024; f = n == "load" ? "  %-8s %6.1f %6.1f %6.1f %6.1f\n" : "  %-8s %6.0f %6.0f %6.0f %6.0f\n"
-	printf f, n, v[1] / d, v[int(c / 4) + 1] / d, m / d, v[c] / d } }' "$OUT/rss.log" | sort
+awk -v until="$LOAD_END" -f scripts/soak-rss.awk "$OUT/rss.log"
 exit $rc

@@ -205,6 +205,9 @@ func postClass(t *testing.T, s *server.Server, bucket, key, class string) {
 // cache: meta never resolves it) is not demoted by a rule for unread
 // files, while a file nobody reads is.
 func TestCachedReadsKeepFilesHot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a file to go unread for 8 s and be demoted: not in the -short tier")
+	}
 	s := servertest.Start(t, func(c *server.Config) { c.TierInterval = time.Second })
 	c := root(t, s)
 	ctx := context.Background()

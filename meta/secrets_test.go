@@ -221,16 +221,18 @@ func TestSecretsJoinedMemberLeads(t *testing.T) {
 	if _, err := l.svc.Authenticate(bg, &metapb.AuthRequest{AccessKey: groupRoot, Secret: groupRootSecret}); err != nil {
 		t.Fatalf("root on the new leader: %v", err)
 	}
-	jt, err := l.svc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: groupRoot, Secret: groupRootSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var jt *metapb.CreateJoinTokenResponse
+	g.onLeader(func(m *member) (err error) {
+		jt, err = m.svc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: groupRoot, Secret: groupRootSecret})
+		return err
+	})
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
-	jr, err := l.svc.Join(bg, &metapb.JoinRequest{Token: jt.Token, PublicKey: pub, Name: "127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var jr *metapb.JoinResponse
+	g.onLeader(func(m *member) (err error) {
+		jr, err = m.svc.Join(bg, &metapb.JoinRequest{Token: jt.Token, PublicKey: pub, Name: "127.0.0.1:1"})
+		return err
+	})
 	cert, err := x509.ParseCertificate(jr.Cert)
 	if err != nil {
 		t.Fatal(err)
@@ -248,8 +250,10 @@ func TestSecretsJoinedMemberLeads(t *testing.T) {
 	}
 	// The new leader rotates; the other member learns the key.
 	before := l.svc.capKeys()[0].Id
-	if err := l.svc.RotateCapKeys(); err != nil {
-		t.Fatal(err)
+	l = g.onLeader(func(m *member) error { return m.svc.RotateCapKeys() })
+	other = j1
+	if l == j1 {
+		other = j2
 	}
 	newest := func(s *Service) uint32 {
 		s.capMu.Lock()
@@ -274,10 +278,11 @@ func TestJoinThroughAFollower(t *testing.T) {
 	if l == follower { // the lead moved under load: the other one follows
 		follower = g.members[0]
 	}
-	jt, err := l.svc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: groupRoot, Secret: groupRootSecret})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var jt *metapb.CreateJoinTokenResponse
+	g.onLeader(func(m *member) (err error) {
+		jt, err = m.svc.CreateJoinToken(bg, &metapb.CreateJoinTokenRequest{Role: "data", AccessKey: groupRoot, Secret: groupRootSecret})
+		return err
+	})
 	n, err := JoinCluster(bg, follower.addr, jt.Token, t.TempDir(), "127.0.0.1:1", nil)
 	if err != nil {
 		t.Fatalf("join through a follower: %v", err)
@@ -285,4 +290,24 @@ func TestJoinThroughAFollower(t *testing.T) {
 	if _, err := n.Cert.Leaf.Verify(x509.VerifyOptions{Roots: g.ca.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		t.Fatalf("the joined node's certificate: %v", err)
 	}
+}
+
+// onLeader runs f on the group's leader, and again on the next leader
+// while a change of leader refuses it (a loaded machine moves the lead
+// between finding the leader and calling it). It returns the member that
+// answered.
+func (g *testGroup) onLeader(f func(*member) error) *member {
+	g.t.Helper()
+	var m *member
+	var err error
+	await.Until(g.t, 30*time.Second, "a leader that answers", func() bool {
+		m = g.awaitLeader()
+		err = f(m)
+		_, refused := LeaderOf(err)
+		return !refused
+	})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return m
 }

@@ -59,7 +59,7 @@ type CommitOptions struct {
 }
 
 // CommitStored makes s the content of ns/p (creating parents), like Put.
-// On error the needles are discarded.
+// On error the needles are discarded if meta refused the commit (Refused).
 func (c *Client) CommitStored(ctx context.Context, ns, p string, s *Stored, o CommitOptions) (*metapb.Inode, error) {
 	c.cache.invalidate(ns, p)
 	ino, err := c.meta.Commit(ctx, &metapb.CommitRequest{
@@ -71,7 +71,7 @@ func (c *Client) CommitStored(ctx context.Context, ns, p string, s *Stored, o Co
 	})
 	if err != nil {
 		c.cache.invalidate(ns, p)
-		c.discard(s.Extents)
+		c.discardRefused(err, s.Extents)
 		return nil, err
 	}
 	c.cache.putWritten(&File{NS: ns, Path: p, Inode: ino, Extents: s.Extents}, ino.Seq)
@@ -96,13 +96,13 @@ func (c *Client) CompleteUpload(ctx context.Context, req *metapb.S3CompleteReque
 	return c.meta.S3CompleteUpload(ctx, req)
 }
 
-// PutPart records a stored part of a multipart upload; on error the
-// part's needles are discarded (unless shared with a file).
+// PutPart records a stored part of a multipart upload; if meta refused it
+// (Refused), the part's needles are discarded (unless shared with a file).
 func (c *Client) PutPart(ctx context.Context, up *metapb.S3UploadRequest, num uint32, s *Stored, shared bool) (*metapb.S3Part, error) {
 	p := &metapb.S3Part{Number: num, Size: uint64(s.Size), Etag: hex.EncodeToString(s.MD5), Extents: s.Extents}
 	out, err := c.meta.S3PutPart(ctx, &metapb.S3PutPartCommand{Upload: up, Part: p, Shared: shared})
 	if err != nil && !shared {
-		c.discard(s.Extents)
+		c.discardRefused(err, s.Extents)
 	}
 	return out, err
 }

@@ -67,7 +67,7 @@ func (c *Client) Put(ctx context.Context, ns, p string, r io.Reader, o PutOption
 	})
 	if err != nil {
 		c.cache.invalidate(ns, p) // a commit that failed may have applied
-		c.discard(exts)
+		c.discardRefused(err, exts)
 		return nil, err
 	}
 	c.cache.putWritten(&File{NS: ns, Path: p, Inode: ino, Extents: exts}, ino.Seq)
@@ -109,7 +109,7 @@ func (c *Client) Append(ctx context.Context, ns, p string, r io.Reader, o PutOpt
 	// that failed may have applied, so the entry goes either way.
 	c.cache.invalidate(ns, p)
 	if err != nil {
-		c.discard(exts)
+		c.discardRefused(err, exts)
 		return nil, err
 	}
 	return ino, nil
@@ -372,6 +372,34 @@ func (c *Client) dropAssign(ns string, vid uint32) {
 	}
 	delete(c.volumes, vid)
 	c.mu.Unlock()
+}
+
+// Refused reports whether err, the error of a call that names uploaded
+// needles (Commit, Append, CommitBatch, S3PutPart), is meta's refusal of
+// it: a precondition, a bad or missing path, a denied caller. Nothing
+// applied then, and the needles may be discarded. Any other error may
+// have come after the command applied: the caller's context ended while
+// meta applied it, the connection broke after the request went out, the
+// leader changed, or meta's log sync failed (IO, or NoSpace: a full disk)
+// with the change already applied in memory. The file may then name the
+// needles, and deleting them would leave it naming data that is gone; such
+// needles are left in place (space lost, never data).
+func Refused(err error) bool {
+	switch errors.KindOf(err) {
+	case errors.Invalid, errors.NotExist, errors.Exist, errors.NotEmpty, errors.IsDir, errors.NotDir,
+		errors.Permission, errors.Unauthenticated, errors.Precondition, errors.TooLarge,
+		errors.NameTooLong, errors.BadDigest, errors.ReadOnly, errors.Range:
+		return true
+	}
+	return false
+}
+
+// discardRefused discards exts after the call that named them failed
+// with err, if meta refused it (Refused).
+func (c *Client) discardRefused(err error, exts []*metapb.Extent) {
+	if Refused(err) {
+		c.discard(exts)
+	}
 }
 
 // discard deletes needles that will never be committed. Best effort: a

@@ -12,6 +12,7 @@ import (
 
 	"cairn/chunk/chunktest"
 	"cairn/client"
+	"cairn/errors"
 	"cairn/proto/metapb"
 )
 
@@ -24,6 +25,7 @@ type tierLoad struct {
 
 	mu       sync.Mutex
 	versions map[string][][]byte // per path, every write tried, in order
+	errs     map[string][]error  // per path, each write's outcome (nil: acknowledged)
 	acked    map[string]int      // per path, the index of the last acknowledged write
 	static   []string            // paths written once (reads must always succeed)
 
@@ -37,22 +39,26 @@ type tierLoad struct {
 }
 
 func newTierLoad(c *Cluster, ns string) *tierLoad {
-	return &tierLoad{c: c, ns: ns, versions: map[string][][]byte{}, acked: map[string]int{}}
+	return &tierLoad{c: c, ns: ns, versions: map[string][][]byte{}, errs: map[string][]error{}, acked: map[string]int{}}
 }
 
 // put writes p and records the outcome.
 func (l *tierLoad) put(ctx context.Context, p string, data []byte) error {
 	l.mu.Lock()
 	l.versions[p] = append(l.versions[p], data)
+	l.errs[p] = append(l.errs[p], errors.New("in flight"))
 	i := len(l.versions[p]) - 1
 	l.mu.Unlock()
 	_, err := l.c.Client.Put(ctx, l.ns, p, bytes.NewReader(data), client.PutOptions{SizeHint: int64(len(data))})
+	l.mu.Lock()
+	l.errs[p][i] = err
 	if err == nil {
-		l.mu.Lock()
 		if cur, ok := l.acked[p]; !ok || i > cur {
 			l.acked[p] = i
 		}
-		l.mu.Unlock()
+	}
+	l.mu.Unlock()
+	if err == nil {
 		l.writes.Add(1)
 	}
 	return err
@@ -178,7 +184,11 @@ func (l *tierLoad) verify(t *testing.T) {
 		if !match {
 			bad++
 			if bad <= 5 {
-				t.Errorf("%s: %d bytes, err %v: not the last acknowledged write (or a later one)", p, len(got), err)
+				// How the writes from the last acknowledged one on ended
+				// tells a lost acknowledged write from a failed one that
+				// applied.
+				t.Errorf("%s: %d bytes, err %v: not the last acknowledged write (or a later one); writes %d.. of %d ended: %v",
+					p, len(got), err, i, len(vs), l.errs[p][i:])
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cairn/client"
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -427,6 +428,13 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			break
 		}
 		done(0)
+		// Only a refusal says meta applied nothing: after any other
+		// failure (the answer lost, meta gone mid-commit) the commit may
+		// stand, and discarding its needles would lose the file
+		// (client.Refused). Those needles are then leaked, never lost.
+		if !client.Refused(err) {
+			return false, err
+		}
 		n.m.cl.Discard(packed)
 		packed = nil
 		if errors.Is(errors.Precondition, err) && !n.f.creating && attempt < 8 {

@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"cairn/client"
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -160,7 +161,9 @@ func (n *node) appendData(ctx context.Context, data []byte) error {
 	a, err := n.m.meta.Append(ctx, &metapb.AppendRequest{Ns: n.ns, Path: p, Extents: exts, OpenIno: ino})
 	if err != nil {
 		done(0)
-		n.m.cl.Discard(exts)
+		if client.Refused(err) { // otherwise it may have applied (file.go flush)
+			n.m.cl.Discard(exts)
+		}
 		return err
 	}
 	defer done(a.Seq)

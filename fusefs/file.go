@@ -143,8 +143,9 @@ func (n *node) base(ctx context.Context) (base, error) { return n.baseBy(ctx, fa
 // looks it up again), not through an open descriptor's inode number.
 func (n *node) baseBy(ctx context.Context, byPath bool) (base, error) {
 	for attempt := 0; ; attempt++ {
+		ahead := n.localAhead(ctx)
 		n.mu.Lock()
-		if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
+		if n.f.extsOK && (n.vouched() || ahead) {
 			defer n.mu.Unlock()
 			return base{n.f.exts, n.attr, n.f.commit}, nil
 		}
@@ -420,7 +421,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		if !n.f.creating {
 			req.IfMatch = tag
 		}
-		epoch = n.m.sess.epoch()
+		epoch = n.answerEpoch(ctx)
 		done = n.m.sess.mutating(n.ns, p)
 		na, err = n.m.meta.Commit(ctx, req)
 		if err == nil {

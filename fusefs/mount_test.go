@@ -386,7 +386,31 @@ func TestConcurrentWritersTwoMounts(t *testing.T) {
 	}
 	ga, gb := readFile(t, filepath.Join(a, "shared")), readFile(t, filepath.Join(b, "shared"))
 	if ga != gb || len(ga) != 4*4096 {
-		t.Fatalf("mounts disagree after the last close: %d vs %d bytes, equal=%v", len(ga), len(gb), ga == gb)
+		// Say which mount is wrong, in which writer's range, against the
+		// store's own view (which recalls both mounts first).
+		var want bytes.Buffer
+		st, err := srv.Client().StatFresh(t.Context(), "data", "shared")
+		if err == nil {
+			_, err = srv.Client().ReadTo(t.Context(), st, 0, st.Size(), &want)
+		}
+		if err != nil {
+			t.Fatalf("mounts disagree after the last close (%d vs %d bytes), and the store's view: %v", len(ga), len(gb), err)
+		}
+		for _, m := range []struct{ name, got string }{{"A", ga}, {"B", gb}} {
+			for w := range 4 {
+				lo, hi := w*4096, (w+1)*4096
+				if hi > len(m.got) || hi > want.Len() || m.got[lo:hi] != want.String()[lo:hi] {
+					t.Errorf("mount %s, writer %d's range (mount %s's): %s, the store: %s", m.name, w, []string{"A", "B"}[w%2], rounds(m.got, lo, hi), rounds(want.String(), lo, hi))
+				}
+			}
+		}
+		// And whether the mounts agree with it once asked again.
+		for _, m := range []struct{ name, dir string }{{"A", a}, {"B", b}} {
+			if again := readFile(t, filepath.Join(m.dir, "shared")); again != want.String() {
+				t.Errorf("mount %s read again: still differs from the store", m.name)
+			}
+		}
+		t.Fatalf("mounts disagree after the last close: %d vs %d bytes, equal=%v (store: %d bytes, version %d)", len(ga), len(gb), ga == gb, want.Len(), st.Inode.Version)
 	}
 	// Each writer's range holds its last write: a commit lays only its own
 	// writes over the newest version, so no writer undoes another's.
@@ -396,4 +420,22 @@ func TestConcurrentWritersTwoMounts(t *testing.T) {
 			t.Errorf("writer %d's range holds %q..., want its last write %q...", w, got[:8], want[:8])
 		}
 	}
+}
+
+// rounds describes s[lo:hi] of TestConcurrentWritersTwoMounts's file as the
+// rounds whose byte fills it (writer w's round i writes byte w*31+i).
+func rounds(s string, lo, hi int) string {
+	if hi > len(s) {
+		return fmt.Sprintf("short (%d bytes)", len(s))
+	}
+	var out []string
+	for i := lo; i < hi; {
+		j := i
+		for j < hi && s[j] == s[i] {
+			j++
+		}
+		out = append(out, fmt.Sprintf("[%d,%d) w%d r%d", i, j, int(s[i])/31, int(s[i])%31))
+		i = j
+	}
+	return strings.Join(out, " ")
 }

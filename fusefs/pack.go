@@ -154,7 +154,9 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 	now := time.Now().UnixNano()
 	req := &metapb.CommitBatchRequest{Commits: make([]*metapb.CommitRequest, len(files))}
 	dones := make([]func(uint64), len(files))
+	epochs := make([]uint64, len(files))
 	for i, f := range files {
+		epochs[i] = f.r.n.answerEpoch(ctx) // n.mu held since the group was formed
 		a := f.r.n.attr
 		etag := emptyETag
 		if len(f.data) > 0 {
@@ -170,7 +172,6 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		}
 		dones[i] = p.w.m.sess.mutating(ns, f.path)
 	}
-	epoch := p.w.m.sess.epoch()
 	resp, err := p.w.m.meta.CommitBatch(ctx, req)
 	if err != nil {
 		for _, done := range dones {
@@ -186,7 +187,7 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		return
 	}
 	for i, f := range files {
-		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epoch)
+		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epochs[i])
 	}
 	release(true)
 	for i, f := range files {

@@ -556,6 +556,16 @@ func (n *node) settle(ctx context.Context) error {
 	if ctx.Value(inChainKey{}) != nil {
 		return nil
 	}
+	n.waitQueue()
+	n.wb.mu.Lock()
+	err := n.wb.err
+	n.wb.err = nil
+	n.wb.mu.Unlock()
+	return err
+}
+
+// waitQueue waits until n's queue is empty (not from inside the chain).
+func (n *node) waitQueue() {
 	n.m.wb.unpark(n)
 	n.wb.mu.Lock()
 	ch := n.wb.done
@@ -563,11 +573,6 @@ func (n *node) settle(ctx context.Context) error {
 	if ch != nil {
 		<-ch
 	}
-	n.wb.mu.Lock()
-	err := n.wb.err
-	n.wb.err = nil
-	n.wb.mu.Unlock()
-	return err
 }
 
 // busy reports whether n has queued work (its local state is ahead of meta).
@@ -609,6 +614,7 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 	if mtime == 0 {
 		mtime = a.MtimeNs // the create's time, which stat showed
 	}
+	epoch := n.answerEpoch(ctx)
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
 		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
@@ -619,7 +625,7 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 		return err
 	}
 	n.f.creating = false
-	n.setAttrLocked(na, n.m.sess.epoch())
+	n.setAttrLocked(na, epoch)
 	n.f.pageVersion = na.Version
 	defer n.tellParent(na)
 	done(na.Seq)

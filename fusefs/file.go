@@ -375,13 +375,13 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	// fail; the writes then go over the new version. Unconditionally, the
 	// old version's extents would be committed again, pointing at needles
 	// the newer commit had already given to the garbage collector.
-	base, tag := n.f.exts, n.attr.Etag
+	base, tag, over := n.f.exts, n.attr.Etag, n.attr.Version
 	refetch := func() error {
 		r, err := n.resolveExtents(ctx, p)
 		if err != nil {
 			return err
 		}
-		base, tag = r.Extents, r.Inode.Etag
+		base, tag, over = r.Extents, r.Inode.Etag, r.Inode.Version
 		size = max(int64(r.Inode.Size), dirtyEnd)
 		return nil
 	}
@@ -396,7 +396,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		merged []*metapb.Extent
 		packed []*metapb.Extent // needles of a compaction, committed or discarded
 		epoch  uint64
-		done   func(uint64)
+		done   func(uint64) bool
 	)
 	for attempt := 0; ; attempt++ {
 		// Holes stay holes (sparse): meta keeps gaps between extents
@@ -440,8 +440,15 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		n.m.cl.Discard(upd)
 		return false, err
 	}
-	defer func() { done(na.Seq) }()
-	na = n.committed(na, merged, epoch)
+	seq := na.Seq
+	na = n.committed(na, merged, epoch, over)
+	if done(seq) {
+		// Another client changed the file after this commit, and its
+		// call may have returned already: the record just installed is
+		// not the newest, and the event saying so is applied a moment
+		// later (not under n.mu, which is held here).
+		n.valid = false
+	}
 	defer n.tellParent(na) // after n.mu is released
 	return true, nil
 }

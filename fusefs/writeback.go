@@ -582,6 +582,27 @@ func (n *node) busy() bool {
 	return n.wb.done != nil
 }
 
+// sessionUp starts a new announced state for a session that meta knows
+// afresh (a new stream, or meta's reset): meta keeps a mount's dirty epoch
+// with the session's stream, and a new one starts clean there, so meta no
+// longer knew this mount was dirty while the mount, still in its epoch
+// with the path noticed, announced none of its later closes either. Other
+// mounts' reads then ran without recalling it and missed writes whose
+// close had returned (TestConcurrentWritersTwoMounts, after the session
+// was cut under load: a mount showed the other's writers' older rounds).
+// The next queued change announces a new epoch (and its path) again, and
+// what was queued before is committed now: meta could not recall it.
+func (w *writeBehind) sessionUp() {
+	w.mu.Lock()
+	w.dirty = false
+	clear(w.noticed)
+	queued := w.pending > 0
+	w.mu.Unlock()
+	if queued {
+		go w.drain()
+	}
+}
+
 // drain waits until everything queued is committed and returns the dirty
 // epoch that covers; meta's recall is answered with it.
 func (w *writeBehind) drain() uint64 {

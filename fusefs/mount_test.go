@@ -439,3 +439,73 @@ func rounds(s string, lo, hi int) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestDirtyAcrossSessionCut: a mount whose session stream is cut while it
+// has a path announced dirty announces its next close again on the new
+// stream. Meta keeps a mount's dirty epoch with the stream, so a new one
+// starts clean there; the mount, still in its epoch with the path
+// noticed, once went on answering closes that no other mount's read
+// recalled (TestConcurrentWritersTwoMounts read older rounds through the
+// other mount after a stall had cut a session).
+func TestDirtyAcrossSessionCut(t *testing.T) {
+	srv := store(t)
+	a, ma := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	stop := watchdog(t, 60*time.Second, a, b)
+	defer stop()
+	fa, fb := filepath.Join(a, "f"), filepath.Join(b, "f")
+	must(t, os.WriteFile(fa, []byte("0000"), 0o644))
+	if got := readFile(t, fb); got != "0000" {
+		t.Fatalf("b read %q, want 0000", got)
+	}
+	overwrite := func(s string) {
+		f, err := os.OpenFile(fa, os.O_WRONLY, 0)
+		must(t, err)
+		_, err = f.WriteAt([]byte(s), 0)
+		must(t, err)
+		must(t, f.Close())
+	}
+	overwrite("1111") // a dirty, f announced in its epoch
+
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	resets := ma.Stats().Op("session-reset").Calls.Load()
+	fusefs.CutSession(ma)
+	// One reset when the stream ends, one at the new stream's first event.
+	for ma.Stats().Op("session-reset").Calls.Load() < resets+2 || !ma.Live() {
+		select {
+		case <-deadline:
+			t.Fatal("the session did not come back")
+		case <-tick.C:
+		}
+	}
+
+	release := fusefs.HoldWriteBehind(ma)
+	overwrite("2222") // answered; its commit is held
+	recalls := ma.Stats().Op("recall").Calls.Load()
+	got := make(chan string, 1)
+	go func() {
+		b, err := os.ReadFile(fb)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- string(b)
+	}()
+	// b's read must recall a (whose commit is held) before it answers.
+	for ma.Stats().Op("recall").Calls.Load() == recalls {
+		select {
+		case v := <-got:
+			release()
+			t.Fatalf("b read %q without recalling a, whose close of 2222 had returned", v)
+		case <-deadline:
+			release()
+			t.Fatal("b's read neither recalled a nor answered")
+		case <-tick.C:
+		}
+	}
+	release()
+	if v := <-got; v != "2222" {
+		t.Errorf("b read %q after a's close of 2222", v)
+	}
+}

@@ -228,6 +228,7 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		}
 		s.heard.Store(time.Now().UnixNano())
 		if ev.MountFlush {
+			s.m.stats.Op("recall").Calls.Add(1) // shown in .cairn-stats: each waits for this mount's queue
 			// Another client is about to look: commit everything left
 			// behind, then say so (not on this goroutine, which must keep
 			// acknowledging the events those commits cause elsewhere).

@@ -305,8 +305,8 @@ func (n *node) commitMkdir(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	a := n.attr
+	epoch := n.answerEpoch(ctx)
 	n.mu.Unlock()
-	epoch := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Mkdir(context.WithValue(ctx, mkdirKey{}, true), &metapb.MkdirRequest{
 		Ns: n.ns, Path: p, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid, Ino: a.Ino, NoSyncWait: true,

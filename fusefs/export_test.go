@@ -38,3 +38,13 @@ func DiskCacheFailures(m *Mount) (errs int64, off bool) {
 	}
 	return m.blocks.disk.failures()
 }
+
+// CutSession ends m's session stream from the mount's side, as a stall
+// that outlasts half a lease does; the mount then opens a new one.
+func CutSession(m *Mount) {
+	m.sess.sendMu.Lock()
+	defer m.sess.sendMu.Unlock()
+	if m.sess.out != nil {
+		m.sess.out.CloseSend()
+	}
+}

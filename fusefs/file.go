@@ -144,8 +144,9 @@ func (n *node) base(ctx context.Context) (base, error) { return n.baseBy(ctx, fa
 // looks it up again), not through an open descriptor's inode number.
 func (n *node) baseBy(ctx context.Context, byPath bool) (base, error) {
 	for attempt := 0; ; attempt++ {
+		ahead := n.localAhead(ctx)
 		n.mu.Lock()
-		if n.f.extsOK && (n.valid && n.gen == n.m.sess.generation() && n.m.sess.live() || n.busy()) {
+		if n.f.extsOK && (n.vouched() || ahead) {
 			defer n.mu.Unlock()
 			return base{n.f.exts, n.attr, n.f.commit}, nil
 		}
@@ -375,13 +376,13 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	// fail; the writes then go over the new version. Unconditionally, the
 	// old version's extents would be committed again, pointing at needles
 	// the newer commit had already given to the garbage collector.
-	base, tag := n.f.exts, n.attr.Etag
+	base, tag, over := n.f.exts, n.attr.Etag, n.attr.Version
 	refetch := func() error {
 		r, err := n.resolveExtents(ctx, p)
 		if err != nil {
 			return err
 		}
-		base, tag = r.Extents, r.Inode.Etag
+		base, tag, over = r.Extents, r.Inode.Etag, r.Inode.Version
 		size = max(int64(r.Inode.Size), dirtyEnd)
 		return nil
 	}
@@ -396,7 +397,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		merged []*metapb.Extent
 		packed []*metapb.Extent // needles of a compaction, committed or discarded
 		epoch  uint64
-		done   func(uint64)
+		done   func(uint64) bool
 	)
 	for attempt := 0; ; attempt++ {
 		// Holes stay holes (sparse): meta keeps gaps between extents
@@ -421,7 +422,7 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		if !n.f.creating {
 			req.IfMatch = tag
 		}
-		epoch = n.m.sess.epoch()
+		epoch = n.answerEpoch(ctx)
 		done = n.m.sess.mutating(n.ns, p)
 		na, err = n.m.meta.Commit(ctx, req)
 		if err == nil {
@@ -447,8 +448,15 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 		n.m.cl.Discard(upd)
 		return false, err
 	}
-	defer func() { done(na.Seq) }()
-	na = n.committed(na, merged, epoch)
+	seq := na.Seq
+	na = n.committed(na, merged, epoch, over)
+	if done(seq) {
+		// Another client changed the file after this commit, and its
+		// call may have returned already: the record just installed is
+		// not the newest, and the event saying so is applied a moment
+		// later (not under n.mu, which is held here).
+		n.valid = false
+	}
 	defer n.tellParent(na) // after n.mu is released
 	return true, nil
 }

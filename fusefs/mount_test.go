@@ -386,7 +386,31 @@ func TestConcurrentWritersTwoMounts(t *testing.T) {
 	}
 	ga, gb := readFile(t, filepath.Join(a, "shared")), readFile(t, filepath.Join(b, "shared"))
 	if ga != gb || len(ga) != 4*4096 {
-		t.Fatalf("mounts disagree after the last close: %d vs %d bytes, equal=%v", len(ga), len(gb), ga == gb)
+		// Say which mount is wrong, in which writer's range, against the
+		// store's own view (which recalls both mounts first).
+		var want bytes.Buffer
+		st, err := srv.Client().StatFresh(t.Context(), "data", "shared")
+		if err == nil {
+			_, err = srv.Client().ReadTo(t.Context(), st, 0, st.Size(), &want)
+		}
+		if err != nil {
+			t.Fatalf("mounts disagree after the last close (%d vs %d bytes), and the store's view: %v", len(ga), len(gb), err)
+		}
+		for _, m := range []struct{ name, got string }{{"A", ga}, {"B", gb}} {
+			for w := range 4 {
+				lo, hi := w*4096, (w+1)*4096
+				if hi > len(m.got) || hi > want.Len() || m.got[lo:hi] != want.String()[lo:hi] {
+					t.Errorf("mount %s, writer %d's range (mount %s's): %s, the store: %s", m.name, w, []string{"A", "B"}[w%2], rounds(m.got, lo, hi), rounds(want.String(), lo, hi))
+				}
+			}
+		}
+		// And whether the mounts agree with it once asked again.
+		for _, m := range []struct{ name, dir string }{{"A", a}, {"B", b}} {
+			if again := readFile(t, filepath.Join(m.dir, "shared")); again != want.String() {
+				t.Errorf("mount %s read again: still differs from the store", m.name)
+			}
+		}
+		t.Fatalf("mounts disagree after the last close: %d vs %d bytes, equal=%v (store: %d bytes, version %d)", len(ga), len(gb), ga == gb, want.Len(), st.Inode.Version)
 	}
 	// Each writer's range holds its last write: a commit lays only its own
 	// writes over the newest version, so no writer undoes another's.
@@ -395,5 +419,93 @@ func TestConcurrentWritersTwoMounts(t *testing.T) {
 		if got := ga[w*4096 : (w+1)*4096]; got != want {
 			t.Errorf("writer %d's range holds %q..., want its last write %q...", w, got[:8], want[:8])
 		}
+	}
+}
+
+// rounds describes s[lo:hi] of TestConcurrentWritersTwoMounts's file as the
+// rounds whose byte fills it (writer w's round i writes byte w*31+i).
+func rounds(s string, lo, hi int) string {
+	if hi > len(s) {
+		return fmt.Sprintf("short (%d bytes)", len(s))
+	}
+	var out []string
+	for i := lo; i < hi; {
+		j := i
+		for j < hi && s[j] == s[i] {
+			j++
+		}
+		out = append(out, fmt.Sprintf("[%d,%d) w%d r%d", i, j, int(s[i])/31, int(s[i])%31))
+		i = j
+	}
+	return strings.Join(out, " ")
+}
+
+// TestDirtyAcrossSessionCut: a mount whose session stream is cut while it
+// has a path announced dirty announces its next close again on the new
+// stream. Meta keeps a mount's dirty epoch with the stream, so a new one
+// starts clean there; the mount, still in its epoch with the path
+// noticed, once went on answering closes that no other mount's read
+// recalled (TestConcurrentWritersTwoMounts read older rounds through the
+// other mount after a stall had cut a session).
+func TestDirtyAcrossSessionCut(t *testing.T) {
+	srv := store(t)
+	a, ma := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	stop := watchdog(t, 60*time.Second, a, b)
+	defer stop()
+	fa, fb := filepath.Join(a, "f"), filepath.Join(b, "f")
+	must(t, os.WriteFile(fa, []byte("0000"), 0o644))
+	if got := readFile(t, fb); got != "0000" {
+		t.Fatalf("b read %q, want 0000", got)
+	}
+	overwrite := func(s string) {
+		f, err := os.OpenFile(fa, os.O_WRONLY, 0)
+		must(t, err)
+		_, err = f.WriteAt([]byte(s), 0)
+		must(t, err)
+		must(t, f.Close())
+	}
+	overwrite("1111") // a dirty, f announced in its epoch
+
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	resets := ma.Stats().Op("session-reset").Calls.Load()
+	fusefs.CutSession(ma)
+	// One reset when the stream ends, one at the new stream's first event.
+	for ma.Stats().Op("session-reset").Calls.Load() < resets+2 || !ma.Live() {
+		select {
+		case <-deadline:
+			t.Fatal("the session did not come back")
+		case <-tick.C:
+		}
+	}
+
+	release := fusefs.HoldWriteBehind(ma)
+	overwrite("2222") // answered; its commit is held
+	recalls := ma.Stats().Op("recall").Calls.Load()
+	got := make(chan string, 1)
+	go func() {
+		b, err := os.ReadFile(fb)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- string(b)
+	}()
+	// b's read must recall a (whose commit is held) before it answers.
+	for ma.Stats().Op("recall").Calls.Load() == recalls {
+		select {
+		case v := <-got:
+			release()
+			t.Fatalf("b read %q without recalling a, whose close of 2222 had returned", v)
+		case <-deadline:
+			release()
+			t.Fatal("b's read neither recalled a nor answered")
+		case <-tick.C:
+		}
+	}
+	release()
+	if v := <-got; v != "2222" {
+		t.Errorf("b read %q after a's close of 2222", v)
 	}
 }

@@ -137,6 +137,54 @@ func (n *node) cached() *metapb.Inode {
 	return nil
 }
 
+// unvouched is an epoch the session never reaches: a record set with it
+// is kept but not trusted (setAttrLocked).
+const unvouched = ^uint64(0)
+
+// answerEpoch returns the epoch to record the answer of a call about n,
+// made with ctx and starting now, with (n.mu held). A write-behind commit
+// (chainContext: meta's DrainHeader) is served without recalling the other
+// mounts, so its answer does not hold what another mount closed and has
+// not committed yet. The notice of that close (MountDirty) already made n
+// invalid here, once per path and dirty epoch of the other mount, and
+// such an answer must not make n valid again: it did, and a read on this
+// mount after every writer's close had returned used the commit's extents
+// without asking meta, which would have recalled the other mount first
+// (TestConcurrentWritersTwoMounts: the other mount's writers' ranges held
+// older rounds). So it keeps n as valid as it was.
+func (n *node) answerEpoch(ctx context.Context) uint64 {
+	if ctx.Value(inChainKey{}) != nil && !n.vouched() {
+		return unvouched
+	}
+	return n.m.sess.epoch()
+}
+
+// vouched reports whether the session vouches for n's record (n.mu held).
+func (n *node) vouched() bool {
+	return n.valid && n.gen == n.m.sess.generation() && n.m.sess.live()
+}
+
+// localAhead reports whether n's own record answers although the session
+// does not vouch for it, because work of this mount is queued for it:
+// then the local record is newer than meta's (a create meta does not
+// have yet, writes not committed yet). Not when another mount's change
+// made it invalid while the session is live: the other mount may have
+// closed writes of its own, which only meta's recall brings, so the
+// caller settles this mount's queue and asks meta. The write-behind
+// chain itself keeps using the local record (it lays its writes over the
+// newest version with a conditional commit anyway).
+func (n *node) localAhead(ctx context.Context) bool {
+	if !n.busy() {
+		return false
+	}
+	if ctx.Value(inChainKey{}) != nil || !n.m.sess.live() {
+		return true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gen != n.m.sess.generation() // a reset: meta may not have it yet
+}
+
 // setAttr records an inode record fetched or returned by a call that
 // started at session epoch ep: it is trusted only if no event came since.
 func (n *node) setAttr(ino *metapb.Inode, ep uint64) {
@@ -192,13 +240,16 @@ func (n *node) stat(ctx context.Context) (*metapb.Inode, error) {
 	if a := n.cached(); a != nil {
 		return a, nil
 	}
-	if n.busy() {
+	if n.localAhead(ctx) {
 		// Changes of this mount are queued for meta: the local record is
 		// the newer one.
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		return n.attr, nil
 	}
+	// This mount's queued commits first: meta's record is older until
+	// they land (an error is left for the next close or fsync).
+	n.waitQueue()
 	p, err := n.path()
 	if err == syscall.ESTALE {
 		// No longer reachable by a name (replaced while being opened):

@@ -153,8 +153,10 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 	}
 	now := time.Now().UnixNano()
 	req := &metapb.CommitBatchRequest{Commits: make([]*metapb.CommitRequest, len(files))}
-	dones := make([]func(uint64), len(files))
+	dones := make([]func(uint64) bool, len(files))
+	epochs := make([]uint64, len(files))
 	for i, f := range files {
+		epochs[i] = f.r.n.answerEpoch(ctx) // n.mu held since the group was formed
 		a := f.r.n.attr
 		etag := emptyETag
 		if len(f.data) > 0 {
@@ -170,7 +172,6 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		}
 		dones[i] = p.w.m.sess.mutating(ns, f.path)
 	}
-	epoch := p.w.m.sess.epoch()
 	resp, err := p.w.m.meta.CommitBatch(ctx, req)
 	if err != nil {
 		for _, done := range dones {
@@ -186,7 +187,7 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		return
 	}
 	for i, f := range files {
-		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epoch)
+		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epochs[i], f.r.n.attr.Version)
 	}
 	release(true)
 	for i, f := range files {
@@ -221,14 +222,21 @@ func (n *node) packable() ([]byte, bool) {
 
 // committed installs the answer to a commit of all of n's unflushed
 // writes (n.mu held), as flushAt does.
-func (n *node) committed(na *metapb.Inode, exts []*metapb.Extent, epoch uint64) *metapb.Inode {
+func (n *node) committed(na *metapb.Inode, exts []*metapb.Extent, epoch, over uint64) *metapb.Inode {
 	na = n.keepQueued(na)
+	// The kernel's pages are the new version's only if they were the
+	// version the writes were laid over (the writes went through them): a
+	// commit that had to go over another mount's newer version leaves
+	// pages of the older one in the other ranges, which the next open
+	// must drop, not keep.
+	if n.f.creating || n.f.pageVersion == over {
+		n.f.pageVersion = na.Version
+	}
 	n.f.creating = false
 	n.setAttrLocked(na, epoch)
 	n.f.exts, n.f.extsOK = exts, true
 	n.f.dirty, n.f.nDirty, n.f.sized = nil, 0, false
 	n.f.commit++
-	n.f.pageVersion = na.Version
 	return na
 }
 

@@ -73,8 +73,12 @@ func (s *session) epoch() uint64      { return s.ep.Load() }
 func ownKey(ns, p string) string { return ns + "\x00" + p }
 
 // mutating registers this mount's change of paths in ns; done(seq), with
-// the reply's sequence (0: unknown), releases them.
-func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
+// the reply's sequence (0: unknown), releases them. It reports whether
+// another client's change of them came after this one: its event was
+// acknowledged while held here and is applied on another goroutine, so a
+// caller still holding the node's lock must not trust the reply it just
+// recorded (that client's call may already have returned).
+func (s *session) mutating(ns string, paths ...string) (done func(seq uint64) (later bool)) {
 	s.mu.Lock()
 	for _, p := range paths {
 		o := s.own[ownKey(ns, p)]
@@ -85,7 +89,7 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 		o.n++
 	}
 	s.mu.Unlock()
-	return func(seq uint64) {
+	return func(seq uint64) bool {
 		var later []*metapb.Event
 		s.mu.Lock()
 		for _, p := range paths {
@@ -109,7 +113,7 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 		}
 		s.mu.Unlock()
 		if len(later) == 0 {
-			return
+			return false
 		}
 		// Applied on another goroutine: callers release their paths while
 		// holding node locks (a flush answers under node.mu), and applying
@@ -124,6 +128,7 @@ func (s *session) mutating(ns string, paths ...string) (done func(seq uint64)) {
 				s.apply(e, false)
 			}
 		}()
+		return true
 	}
 }
 
@@ -223,6 +228,7 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		}
 		s.heard.Store(time.Now().UnixNano())
 		if ev.MountFlush {
+			s.m.stats.Op("recall").Calls.Add(1) // shown in .cairn-stats: each waits for this mount's queue
 			// Another client is about to look: commit everything left
 			// behind, then say so (not on this goroutine, which must keep
 			// acknowledging the events those commits cause elsewhere).
@@ -252,6 +258,11 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		gap := *last != 0 && ev.Seq != *last+1 && !ev.Reset_
 		if first || ev.Reset_ || gap {
 			s.reset()
+			if first || ev.Reset_ {
+				// Meta holds this mount's dirty epoch with the session
+				// it had: a new one starts clean there.
+				s.m.wb.sessionUp()
+			}
 			first = false
 			s.up.Store(true)
 		}

@@ -556,13 +556,7 @@ func (n *node) settle(ctx context.Context) error {
 	if ctx.Value(inChainKey{}) != nil {
 		return nil
 	}
-	n.m.wb.unpark(n)
-	n.wb.mu.Lock()
-	ch := n.wb.done
-	n.wb.mu.Unlock()
-	if ch != nil {
-		<-ch
-	}
+	n.waitQueue()
 	n.wb.mu.Lock()
 	err := n.wb.err
 	n.wb.err = nil
@@ -570,11 +564,43 @@ func (n *node) settle(ctx context.Context) error {
 	return err
 }
 
+// waitQueue waits until n's queue is empty (not from inside the chain).
+func (n *node) waitQueue() {
+	n.m.wb.unpark(n)
+	n.wb.mu.Lock()
+	ch := n.wb.done
+	n.wb.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
 // busy reports whether n has queued work (its local state is ahead of meta).
 func (n *node) busy() bool {
 	n.wb.mu.Lock()
 	defer n.wb.mu.Unlock()
 	return n.wb.done != nil
+}
+
+// sessionUp starts a new announced state for a session that meta knows
+// afresh (a new stream, or meta's reset): meta keeps a mount's dirty epoch
+// with the session's stream, and a new one starts clean there, so meta no
+// longer knew this mount was dirty while the mount, still in its epoch
+// with the path noticed, announced none of its later closes either. Other
+// mounts' reads then ran without recalling it and missed writes whose
+// close had returned (TestConcurrentWritersTwoMounts, after the session
+// was cut under load: a mount showed the other's writers' older rounds).
+// The next queued change announces a new epoch (and its path) again, and
+// what was queued before is committed now: meta could not recall it.
+func (w *writeBehind) sessionUp() {
+	w.mu.Lock()
+	w.dirty = false
+	clear(w.noticed)
+	queued := w.pending > 0
+	w.mu.Unlock()
+	if queued {
+		go w.drain()
+	}
 }
 
 // drain waits until everything queued is committed and returns the dirty
@@ -609,6 +635,7 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 	if mtime == 0 {
 		mtime = a.MtimeNs // the create's time, which stat showed
 	}
+	epoch := n.answerEpoch(ctx)
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
 		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
@@ -619,7 +646,7 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 		return err
 	}
 	n.f.creating = false
-	n.setAttrLocked(na, n.m.sess.epoch())
+	n.setAttrLocked(na, epoch)
 	n.f.pageVersion = na.Version
 	defer n.tellParent(na)
 	done(na.Seq)

@@ -23,13 +23,14 @@ import (
 // writes are committed, so whoever takes it next (on any mount) reads
 // them.
 //
-// The kernel does not tell a FUSE file system which lock owner closes a
-// file (go-fuse passes no owner to Flush and Release), so the locks taken
-// through a handle are recorded on it: a flush of the handle (a close)
-// releases its POSIX locks, the release of the handle (the last close of
-// the open file) its flock locks too. A process that locks through one
-// descriptor and closes another descriptor of the same file keeps its
-// locks until the first is closed.
+// A close (a flush) releases the POSIX locks of the lock owner that
+// closes, on every handle of the file, as close(2) does; the release of a
+// handle (the last close of the open file) releases every lock taken
+// through it, flock locks too. The kernel names the owner in the flush,
+// but go-fuse does not pass it on to Flush, so the mount reads it from
+// the raw request (flushOwners). Before, a flush released every POSIX lock
+// of its handle whoever closed: a process that forked and exec'd (the
+// child closes its inherited close-on-exec descriptors) lost its locks.
 
 var (
 	_ fs.NodeGetlker  = (*node)(nil)
@@ -232,9 +233,97 @@ func (h *heldLocks) all() []*metapb.MountLockRequest {
 	return out
 }
 
+// flushOwners wraps the kernel side of the mount to learn the lock owner
+// of each flush, which go-fuse's Flush does not pass on: by the thread
+// that closes (a thread is in one close at a time), while the flush runs.
+type flushOwners struct {
+	fuse.RawFileSystem
+	mu     sync.Mutex
+	owners map[uint32]uint64 // the closing thread -> the lock owner
+}
+
+func (f *flushOwners) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	f.mu.Lock()
+	if f.owners == nil {
+		f.owners = map[uint32]uint64{}
+	}
+	f.owners[in.Caller.Pid] = in.LockOwner
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.owners, in.Caller.Pid)
+		f.mu.Unlock()
+	}()
+	return f.RawFileSystem.Flush(cancel, in)
+}
+
+// closing returns the lock owner of the flush ctx serves.
+func (f *flushOwners) closing(ctx context.Context) (uint64, bool) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return 0, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.owners[c.Pid]
+	return o, ok
+}
+
+// serve mounts root as fs.Mount does, with the flush owners wrapped in.
+func (m *Mount) serve(root fs.InodeEmbedder, opts *fs.Options) (*fuse.Server, error) {
+	m.flushes.RawFileSystem = fs.NewNodeFS(root, opts)
+	srv, err := fuse.NewServer(&m.flushes, m.cfg.Mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// flushLocks releases, at a close, the POSIX locks of the owner closing
+// on h's file (see above). Only an owner that holds one costs a call.
+func (h *handle) flushLocks(ctx context.Context, owner uint64) {
+	n := h.n
+	if !n.m.locks.holds(n.ns, n.StableAttr().Ino, owner) {
+		return
+	}
+	h.locks.mu.Lock()
+	if fl, ok := h.locks.owners[owner]; ok && !fl {
+		delete(h.locks.owners, owner)
+	}
+	h.locks.mu.Unlock()
+	lk := &fuse.FileLock{Start: 0, End: 1<<63 - 1, Typ: syscall.F_UNLCK}
+	if e := n.setLock(ctx, h, n.lockRequest(h, owner, lk, 0)); e != 0 {
+		n.m.log.Warn("mount: releasing a lock at close failed", "ino", n.StableAttr().Ino, "err", e)
+	}
+}
+
+// holds reports whether owner (any, if 0) holds a POSIX lock on ns/ino
+// here.
+func (h *heldLocks) holds(ns string, ino, owner uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.files[heldFile{ns, ino}] {
+		if (owner == 0 || l.Owner == owner) && !l.Flock {
+			return true
+		}
+	}
+	return false
+}
+
 // dropLocks releases the locks taken through h: its POSIX locks at a
-// close (flush), and its flock locks too at the last close (release).
+// close (flush) whose owner the mount could not learn, and every lock
+// taken through it at the last close (release).
 func (h *handle) dropLocks(ctx context.Context, last bool) {
+	if !last {
+		if owner, ok := h.n.m.flushes.closing(ctx); ok {
+			h.flushLocks(ctx, owner)
+			return
+		}
+	}
 	h.locks.mu.Lock()
 	var owners []uint64
 	var flocks []bool

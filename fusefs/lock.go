@@ -101,15 +101,14 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		ctx, cancel = context.WithTimeout(ctx, 365*24*time.Hour)
 		defer cancel()
 	}
-	r, err := n.lockCall(ctx, req)
-	if err != nil {
-		return errno(err)
+	if req.Type == syscall.F_UNLCK {
+		if _, err := n.lockCall(ctx, req); err != nil {
+			return errno(err)
+		}
+		return 0
 	}
-	if !r.Granted {
-		return syscall.EAGAIN
-	}
-	if req.Type != syscall.F_UNLCK {
-		n.m.locks.set(req)
+	if e := n.takeLock(ctx, req); e != 0 {
+		return e
 	}
 	if h, ok := f.(*handle); ok && req.Type != syscall.F_UNLCK {
 		h.locks.mu.Lock()
@@ -120,6 +119,55 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		h.locks.mu.Unlock()
 	}
 	return 0
+}
+
+// takeLock asks meta for req and records the grant, so that the mount's
+// session hands it to a new meta leader. A session reopened between
+// meta's answer and the record sent its locks without this one (the
+// answer may even be a former leader's): then the same request goes again
+// (meta takes a lock again by the same owner as a replace), until an
+// answer lands with no reopening in between, so the grant the kernel gets
+// is one the leader of the session's locks knows. If the ask again is
+// refused, the owner's locks over the range are put back as they were.
+func (n *node) takeLock(ctx context.Context, req *metapb.MountLockRequest) syscall.Errno {
+	hello := n.m.locks.hellos()
+	for {
+		r, err := n.lockCall(ctx, req)
+		if err == nil && !r.Granted {
+			err = errLockRefused
+		}
+		if err != nil {
+			return lockErrno(err)
+		}
+		prev, same := n.m.locks.grant(req, hello)
+		if same {
+			return 0
+		}
+		n.m.log.Info("mount: a lock was granted while the session reopened: asking its leader again", "ino", req.Ino)
+		hello = n.m.locks.hellos()
+		r, err = n.lockCall(ctx, req)
+		if err == nil && !r.Granted {
+			err = errLockRefused
+		}
+		if err != nil {
+			n.m.locks.restore(req, prev)
+			return lockErrno(err)
+		}
+		if n.m.locks.hellos() == hello {
+			return 0
+		}
+		// Reopened again meanwhile: once more.
+	}
+}
+
+// errLockRefused is a conflicting lock's answer, for takeLock.
+var errLockRefused = errors.E(errors.Op("fusefs.lock"), errors.Exist, "lock held by another owner")
+
+func lockErrno(err error) syscall.Errno {
+	if err == errLockRefused {
+		return syscall.EAGAIN
+	}
+	return errno(err)
 }
 
 // lockCall asks meta, riding through a meta restart or a change of
@@ -173,6 +221,50 @@ func (n *node) lockAttempt(ctx context.Context, req *metapb.MountLockRequest) (*
 type heldLocks struct {
 	mu    sync.Mutex
 	files map[heldFile][]*metapb.MountLockRequest
+	sent  uint64 // sessions' first messages made (all)
+}
+
+// hellos counts the sessions' first messages made so far.
+func (h *heldLocks) hellos() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent
+}
+
+// grant records a granted lock and reports whether no session's first
+// message was made since hello (a count from hellos) — if one was, it may
+// lack this lock. prev is what req's owner held over req's range before,
+// for restore.
+func (h *heldLocks) grant(req *metapb.MountLockRequest, hello uint64) (prev []*metapb.MountLockRequest, same bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start, end := req.Start, req.End
+	if req.Flock {
+		start, end = 0, math.MaxUint64
+	}
+	for _, l := range h.files[heldFile{req.Ns, req.Ino}] {
+		if l.Owner != req.Owner || l.Flock != req.Flock || l.End < start || l.Start > end {
+			continue
+		}
+		c := proto.Clone(l).(*metapb.MountLockRequest)
+		c.Start, c.End = max(c.Start, start), min(c.End, end)
+		prev = append(prev, c)
+	}
+	h.setLocked(req)
+	return prev, h.sent == hello
+}
+
+// restore puts back prev, what req's owner held over req's range before
+// a grant that did not hold.
+func (h *heldLocks) restore(req *metapb.MountLockRequest, prev []*metapb.MountLockRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	un := proto.Clone(req).(*metapb.MountLockRequest)
+	un.Type = syscall.F_UNLCK
+	h.setLocked(un)
+	for _, l := range prev {
+		h.setLocked(l)
+	}
 }
 
 type heldFile struct {
@@ -184,6 +276,10 @@ type heldFile struct {
 func (h *heldLocks) set(req *metapb.MountLockRequest) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.setLocked(req)
+}
+
+func (h *heldLocks) setLocked(req *metapb.MountLockRequest) {
 	if h.files == nil {
 		h.files = map[heldFile][]*metapb.MountLockRequest{}
 	}
@@ -222,10 +318,12 @@ func (h *heldLocks) set(req *metapb.MountLockRequest) {
 	}
 }
 
-// all returns every lock held, for a session's first message.
+// all returns every lock held, for a session's first message (counted:
+// a grant recorded after it is asked again, see takeLock).
 func (h *heldLocks) all() []*metapb.MountLockRequest {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.sent++
 	var out []*metapb.MountLockRequest
 	for _, ls := range h.files {
 		out = append(out, ls...)

@@ -212,6 +212,22 @@ func (n *node) dirChanged(at int64) {
 	n.mu.Unlock()
 }
 
+// renamed moves the cached ctime of n, which this mount just renamed, to
+// at, meta's: a rename changes the moved inode's ctime (as on ext4, which
+// pjdfstest's rename/22.t checks), and the kernel drops its cached
+// attributes after a rename and asks again, so n must not answer the
+// ctime from before. Only the ctime: a write that raced the rename keeps
+// the size it cached.
+func (n *node) renamed(at int64) {
+	n.mu.Lock()
+	if n.attr != nil && at > n.attr.CtimeNs {
+		a := proto.Clone(n.attr).(*metapb.Inode)
+		a.CtimeNs = at
+		n.attr = a
+	}
+	n.mu.Unlock()
+}
+
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx = n.m.begin(ctx, "mkdir")
 	defer end(ctx)
@@ -501,6 +517,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if held != nil {
 		req.HeldIno = held.StableAttr().Ino
 	}
+	var moved *node
+	if ch := n.GetChild(name); ch != nil {
+		moved, _ = ch.Operations().(*node)
+	}
 	done := n.m.sess.mutating(n.ns, from, to)
 	a, err := n.m.meta.Rename(ctx, req)
 	if err != nil {
@@ -508,6 +528,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return errno(err)
 	}
 	defer done(a.Seq)
+	if moved != nil && moved.StableAttr().Ino == a.Ino {
+		moved.renamed(a.CtimeNs)
+	}
 	n.removed(name)
 	np.added(newName, a)
 	np.dirChanged(a.CtimeNs)

@@ -122,7 +122,8 @@ type Mount struct {
 	nsRoot map[string]*node // namespace -> its root directory node
 	opened map[uint64]*node // files open here, by inode number (open.go)
 
-	locks heldLocks // the file locks meta granted here (lock.go)
+	locks   heldLocks   // the file locks meta granted here (lock.go)
+	flushes flushOwners // the lock owner of each flush in progress (lock.go)
 
 	// live holds the file nodes the kernel knows, by inode number, so
 	// that an event naming an inode (another mount's write to an open
@@ -212,7 +213,7 @@ func New(cfg Config) (*Mount, error) {
 		}
 		m.blocks.disk = d
 	}
-	srv, err := fs.Mount(cfg.Mountpoint, root, opts)
+	srv, err := m.serve(root, opts)
 	if err != nil {
 		if m.blocks.disk != nil {
 			m.blocks.disk.close()

@@ -86,12 +86,15 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	n.f.pageVersion = a.Version
 	n.mu.Unlock()
-	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY && !n.m.locks.holds(n.ns, n.StableAttr().Ino, 0) {
 		// Nothing to flush at the close of a read-only descriptor: the
 		// kernel skips the round trip (a quarter of a small file's
-		// open, read, close). Locks are released by their own unlock
-		// request, and a failed background commit is still reported by
-		// the next close of a writer or fsync.
+		// open, read, close). A failed background commit is still
+		// reported by the next close of a writer or fsync. Unless a
+		// POSIX lock is held on the file here: a close by its owner
+		// releases it (lock.go). (A lock taken after this open is
+		// released by its unlock, or by the close of another
+		// descriptor.)
 		fuseFlags |= fuse.FOPEN_NOFLUSH
 	}
 	return h, fuseFlags, 0

@@ -23,13 +23,14 @@ import (
 // writes are committed, so whoever takes it next (on any mount) reads
 // them.
 //
-// The kernel does not tell a FUSE file system which lock owner closes a
-// file (go-fuse passes no owner to Flush and Release), so the locks taken
-// through a handle are recorded on it: a flush of the handle (a close)
-// releases its POSIX locks, the release of the handle (the last close of
-// the open file) its flock locks too. A process that locks through one
-// descriptor and closes another descriptor of the same file keeps its
-// locks until the first is closed.
+// A close (a flush) releases the POSIX locks of the lock owner that
+// closes, on every handle of the file, as close(2) does; the release of a
+// handle (the last close of the open file) releases every lock taken
+// through it, flock locks too. The kernel names the owner in the flush,
+// but go-fuse does not pass it on to Flush, so the mount reads it from
+// the raw request (flushOwners). Before, a flush released every POSIX lock
+// of its handle whoever closed: a process that forked and exec'd (the
+// child closes its inherited close-on-exec descriptors) lost its locks.
 
 var (
 	_ fs.NodeGetlker  = (*node)(nil)
@@ -100,15 +101,14 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		ctx, cancel = context.WithTimeout(ctx, 365*24*time.Hour)
 		defer cancel()
 	}
-	r, err := n.lockCall(ctx, req)
-	if err != nil {
-		return errno(err)
+	if req.Type == syscall.F_UNLCK {
+		if _, err := n.lockCall(ctx, req); err != nil {
+			return errno(err)
+		}
+		return 0
 	}
-	if !r.Granted {
-		return syscall.EAGAIN
-	}
-	if req.Type != syscall.F_UNLCK {
-		n.m.locks.set(req)
+	if e := n.takeLock(ctx, req); e != 0 {
+		return e
 	}
 	if h, ok := f.(*handle); ok && req.Type != syscall.F_UNLCK {
 		h.locks.mu.Lock()
@@ -119,6 +119,55 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 		h.locks.mu.Unlock()
 	}
 	return 0
+}
+
+// takeLock asks meta for req and records the grant, so that the mount's
+// session hands it to a new meta leader. A session reopened between
+// meta's answer and the record sent its locks without this one (the
+// answer may even be a former leader's): then the same request goes again
+// (meta takes a lock again by the same owner as a replace), until an
+// answer lands with no reopening in between, so the grant the kernel gets
+// is one the leader of the session's locks knows. If the ask again is
+// refused, the owner's locks over the range are put back as they were.
+func (n *node) takeLock(ctx context.Context, req *metapb.MountLockRequest) syscall.Errno {
+	hello := n.m.locks.hellos()
+	for {
+		r, err := n.lockCall(ctx, req)
+		if err == nil && !r.Granted {
+			err = errLockRefused
+		}
+		if err != nil {
+			return lockErrno(err)
+		}
+		prev, same := n.m.locks.grant(req, hello)
+		if same {
+			return 0
+		}
+		n.m.log.Info("mount: a lock was granted while the session reopened: asking its leader again", "ino", req.Ino)
+		hello = n.m.locks.hellos()
+		r, err = n.lockCall(ctx, req)
+		if err == nil && !r.Granted {
+			err = errLockRefused
+		}
+		if err != nil {
+			n.m.locks.restore(req, prev)
+			return lockErrno(err)
+		}
+		if n.m.locks.hellos() == hello {
+			return 0
+		}
+		// Reopened again meanwhile: once more.
+	}
+}
+
+// errLockRefused is a conflicting lock's answer, for takeLock.
+var errLockRefused = errors.E(errors.Op("fusefs.lock"), errors.Exist, "lock held by another owner")
+
+func lockErrno(err error) syscall.Errno {
+	if err == errLockRefused {
+		return syscall.EAGAIN
+	}
+	return errno(err)
 }
 
 // lockCall asks meta, riding through a meta restart or a change of
@@ -179,6 +228,50 @@ func (n *node) lockAttempt(ctx context.Context, req *metapb.MountLockRequest) (*
 type heldLocks struct {
 	mu    sync.Mutex
 	files map[heldFile][]*metapb.MountLockRequest
+	sent  uint64 // sessions' first messages made (all)
+}
+
+// hellos counts the sessions' first messages made so far.
+func (h *heldLocks) hellos() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sent
+}
+
+// grant records a granted lock and reports whether no session's first
+// message was made since hello (a count from hellos) — if one was, it may
+// lack this lock. prev is what req's owner held over req's range before,
+// for restore.
+func (h *heldLocks) grant(req *metapb.MountLockRequest, hello uint64) (prev []*metapb.MountLockRequest, same bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start, end := req.Start, req.End
+	if req.Flock {
+		start, end = 0, math.MaxUint64
+	}
+	for _, l := range h.files[heldFile{req.Ns, req.Ino}] {
+		if l.Owner != req.Owner || l.Flock != req.Flock || l.End < start || l.Start > end {
+			continue
+		}
+		c := proto.Clone(l).(*metapb.MountLockRequest)
+		c.Start, c.End = max(c.Start, start), min(c.End, end)
+		prev = append(prev, c)
+	}
+	h.setLocked(req)
+	return prev, h.sent == hello
+}
+
+// restore puts back prev, what req's owner held over req's range before
+// a grant that did not hold.
+func (h *heldLocks) restore(req *metapb.MountLockRequest, prev []*metapb.MountLockRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	un := proto.Clone(req).(*metapb.MountLockRequest)
+	un.Type = syscall.F_UNLCK
+	h.setLocked(un)
+	for _, l := range prev {
+		h.setLocked(l)
+	}
 }
 
 type heldFile struct {
@@ -190,6 +283,10 @@ type heldFile struct {
 func (h *heldLocks) set(req *metapb.MountLockRequest) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.setLocked(req)
+}
+
+func (h *heldLocks) setLocked(req *metapb.MountLockRequest) {
 	if h.files == nil {
 		h.files = map[heldFile][]*metapb.MountLockRequest{}
 	}
@@ -228,10 +325,12 @@ func (h *heldLocks) set(req *metapb.MountLockRequest) {
 	}
 }
 
-// all returns every lock held, for a session's first message.
+// all returns every lock held, for a session's first message (counted:
+// a grant recorded after it is asked again, see takeLock).
 func (h *heldLocks) all() []*metapb.MountLockRequest {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.sent++
 	var out []*metapb.MountLockRequest
 	for _, ls := range h.files {
 		out = append(out, ls...)
@@ -239,9 +338,97 @@ func (h *heldLocks) all() []*metapb.MountLockRequest {
 	return out
 }
 
+// flushOwners wraps the kernel side of the mount to learn the lock owner
+// of each flush, which go-fuse's Flush does not pass on: by the thread
+// that closes (a thread is in one close at a time), while the flush runs.
+type flushOwners struct {
+	fuse.RawFileSystem
+	mu     sync.Mutex
+	owners map[uint32]uint64 // the closing thread -> the lock owner
+}
+
+func (f *flushOwners) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	f.mu.Lock()
+	if f.owners == nil {
+		f.owners = map[uint32]uint64{}
+	}
+	f.owners[in.Caller.Pid] = in.LockOwner
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.owners, in.Caller.Pid)
+		f.mu.Unlock()
+	}()
+	return f.RawFileSystem.Flush(cancel, in)
+}
+
+// closing returns the lock owner of the flush ctx serves.
+func (f *flushOwners) closing(ctx context.Context) (uint64, bool) {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return 0, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.owners[c.Pid]
+	return o, ok
+}
+
+// serve mounts root as fs.Mount does, with the flush owners wrapped in.
+func (m *Mount) serve(root fs.InodeEmbedder, opts *fs.Options) (*fuse.Server, error) {
+	m.flushes.RawFileSystem = fs.NewNodeFS(root, opts)
+	srv, err := fuse.NewServer(&m.flushes, m.cfg.Mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// flushLocks releases, at a close, the POSIX locks of the owner closing
+// on h's file (see above). Only an owner that holds one costs a call.
+func (h *handle) flushLocks(ctx context.Context, owner uint64) {
+	n := h.n
+	if !n.m.locks.holds(n.ns, n.StableAttr().Ino, owner) {
+		return
+	}
+	h.locks.mu.Lock()
+	if fl, ok := h.locks.owners[owner]; ok && !fl {
+		delete(h.locks.owners, owner)
+	}
+	h.locks.mu.Unlock()
+	lk := &fuse.FileLock{Start: 0, End: 1<<63 - 1, Typ: syscall.F_UNLCK}
+	if e := n.setLock(ctx, h, n.lockRequest(h, owner, lk, 0)); e != 0 {
+		n.m.log.Warn("mount: releasing a lock at close failed", "ino", n.StableAttr().Ino, "err", e)
+	}
+}
+
+// holds reports whether owner (any, if 0) holds a POSIX lock on ns/ino
+// here.
+func (h *heldLocks) holds(ns string, ino, owner uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.files[heldFile{ns, ino}] {
+		if (owner == 0 || l.Owner == owner) && !l.Flock {
+			return true
+		}
+	}
+	return false
+}
+
 // dropLocks releases the locks taken through h: its POSIX locks at a
-// close (flush), and its flock locks too at the last close (release).
+// close (flush) whose owner the mount could not learn, and every lock
+// taken through it at the last close (release).
 func (h *handle) dropLocks(ctx context.Context, last bool) {
+	if !last {
+		if owner, ok := h.n.m.flushes.closing(ctx); ok {
+			h.flushLocks(ctx, owner)
+			return
+		}
+	}
 	h.locks.mu.Lock()
 	var owners []uint64
 	var flocks []bool

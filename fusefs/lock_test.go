@@ -125,3 +125,46 @@ func TestSQLiteTwoMounts(t *testing.T) {
 		}
 	}
 }
+
+// TestLockCloseByOwner: a close releases the POSIX locks of the process
+// that closes, and only those, as close(2) does on a local disk. A child
+// that inherits the descriptor and closes it (here at exec: Go opens
+// files close-on-exec) takes nothing from its parent; another descriptor
+// of the file closed by the holder releases the holder's locks. Before,
+// any close of the locking descriptor released every POSIX lock taken
+// through it (go-fuse does not pass the flush's owner), so a process that
+// ran a command lost its locks; and a close of another descriptor
+// released nothing.
+func TestLockCloseByOwner(t *testing.T) {
+	srv := store(t)
+	a, _ := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 2*60e9, a, b)()
+	must(t, os.WriteFile(filepath.Join(a, "f"), []byte("locked file"), 0o644))
+	fa, err := os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0)
+	must(t, err)
+	defer fa.Close()
+	fb, err := os.OpenFile(filepath.Join(b, "f"), os.O_RDWR, 0)
+	must(t, err)
+	defer fb.Close()
+	wr := &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 0, Len: 100}
+	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, wr))
+	refused := func(what string) {
+		t.Helper()
+		err := syscall.FcntlFlock(fb.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 10, Len: 10})
+		if err != syscall.EAGAIN && err != syscall.EACCES {
+			t.Fatalf("B's lock %s, while A holds it: %v", what, err)
+		}
+	}
+	refused("before")
+	// A child inherits fa and closes it when it execs.
+	if out, err := exec.Command("true").CombinedOutput(); err != nil {
+		t.Fatalf("true: %v %s", err, out)
+	}
+	refused("after a child closed its copy of A's descriptor")
+	// The holder closes another descriptor of the file: its locks go.
+	other, err := os.Open(filepath.Join(a, "f"))
+	must(t, err)
+	must(t, other.Close())
+	must(t, syscall.FcntlFlock(fb.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 10, Len: 10}))
+}

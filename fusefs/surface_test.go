@@ -156,6 +156,32 @@ func TestModeZero(t *testing.T) {
 	}
 }
 
+// TestRenameCtime: a rename moves the renamed inode's ctime, for every
+// type of file, as ext4 does and pjdfstest's rename/22.t checks there.
+// Before, the mount answered the ctime it had cached before the rename
+// (meta's was new: a remount showed it).
+func TestRenameCtime(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	makers := map[string]func(p string) error{
+		"regular": func(p string) error { return os.WriteFile(p, []byte("x"), 0o644) },
+		"dir":     func(p string) error { return os.Mkdir(p, 0o755) },
+		"fifo":    func(p string) error { return unix.Mkfifo(p, 0o644) },
+		"symlink": func(p string) error { return os.Symlink("target", p) },
+		"char":    func(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o644, int(unix.Mkdev(1, 3))) },
+	}
+	for typ, mk := range makers {
+		src, dst := filepath.Join(dir, typ+"-src"), filepath.Join(dir, typ+"-dst")
+		must(t, mk(src))
+		m.Sync()
+		before := lstat(t, src).Ctim.Nano()
+		must(t, os.Rename(src, dst))
+		if after := lstat(t, dst).Ctim.Nano(); after <= before {
+			t.Errorf("%s: ctime %d after the rename, %d before", typ, after, before)
+		}
+	}
+}
+
 func atime(t *testing.T, p string) int64 { return lstat(t, p).Atim.Nano() }
 
 // TestAtime: relatime. A read moves atime when it is not newer than mtime

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"cairn/errors"
 	"cairn/proto/metapb"
 )
@@ -35,9 +37,14 @@ import (
 //     reopened here are refused (Unavailable: the mount tries again once
 //     its session, and so its locks, are back). A mount whose session
 //     comes back after the grace gets back those of its locks no one
-//     took meanwhile; the others are logged as lost. A meta alone that
-//     restarts loses every lock, as before (it cannot tell a restart
-//     from a first start without a write per lock).
+//     took meanwhile; the others are logged as lost.
+//   - A meta alone that restarts honours the same grace when locks may
+//     have been held: the first lock it holds after a start writes a
+//     marker to its store (keyLocksHeld, one synced write per start, not
+//     per lock); a start that finds it begins with the grace, and removes
+//     it once the grace is over if no mount brought a lock back. A fresh
+//     store, or one whose locks were all gone before it stopped and
+//     started again, has no grace.
 //   - F_SETLKW waits here until no conflict remains or the call is
 //     cancelled (the waiting process got a signal); every release wakes
 //     every waiter, which then checks again, so no wake-up is lost.
@@ -47,6 +54,70 @@ type lockTable struct {
 	files   map[lockFile][]heldLock
 	changed chan struct{} // closed and replaced at every release
 	grace   time.Time     // no lock granted before, but re-asserted ones
+	marked  bool          // keyLocksHeld is in the store (a meta alone)
+}
+
+// keyLocksHeld is in a meta alone's store while locks may be held: a
+// restart that finds it waits LockGrace for the mounts to bring them
+// back (see lockTable). It is not replicated: a group's new leader always
+// takes the grace.
+var keyLocksHeld = []byte("c/locksheld")
+
+// startLocks, at the start of a meta alone, begins the grace if its store
+// says locks may have been held when it stopped.
+func (s *Service) startLocks() error {
+	const op = errors.Op("meta.startLocks")
+	if s.cfg.Group != nil {
+		return nil // leadLocks, at every term
+	}
+	t := s.lockTable()
+	_, closer, err := s.db.Get(keyLocksHeld)
+	if err == pebble.ErrNotFound {
+		return nil
+	}
+	if err != nil {
+		return errors.E(op, errors.IO, err)
+	}
+	closer.Close()
+	t.mu.Lock()
+	t.grace = time.Now().Add(LockGrace)
+	t.marked = true
+	t.mu.Unlock()
+	s.log.Info("meta: restarted while mounts may hold file locks: they come back with the mounts' sessions; no other lock granted for the grace", "grace", LockGrace)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-time.After(LockGrace):
+		case <-s.closing:
+			return
+		}
+		// No mount brought a lock back: the next start needs no grace.
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if len(t.files) > 0 || !t.marked {
+			return
+		}
+		if err := s.db.Delete(keyLocksHeld, pebble.Sync); err != nil {
+			s.log.Warn("meta: could not clear the locks-held marker (the next start takes a grace it may not need)", "err", err)
+			return
+		}
+		t.marked = false
+	}()
+	return nil
+}
+
+// markLocksHeld records, before a meta alone holds its first lock since it
+// started, that a restart must wait for the mounts' locks (t.mu held).
+func (s *Service) markLocksHeld(t *lockTable) error {
+	if s.group != nil || t.marked {
+		return nil
+	}
+	if err := s.db.Set(keyLocksHeld, []byte{1}, pebble.Sync); err != nil {
+		return errors.E(errors.Op("meta.markLocksHeld"), errors.IO, err)
+	}
+	t.marked = true
+	return nil
 }
 
 // LockGrace is how long a new meta leader waits for mounts to re-assert
@@ -135,6 +206,11 @@ func (s *Service) reassertLocks(id string, locks []*metapb.MountLockRequest) {
 		if _, ok := t.conflict(f, r); ok {
 			s.log.Warn("meta: a mount's lock was taken by another while its session was away: lost", "session", id, "ns", r.Ns, "ino", r.Ino)
 			continue
+		}
+		if err := s.markLocksHeld(t); err != nil {
+			// Still taken back: the mount holds it, and refusing it here
+			// would not release it there.
+			s.log.Warn("meta: a re-asserted lock is not marked in the store: a restart now would lose it", "err", err)
 		}
 		t.release(f, r)
 		t.files[f] = append(t.files[f], heldLock{
@@ -322,6 +398,10 @@ func (s *Service) MountLock(ctx context.Context, req *metapb.MountLockRequest) (
 		if req.Test {
 			t.mu.Unlock()
 			return &metapb.MountLockResponse{Granted: true, Type: syscall.F_UNLCK}, nil
+		}
+		if err := s.markLocksHeld(t); err != nil {
+			t.mu.Unlock()
+			return nil, errors.E(op, errors.Unavailable, err)
 		}
 		// Replace the owner's locks over the range (an upgrade, a
 		// downgrade or a merge), as one step: no other owner sees the

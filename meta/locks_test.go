@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/proto/metapb"
 )
 
@@ -149,5 +152,77 @@ func TestNewTermEndsMountSessions(t *testing.T) {
 	})
 	if err != nil || r.Granted {
 		t.Fatalf("B's lock over A's after the new term: %v, %v", r, err)
+	}
+}
+
+// TestLoneMetaRestartKeepsLocks: a meta alone that restarts while a mount
+// holds a lock takes the grace, so the holder's session brings it back
+// before another mount can take it; a fresh store takes none, and a store
+// whose restart saw no lock come back takes none the time after. Before,
+// a lone meta always started without a grace and B was granted A's lock.
+func TestLoneMetaRestartKeepsLocks(t *testing.T) {
+	dir := t.TempDir()
+	c := newCluster()
+	open := func() *testServer {
+		t.Helper()
+		svc, err := Open(testConfig(dir, c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return serve(t, svc)
+	}
+	ts := open()
+	if g := ts.svc.lockTable().graceLeft(); g != 0 {
+		t.Fatalf("a fresh store took a grace of %v", g)
+	}
+	aLock := &metapb.MountLockRequest{Ns: "data", Ino: 7, Owner: 1, Start: 0, End: 99, Type: syscall.F_WRLCK}
+	openSession(t, ts, "mount-a")
+	req := proto.Clone(aLock).(*metapb.MountLockRequest)
+	req.Session = "mount-a"
+	if r, err := ts.cl.MountLock(bg, req); err != nil || !r.Granted {
+		t.Fatalf("A's lock: %v, %v", r, err)
+	}
+	ts.stop()
+
+	// Restart: B's session is back first and asks for A's range; A's
+	// session comes back with its lock during the grace.
+	ts = open()
+	if ts.svc.lockTable().graceLeft() == 0 {
+		t.Fatal("a restart after a lock was held took no grace")
+	}
+	openSession(t, ts, "mount-b")
+	bAnswer := async(func() error {
+		r, err := ts.cl.MountLock(bg, &metapb.MountLockRequest{
+			Session: "mount-b", Ns: "data", Ino: 7, Owner: 2, Start: 50, End: 60, Type: syscall.F_WRLCK,
+		})
+		if err == nil && r.Granted {
+			return errors.E(errors.Op("test"), "B was granted A's range after the restart")
+		}
+		return err
+	})
+	notYet(t, bAnswer, "B's lock during the grace")
+	openSessionWith(t, ts, "mount-a", aLock)
+	if err := <-bAnswer; err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+
+	// Restart again, and no mount comes back: once the grace is over the
+	// marker goes, and the start after that takes no grace.
+	ts = open()
+	if ts.svc.lockTable().graceLeft() == 0 {
+		t.Fatal("a restart while A's re-asserted lock was held took no grace")
+	}
+	await.Until(t, LockGrace+30*time.Second, "the marker cleared after a grace with no lock back", func() bool {
+		_, closer, err := ts.svc.db.Get(keyLocksHeld)
+		if err == nil {
+			closer.Close()
+		}
+		return err != nil
+	})
+	ts.stop()
+	ts = open()
+	if g := ts.svc.lockTable().graceLeft(); g != 0 {
+		t.Fatalf("a restart after a grace in which no lock came back took a grace of %v", g)
 	}
 }

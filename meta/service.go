@@ -121,7 +121,11 @@ func Open(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := s.setupStateOrGroup(); err != nil { // last: a group starts applying at once
+	if err := s.setupStateOrGroup(); err != nil { // a group starts applying at once
+		db.Close()
+		return nil, err
+	}
+	if err := s.startLocks(); err != nil { // locks.go: a grace after a restart
 		db.Close()
 		return nil, err
 	}

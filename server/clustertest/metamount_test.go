@@ -129,6 +129,41 @@ func TestMountLocksRideThroughMetaLeaderChange(t *testing.T) {
 		t.Skip("no /dev/fuse")
 	}
 	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
+	locksRideThrough(t, c, func() (*Proc, func()) {
+		leader := c.MetaLeader(t)
+		leader.Kill(t)
+		killed := time.Now()
+		t.Logf("killed meta leader %s", leader.Addr)
+		next := c.MetaLeader(t)
+		t.Logf("new meta leader %s after %v", next.Addr, time.Since(killed).Round(time.Millisecond))
+		return next, func() { leader.Start(t) }
+	})
+}
+
+// TestMountLocksRideThroughLoneMetaRestart: the same with a meta alone,
+// killed (kill -9) and started again on its store. It finds the marker
+// its first lock wrote and takes the grace, so A's locks are back before
+// B can take them. Before, a lone meta started without a grace and B
+// took whichever lock it asked for before A's session was back.
+func TestMountLocksRideThroughLoneMetaRestart(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	c := Start(t, Options{Bin: bin, Servers: 3})
+	locksRideThrough(t, c, func() (*Proc, func()) {
+		c.Meta.Kill(t)
+		t.Logf("killed meta %s", c.Meta.Addr)
+		c.Meta.Start(t)
+		return c.Meta, func() {}
+	})
+}
+
+// locksRideThrough is the body of the tests above: A holds an fcntl write
+// lock and a flock, B waits for the fcntl lock (F_SETLKW); then meta goes
+// (restart kills it and returns the meta that answers after, and what to
+// do at the end); B still cannot take either lock, its wait goes on, and
+// A's release wakes it.
+func locksRideThrough(t *testing.T, c *Cluster, restart func() (next *Proc, after func())) {
 	c.CreateNS(t, "mnt", 2)
 	a, _ := mountNS(t, c, c.MetaAddr, "mnt")
 	b, _ := mountNS(t, c, c.MetaAddr, "mnt")
@@ -168,12 +203,7 @@ func TestMountLocksRideThroughMetaLeaderChange(t *testing.T) {
 	}
 	stillWaiting("before the kill", time.Second)
 
-	leader := c.MetaLeader(t)
-	leader.Kill(t)
-	killed := time.Now()
-	t.Logf("killed meta leader %s", leader.Addr)
-	next := c.MetaLeader(t)
-	t.Logf("new meta leader %s after %v", next.Addr, time.Since(killed).Round(time.Millisecond))
+	next, after := restart()
 	defer func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(next.logPath)
@@ -213,5 +243,5 @@ func TestMountLocksRideThroughMetaLeaderChange(t *testing.T) {
 	if err := syscall.Flock(int(fb2.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatalf("flock on B after A's release: %v", err)
 	}
-	leader.Start(t)
+	after()
 }

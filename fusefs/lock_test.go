@@ -141,12 +141,7 @@ func TestLockCloseByOwner(t *testing.T) {
 	b, _ := mount(t, srv, "data", nil)
 	defer watchdog(t, 2*60e9, a, b)()
 	must(t, os.WriteFile(filepath.Join(a, "f"), []byte("locked file"), 0o644))
-	fa, err := os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0)
-	must(t, err)
-	defer fa.Close()
-	fb, err := os.OpenFile(filepath.Join(b, "f"), os.O_RDWR, 0)
-	must(t, err)
-	defer fb.Close()
+	fa, fb := openRW(t, a, "f"), openRW(t, b, "f")
 	wr := &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 0, Len: 100}
 	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, wr))
 	refused := func(what string) {
@@ -167,4 +162,14 @@ func TestLockCloseByOwner(t *testing.T) {
 	must(t, err)
 	must(t, other.Close())
 	must(t, syscall.FcntlFlock(fb.Fd(), syscall.F_SETLK, &syscall.Flock_t{Type: syscall.F_WRLCK, Start: 10, Len: 10}))
+}
+
+// openRW opens dir/name read-write for the test; it is closed when the
+// test ends, before its mounts go.
+func openRW(t *testing.T, dir, name string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	must(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f
 }

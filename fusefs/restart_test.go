@@ -99,12 +99,7 @@ func TestLockWaitInterruptedWhileMetaDown(t *testing.T) {
 	b, mb := mount(t, srv, "data", nil)
 	defer watchdog(t, 3*60e9, a, b)()
 	must(t, os.WriteFile(filepath.Join(a, "f"), []byte("locked"), 0o644))
-	fa, err := os.OpenFile(filepath.Join(a, "f"), os.O_RDWR, 0)
-	must(t, err)
-	defer fa.Close()
-	fb, err := os.OpenFile(filepath.Join(b, "f"), os.O_RDWR, 0)
-	must(t, err)
-	defer fb.Close()
+	fa, fb := openRW(t, a, "f"), openRW(t, b, "f")
 	lk := func(typ int16) *syscall.Flock_t { return &syscall.Flock_t{Type: typ, Start: 0, Len: 10} }
 	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_WRLCK)))
 
@@ -129,8 +124,9 @@ func TestLockWaitInterruptedWhileMetaDown(t *testing.T) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	srv, err = server.Start(cfg)
+	srv2, err := server.Start(cfg)
 	must(t, err)
+	srv = srv2
 	await.Until(t, 30*time.Second, "B's session to come back", mb.Live)
 	must(t, syscall.FcntlFlock(fa.Fd(), syscall.F_SETLK, lk(syscall.F_UNLCK)))
 	select {

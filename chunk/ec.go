@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,13 @@ type ecState struct {
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
 	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
+	ranges    sync.Map // addr -> *rangePool: streams of shard ranges to peers (ec_ranges.go)
+	// streams are the ranges streams served here (hijacked from HTTP:
+	// Close ends them).
+	streamsMu     sync.Mutex
+	streams       map[net.Conn]struct{}
+	streamsClosed bool
+	rangesServed  atomic.Int64 // ranges answered on streams
 	// stagedSwept is when (Unix ns) ecHeartbeat last looked for staged
 	// files to drop (a degraded read may send a heartbeat too).
 	stagedSwept atomic.Int64
@@ -368,7 +376,7 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reade
 			if t, ok := ev.failed.Load(peerShard{i, ev.servers[i]}); ok && !askAll && time.Since(t.(time.Time)) < peerRetry {
 				continue
 			}
-			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
+			shards[i] = &remoteShard{ctx: ctx, r: s.rangeStreams(ev.servers[i]), vid: ev.vid, idx: i, ev: ev}
 		}
 	}
 	return ec.NewReader(l, shards)
@@ -377,7 +385,7 @@ func (s *Store) ecReader(ctx context.Context, ev *ecVol, askAll bool) (*ec.Reade
 // remoteShard reads a peer's shard over the data plane.
 type remoteShard struct {
 	ctx context.Context
-	r   *Remote
+	r   *rangePool
 	vid uint32
 	idx int
 	ev  *ecVol // nil: do not remember failures
@@ -386,7 +394,7 @@ type remoteShard struct {
 func (rs *remoteShard) ReadAt(p []byte, off int64) (int, error) {
 	n, err := rs.r.ReadShard(rs.ctx, rs.vid, rs.idx, p, off)
 	if err != nil && rs.ev != nil && rs.ctx.Err() == nil {
-		rs.ev.failed.Store(peerShard{rs.idx, rs.r.Addr()}, time.Now())
+		rs.ev.failed.Store(peerShard{rs.idx, rs.r.r.Addr()}, time.Now())
 	}
 	return n, err
 }
@@ -793,7 +801,7 @@ func (s *Store) RebuildShard(ctx context.Context, vid uint32, idx int, l ec.Layo
 	shards := make([]io.ReaderAt, l.K+l.M)
 	for i, addr := range servers {
 		if addr != "" && i != idx {
-			shards[i] = &remoteShard{ctx: ctx, r: s.ecPeer(addr), vid: vid, idx: i}
+			shards[i] = &remoteShard{ctx: ctx, r: s.rangeStreams(addr), vid: vid, idx: i}
 		}
 	}
 	r, err := ec.NewReader(l, shards)

@@ -28,6 +28,7 @@ var _ cairn.Shards = (*Remote)(nil)
 //	GET  /ec/{vid}/shards/{i}?off=&n=  n cell bytes of shard i from off
 //	POST /ec/{vid}/encode           encode this server's copy (JSON ecEncodeRequest)
 //	POST /ec/{vid}/rebuild/{i}      rebuild shard i here (JSON ecRebuildRequest)
+//	GET  /ec/ranges                 upgrade to a stream of shard ranges (ec_ranges.go)
 func (s *Store) ecRoutes(mux *http.ServeMux) {
 	admin := need{capability.Admin, true, false}
 	mux.HandleFunc("PUT /ec/{vid}/index", s.guard(admin, s.handlePutIndex))
@@ -39,6 +40,7 @@ func (s *Store) ecRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /ec/{vid}/shards/{i}", s.guard(admin, s.handleGetShard))
 	mux.HandleFunc("POST /ec/{vid}/encode", s.guard(admin, s.handleEncode))
 	mux.HandleFunc("POST /ec/{vid}/rebuild/{i}", s.guard(admin, s.handleRebuild))
+	mux.HandleFunc("GET /ec/ranges", s.handleRanges) // authorises itself (ec_ranges.go)
 	s.ecCompactRoutes(mux)
 }
 

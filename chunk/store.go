@@ -427,6 +427,7 @@ func (s *Store) Close() error {
 	vols := s.vols
 	s.vols = map[uint32]*volume.Volume{}
 	s.mu.Unlock()
+	s.ec.closeStreams()
 	var errs []error
 	for _, v := range vols {
 		if err := v.Close(); err != nil {

@@ -140,10 +140,16 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	rows := bufs[:all]
 	// Read K shards at once (remote shards cost a round trip each); if
 	// some fail, as many more as are missing.
+	// Shard files of this process first (a pread each), then peers'.
 	var cands []int
 	for i := 0; i < all; i++ {
 		rows[i] = rows[i][:0]
-		if i != want && r.shards[i] != nil && !contains(avoid, i) {
+		if _, local := r.shards[i].(*Shard); local && i != want && !contains(avoid, i) {
+			cands = append(cands, i)
+		}
+	}
+	for i := 0; i < all; i++ {
+		if _, local := r.shards[i].(*Shard); !local && i != want && r.shards[i] != nil && !contains(avoid, i) {
 			cands = append(cands, i)
 		}
 	}

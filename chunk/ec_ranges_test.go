@@ -1,0 +1,126 @@
+package chunk
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"cairn/chunk/chunktest"
+	"cairn/proto/metapb"
+)
+
+// TestECRangesStream: a degraded read fetches its peers' ranges over
+// ranges streams (not GET /ec/{vid}/shards/{i}), kept and reused; a
+// pooled stream the peer has closed is replaced without the read failing
+// or the peer being taken for failed; a peer that refuses the upgrade is
+// read over HTTP; closing a store ends the streams it serves.
+func TestECRangesStream(t *testing.T) {
+	const size = 155 << 10
+	stores, rs, keys, home := ecSetup(t, 40, size, 1<<20)
+	ctx := context.Background()
+	ev := stores[3].ecVolume(1)
+	stores[3].ec.mu.Lock()
+	delete(ev.shards, 3) // shard 3 lost
+	stores[3].ec.mu.Unlock()
+	check := func(what string) {
+		t.Helper()
+		n := 0
+		for i, k := range keys {
+			if home[k] != 3 {
+				continue
+			}
+			n++
+			var b bytes.Buffer
+			if _, err := rs[2].ReadTo(ctx, 1, k, 0, size, &b); err != nil {
+				t.Fatalf("%s: needle %d: %v", what, k, err)
+			}
+			if !bytes.Equal(b.Bytes(), chunktest.Data(uint64(i), size)) {
+				t.Fatalf("%s: needle %d: wrong bytes", what, k)
+			}
+		}
+		if n < 3 {
+			t.Fatalf("%s: only %d needles in shard 3", what, n)
+		}
+	}
+	served := func() (n int64) {
+		for _, s := range stores {
+			n += s.ec.rangesServed.Load()
+		}
+		return n
+	}
+	check("first")
+	// Server 2 rebuilds from its own shard 2 and three peers' (0, 1, 4).
+	if served() == 0 {
+		t.Fatal("the degraded reads fetched no range over a stream")
+	}
+	for _, i := range []int{0, 1} {
+		p := stores[2].rangeStreams(rs[i].Addr())
+		p.mu.Lock()
+		idle := len(p.idle)
+		p.mu.Unlock()
+		if idle == 0 {
+			t.Fatalf("no stream to server %d kept for reuse", i)
+		}
+	}
+
+	// Server 1 closes its end of every stream (as it does when one is
+	// idle too long or its capability expires): the next read opens new
+	// ones, and does not count server 1 as failed.
+	stores[1].ec.streamsMu.Lock()
+	for c := range stores[1].ec.streams {
+		c.Close()
+	}
+	stores[1].ec.streamsMu.Unlock()
+	before := stores[1].ec.rangesServed.Load()
+	check("streams closed by the peer")
+	if _, failed := stores[2].ecVolume(1).failed.Load(peerShard{1, rs[1].Addr()}); failed {
+		t.Fatal("server 1 taken for failed after it closed idle streams")
+	}
+	if stores[1].ec.rangesServed.Load() == before {
+		t.Fatal("server 1 served no range after its streams were closed")
+	}
+
+	// Shard 0 moves behind an address that refuses the upgrade (an older
+	// server): read over HTTP.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := stores[0].Handler()
+	old := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ec/ranges" {
+			http.NotFound(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})}
+	go old.Serve(lis)
+	t.Cleanup(func() { old.Close() })
+	addrs := addrsOf(rs)
+	addrs[0] = lis.Addr().String()
+	stores[2].ecHeartbeat([]*metapb.Volume{{Id: 1, Ec: &metapb.EcVolume{K: 4, M: 2, ShardServers: addrs}}})
+	check("a peer without streams")
+	if p := stores[2].rangeStreams(addrs[0]); p.refused.Load() < time.Now().UnixNano() {
+		t.Fatal("a peer that refused the upgrade is not asked over HTTP")
+	}
+
+	// Closing a store ends the streams it serves.
+	stores[4].ec.streamsMu.Lock()
+	open := len(stores[4].ec.streams)
+	stores[4].ec.streamsMu.Unlock()
+	if open == 0 {
+		t.Fatal("server 4 serves no stream")
+	}
+	stores[4].Close()
+	stores[4].ec.streamsMu.Lock()
+	defer stores[4].ec.streamsMu.Unlock()
+	for c := range stores[4].ec.streams {
+		// Closed by Close: a read on it fails at once.
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatal("a stream outlived its store's Close")
+		}
+	}
+}

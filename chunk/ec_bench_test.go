@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,18 +17,20 @@ import (
 // loopback HTTP with fsync (the codec alone: ec.BenchmarkEncode):
 //
 //	go test -run XXX -bench 'BenchmarkECEncodeVolume|BenchmarkECRebuildShard' -benchtime 3x ./chunk/
+//	go test -run XXX -bench BenchmarkECRebuildShard -benchtime 2x ./chunk/ -args -ec.volume=1073741824
 //
-// The volume is ecBenchVolume bytes of 1 MiB needles (the size limit of
-// the test stores); production volumes are 8 GiB, whose figures differ in
-// the padding of the last row of cells (K cells at most: 4 MiB of 8 GiB
-// for 4+2) and in disk and page-cache behaviour at that size. Here all
+// The volume is -ec.volume bytes (256 MiB unless set; at most 1 GiB, the
+// size limit of the test stores) of 1 MiB needles; production volumes
+// are 8 GiB, whose figures differ in the padding of the last row of cells
+// (K cells at most: 4 MiB of 8 GiB for 4+2) and in disk and page-cache
+// behaviour at that size. Here all
 // servers write to one disk, so the end-to-end rate is the disk's
 // (shard-writes-MB/s) over (K+M)/K; the code itself runs at
 // ec.BenchmarkEncode's rate.
-const ecBenchVolume = 256 << 20
+var ecBenchVolume = flag.Int64("ec.volume", 256<<20, "bytes of needles in the volume of BenchmarkECEncodeVolume and BenchmarkECRebuildShard (at most 1 GiB)")
 
 // ecBenchSetup starts k+m stores on loopback; store 0 holds volume 1 with
-// ecBenchVolume bytes of needles. It returns the stores, their clients and
+// -ec.volume bytes of needles. It returns the stores, their clients and
 // the needles' data bytes.
 func ecBenchSetup(b *testing.B, k, m int) ([]*Store, []*Remote, int64) {
 	ctx := context.Background()
@@ -45,7 +48,7 @@ func ecBenchSetup(b *testing.B, k, m int) ([]*Store, []*Remote, int64) {
 	}
 	data := chunktest.Data(1, chunktest.MaxNeedle)
 	var stored int64
-	for stored < ecBenchVolume {
+	for stored+int64(len(data)) <= min(*ecBenchVolume, 1<<30-1<<20) {
 		data[0]++ // needles differ
 		if _, err := stores[0].Put(ctx, 1, 1, data); err != nil {
 			b.Fatal(err)

@@ -51,7 +51,7 @@ type ecState struct {
 	streamsMu     sync.Mutex
 	streams       map[net.Conn]struct{}
 	streamsClosed bool
-	rangesServed  atomic.Int64 // ranges answered on streams
+	rangesServed  atomic.Int64 // ranges asked (and allowed) on streams
 	// stagedSwept is when (Unix ns) ecHeartbeat last looked for staged
 	// files to drop (a degraded read may send a heartbeat too).
 	stagedSwept atomic.Int64

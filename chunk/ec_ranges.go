@@ -52,8 +52,9 @@ const rangesProto = "cairn-ec-ranges"
 const (
 	rangeReqSize  = 20
 	rangeHdrSize  = 6
-	rangeMax      = 64 << 20 // as GET /ec/{vid}/shards/{i}
-	rangesIdle    = 2 * time.Minute
+	rangeMax      = 64 << 20        // as GET /ec/{vid}/shards/{i}
+	rangesIdle    = 2 * time.Minute // a stream without a request is closed
+	rangesWrite   = time.Minute     // to send one answer
 	rangesRetry   = time.Minute
 	rangesIdleMax = 64 // idle streams kept per peer
 )
@@ -108,14 +109,16 @@ func (s *Store) handleRanges(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		// A reader that stops reading does not hold this goroutine.
+		c.SetWriteDeadline(time.Now().Add(rangesWrite))
 		vid := binary.LittleEndian.Uint32(req[0:])
 		idx := binary.LittleEndian.Uint32(req[4:])
 		off := int64(binary.LittleEndian.Uint64(req[8:]))
 		n := int64(binary.LittleEndian.Uint32(req[16:]))
+		s.ec.rangesServed.Add(1) // before the answer: a test reads it after
 		if err := s.serveRange(c, tcp, vid, idx, off, n); err != nil {
 			return
 		}
-		s.ec.rangesServed.Add(1)
 	}
 }
 

@@ -55,6 +55,7 @@ const (
 	rangeMax      = 64 << 20        // as GET /ec/{vid}/shards/{i}
 	rangesIdle    = 2 * time.Minute // a stream without a request is closed
 	rangesWrite   = time.Minute     // to send one answer
+	rangesOpen    = 10 * time.Second
 	rangesRetry   = time.Minute
 	rangesIdleMax = 64 // idle streams kept per peer
 )
@@ -279,6 +280,7 @@ type rangePool struct {
 	idle    []*rangeConn
 	closed  bool
 	refused atomic.Int64 // Unix ns until which the peer is asked over HTTP
+	opened  atomic.Int64 // streams opened
 }
 
 // rangeConn is a ranges stream to a peer.
@@ -402,6 +404,9 @@ func (p *rangePool) get(ctx context.Context) (*rangeConn, bool, error) {
 	}
 	p.mu.Unlock()
 	c, answered, err := p.r.openRanges(ctx)
+	if err == nil {
+		p.opened.Add(1)
+	}
 	if answered {
 		// The server is there but takes no stream: HTTP for a while.
 		p.refused.Store(time.Now().Add(rangesRetry).UnixNano())
@@ -437,10 +442,14 @@ func (p *rangePool) close() {
 // that the server answered without one.
 func (r *Remote) openRanges(ctx context.Context) (c *rangeConn, answered bool, err error) {
 	const op errors.Op = "chunk.Remote.openRanges"
-	// The upgrade must not end with the context of the read that opened
-	// it: the stream outlives that read. The dial is bounded by the
-	// transport's own timeout.
-	req, err := http.NewRequestWithContext(context.WithoutCancel(ctx), http.MethodGet, r.base+"/ec/ranges", nil)
+	// The upgrade is bounded by its own timeout and the caller's context,
+	// but the stream, once made, outlives both: it is the caller's
+	// connection then (net/http hands a 101's connection over).
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rangesOpen)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	req, err := http.NewRequestWithContext(uctx, http.MethodGet, r.base+"/ec/ranges", nil)
 	if err != nil {
 		return nil, false, errors.E(op, errors.Invalid, err)
 	}
@@ -449,30 +458,13 @@ func (r *Remote) openRanges(ctx context.Context) (c *rangeConn, answered bool, e
 	if tok := r.token(ctx, capability.Admin, capability.AnyVolume, 0); tok != "" {
 		req.Header[capability.Header] = []string{tok}
 	}
-	type result struct {
-		resp *http.Response
-		err  error
+	resp, err := r.c.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false, errors.E(op, errors.Canceled, ctx.Err())
+		}
+		return nil, false, errors.E(op, errors.Unavailable, errors.Path(r.addr), err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		resp, err := r.c.Do(req)
-		done <- result{resp, err}
-	}()
-	var res result
-	select {
-	case res = <-done:
-	case <-ctx.Done():
-		go func() {
-			if res := <-done; res.err == nil {
-				res.resp.Body.Close()
-			}
-		}()
-		return nil, false, errors.E(op, errors.Canceled, ctx.Err())
-	}
-	if res.err != nil {
-		return nil, false, errors.E(op, errors.Unavailable, errors.Path(r.addr), res.err)
-	}
-	resp := res.resp
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer drain(resp)
 		return nil, true, decodeError(op, resp)

@@ -116,7 +116,7 @@ func (s *Store) handleRanges(w http.ResponseWriter, r *http.Request) {
 		idx := binary.LittleEndian.Uint32(req[4:])
 		off := int64(binary.LittleEndian.Uint64(req[8:]))
 		n := int64(binary.LittleEndian.Uint32(req[16:]))
-		s.ec.rangesServed.Add(1) // before the answer: a test reads it after
+		s.ec.rangesServed.Add(1)        // before the answer: a test reads it after
 		done := s.ops.Start("ec-range") // cairn_chunk_* metrics, op="ec-range"
 		err := s.serveRange(c, tcp, vid, idx, off, n)
 		done(err)

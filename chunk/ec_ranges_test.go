@@ -218,3 +218,36 @@ func TestECRangesTLS(t *testing.T) {
 		t.Fatalf("server 0 served %d ranges to a revoked peer", got-before)
 	}
 }
+
+// rwPair is a stream whose writes are dropped and whose reads come from
+// a fixed answer.
+type rwPair struct{ r *bytes.Reader }
+
+func (p rwPair) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p rwPair) Write(b []byte) (int, error) { return len(b), nil }
+
+// FuzzRangeAnswer feeds a ranges stream's client arbitrary answers: it
+// must never panic, never claim more bytes than it asked for, never
+// allocate for an oversized error, and accept an ok answer only of the
+// exact size asked.
+func FuzzRangeAnswer(f *testing.F) {
+	ok := append([]byte{0, 0, 4, 0, 0, 0}, "abcd"...)
+	f.Add(ok, 4)
+	f.Add([]byte{1, byte(1), 3, 0, 0, 0, 'b', 'a', 'd'}, 4)
+	f.Add([]byte{1, 1, 0xff, 0xff, 0xff, 0xff}, 4)
+	f.Add([]byte{0, 0, 9, 0, 0, 0, 1}, 9)
+	f.Add([]byte{0, 0}, 1)
+	f.Fuzz(func(t *testing.T, answer []byte, want int) {
+		if want < 0 || want > 1<<16 {
+			return
+		}
+		b := make([]byte, want)
+		n, got, err := rangeExchange(rwPair{bytes.NewReader(answer)}, make([]byte, rangeReqSize), b)
+		if n > len(b) || got > len(answer) {
+			t.Fatalf("n=%d got=%d of a %d-byte answer for %d bytes", n, got, len(answer), want)
+		}
+		if err == nil && (len(answer) < rangeHdrSize+want || answer[0] != 0 || n != want) {
+			t.Fatalf("accepted %x as %d bytes (n=%d)", answer, want, n)
+		}
+	})
+}

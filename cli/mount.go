@@ -33,6 +33,9 @@ type mountFlags struct {
 	readahead  int
 	parallel   int
 	dirtyMax   string
+	maxFiles   int
+	maxListing int
+	capCache   string
 	timeout    time.Duration
 	syncClose  bool
 	admin      string // metrics (and with pprof, profiles) listener; "" or "off": none
@@ -68,6 +71,9 @@ not moved by reads; the default is relatime).`,
 	fl.IntVar(&f.readahead, "readahead", 8, "blocks fetched ahead of a sequential reader")
 	fl.IntVar(&f.parallel, "parallel", 8, "concurrent block fetches")
 	fl.StringVar(&f.dirtyMax, "dirty-max", "64MiB", "write-back buffer per file before it is flushed early")
+	fl.IntVar(&f.maxFiles, "max-files", 10000, "files the kernel keeps looked up, open ones aside (past it the least recently used are dropped from its cache)")
+	fl.IntVar(&f.maxListing, "max-listing", 10000, "entries of a directory listing kept to answer lookups and readdir (a larger directory is listed by meta)")
+	fl.StringVar(&f.capCache, "cap-cache-size", "8MiB", "data-plane capabilities kept by needle (least recently used out; an evicted one costs a lookup)")
 	fl.DurationVar(&f.timeout, "attr-timeout", 10*time.Minute, "kernel entry/attribute timeout while the session is live")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit on close instead of behind it (close-to-open holds either way)")
 	fl.StringVar(&f.admin, "admin", "off", `admin listen address (/metrics; /debug/pprof with --pprof), as the servers have; "off" disables`)
@@ -92,11 +98,15 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 		// mount in the soak. See limitGarbage.
 		defer limitGarbage(mountGarbageHeadroom)()
 	}
-	cfg := fusefs.Config{Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose, DiskCache: f.diskCache}
+	cfg := fusefs.Config{
+		Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose, DiskCache: f.diskCache,
+		MaxFiles: f.maxFiles, MaxListing: f.maxListing,
+	}
+	var capCache int64
 	for _, s := range []struct {
 		v   string
 		dst *int64
-	}{{f.cacheSize, &cfg.CacheSize}, {f.diskSize, &cfg.DiskCacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}} {
+	}{{f.cacheSize, &cfg.CacheSize}, {f.diskSize, &cfg.DiskCacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}, {f.capCache, &capCache}} {
 		n, err := bench.ParseSize(s.v)
 		if err != nil {
 			return errors.E(op, errors.Invalid, err)
@@ -141,7 +151,7 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(client.Config{Meta: mc, Dial: dial, NoWatch: true, CacheEntries: -1})
+	cl, err := client.New(client.Config{Meta: mc, Dial: dial, NoWatch: true, CacheEntries: -1, CapCacheSize: capCache})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -25,13 +26,22 @@ import (
 // longer than a capability lives keeps reading.
 
 // capStore holds the capabilities of one client. It is a capability.Keeper.
+//
+// The needles' capabilities are kept least recently used first out, up to
+// max bytes: a client that reads a million files would otherwise keep a
+// million tokens for the ten hours they live. One evicted is no loss of
+// access, only of a shortcut: a refused read looks the file up again
+// (readPart, and the mount's readAt), which brings the capability back.
 type capStore struct {
 	meta metapb.MetaClient
 	now  func() time.Time
+	max  int64 // bytes of needles' capabilities kept (capCost each)
 
 	mu      sync.Mutex
-	needles map[needleID]capEntry
-	writes  map[uint32]capEntry // by volume
+	used    int64
+	needles map[needleID]*list.Element // of *capItem
+	lru     *list.List                 // of *capItem, most recent first
+	writes  map[uint32]capEntry        // by volume (a few: not bounded)
 }
 
 type needleID struct {
@@ -45,16 +55,27 @@ type capEntry struct {
 	margin  time.Duration // renewed when less than this is left
 }
 
-// maxCaps bounds the needles whose capabilities a client keeps; past it
-// the expired ones go, then the oldest half.
-const maxCaps = 1 << 20
+type capItem struct {
+	id needleID
+	capEntry
+}
+
+// capOverhead is what a kept capability costs besides its token's bytes:
+// the map entry, the list element and the item (about 130 bytes, rounded
+// up).
+const capOverhead = 160
+
+func capCost(e capEntry) int64 { return int64(len(e.tok)) + capOverhead }
 
 // renewMargin is the most a capability is renewed before it expires (for
 // clocks a little apart); a short-lived one is renewed in its last quarter.
 const renewMargin = 30 * time.Second
 
-func newCapStore(meta metapb.MetaClient) *capStore {
-	return &capStore{meta: meta, now: time.Now, needles: map[needleID]capEntry{}, writes: map[uint32]capEntry{}}
+func newCapStore(meta metapb.MetaClient, max int64) *capStore {
+	return &capStore{
+		meta: meta, now: time.Now, max: max,
+		needles: map[needleID]*list.Element{}, lru: list.New(), writes: map[uint32]capEntry{},
+	}
 }
 
 func (s *capStore) entry(tok string) (capEntry, bool) {
@@ -73,25 +94,41 @@ func (s *capStore) Keep(vid uint32, key uint64, tok string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.needles) >= maxCaps {
-		s.pruneLocked()
+	id := needleID{vid, key}
+	if el, ok := s.needles[id]; ok {
+		it := el.Value.(*capItem)
+		s.used += capCost(e) - capCost(it.capEntry)
+		it.capEntry = e
+		s.lru.MoveToFront(el)
+	} else {
+		s.needles[id] = s.lru.PushFront(&capItem{id: id, capEntry: e})
+		s.used += capCost(e)
 	}
-	s.needles[needleID{vid, key}] = e
+	for s.used > s.max && s.lru.Len() > 0 {
+		it := s.lru.Remove(s.lru.Back()).(*capItem)
+		delete(s.needles, it.id)
+		s.used -= capCost(it.capEntry)
+	}
 }
 
-func (s *capStore) pruneLocked() {
-	now := s.now()
-	for k, e := range s.needles {
-		if now.After(e.expires) {
-			delete(s.needles, k)
-		}
+// has says whether the capability of id is kept.
+func (s *capStore) has(id needleID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.needles[id]
+	return ok
+}
+
+// needle returns the capability of id, marking it used.
+func (s *capStore) needle(id needleID) (capEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.needles[id]
+	if !ok {
+		return capEntry{}, false
 	}
-	for k := range s.needles { // map order: an arbitrary half
-		if len(s.needles) < maxCaps/2 {
-			break
-		}
-		delete(s.needles, k)
-	}
+	s.lru.MoveToFront(el)
+	return el.Value.(*capItem).capEntry, true
 }
 
 func (s *capStore) keepWrite(vid uint32, tok string) {
@@ -128,14 +165,12 @@ func (s *capStore) keepResolved(r *metapb.ResolveResponse) {
 // Token is the capability for op on needle key of volume vid; a needle's
 // is renewed first if it is about to expire.
 func (s *capStore) Token(ctx context.Context, op capability.Op, vid uint32, key uint64) string {
-	s.mu.Lock()
 	if op == capability.Write {
-		e := s.writes[vid]
-		s.mu.Unlock()
-		return e.tok
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.writes[vid].tok
 	}
-	e, ok := s.needles[needleID{vid, key}]
-	s.mu.Unlock()
+	e, ok := s.needle(needleID{vid, key})
 	if !ok {
 		return ""
 	}
@@ -143,9 +178,7 @@ func (s *capStore) Token(ctx context.Context, op capability.Op, vid uint32, key 
 		return e.tok
 	}
 	s.renew(ctx, needleID{vid, key})
-	s.mu.Lock()
-	e = s.needles[needleID{vid, key}]
-	s.mu.Unlock()
+	e, _ = s.needle(needleID{vid, key})
 	return e.tok
 }
 
@@ -154,19 +187,18 @@ func (s *capStore) Token(ctx context.Context, op capability.Op, vid uint32, key 
 // It reports whether id's was renewed.
 func (s *capStore) renew(ctx context.Context, id needleID) bool {
 	s.mu.Lock()
-	ids := []needleID{id}
-	toks := []string{s.needles[id].tok}
-	if toks[0] == "" {
+	el, ok := s.needles[id]
+	if !ok || el.Value.(*capItem).tok == "" {
 		s.mu.Unlock()
-		return false
+		return false // evicted: only a fresh lookup brings it back
 	}
+	ids := []needleID{id}
+	toks := []string{el.Value.(*capItem).tok}
 	now := s.now()
-	for k, e := range s.needles {
-		if len(ids) >= 1000 {
-			break
-		}
-		if k != id && !now.Add(e.margin).Before(e.expires) {
-			ids, toks = append(ids, k), append(toks, e.tok)
+	for el := s.lru.Front(); el != nil && len(ids) < 1000; el = el.Next() {
+		it := el.Value.(*capItem)
+		if it.id != id && !now.Add(it.margin).Before(it.expires) {
+			ids, toks = append(ids, it.id), append(toks, it.tok)
 		}
 	}
 	s.mu.Unlock()

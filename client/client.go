@@ -32,6 +32,10 @@ type Config struct {
 	// CacheTTL is how long a cached entry is trusted while the change
 	// stream is down. Default 1s.
 	CacheTTL time.Duration
+	// CapCacheSize bounds the bytes of the data-plane capabilities kept
+	// by needle (caps.go), least recently used out. Default 8 MiB (some
+	// 25,000 needles); an evicted one costs a lookup when next read.
+	CapCacheSize int64
 	// NoWatch disables the change stream (then only CacheTTL bounds
 	// staleness).
 	NoWatch bool
@@ -53,6 +57,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Second
+	}
+	if c.CapCacheSize <= 0 {
+		c.CapCacheSize = 8 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -87,7 +94,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	caps := newCapStore(cfg.Meta)
+	caps := newCapStore(cfg.Meta, cfg.CapCacheSize)
 	c := &Client{
 		cfg:     cfg,
 		meta:    &capMeta{MetaClient: cfg.Meta, caps: caps},

@@ -130,6 +130,15 @@ func (c *Client) readPart(ctx context.Context, f *File, p part, w io.Writer) (in
 		return total, nil
 	}
 	n, err := c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off, p.length, w)
+	if refused(err) && f.Path != "" && !c.caps.has(needleID{p.ext.Volume, p.ext.Key}) {
+		// The needle's capability was evicted (caps.go): a fresh lookup
+		// of the file brings it back.
+		if _, serr := c.StatFresh(ctx, f.NS, f.Path); serr == nil {
+			var m int64
+			m, err = c.readNeedle(ctx, p.ext.Volume, p.ext.Key, p.off+n, p.length-n, w)
+			n += m
+		}
+	}
 	if errors.Is(errors.NotExist, err) {
 		err = c.lostOrChanged(ctx, f, p.ext, err)
 	}

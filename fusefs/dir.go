@@ -165,7 +165,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		req.Cursor = r.NextCursor
 	}
 	n.mu.Lock()
-	if epoch == n.m.sess.epoch() && n.m.sess.live() {
+	if epoch == n.m.sess.epoch() && n.m.sess.live() && len(kids) <= n.m.cfg.MaxListing {
 		n.kids, n.complete, n.listGen = kids, true, n.m.sess.generation()
 	}
 	n.mu.Unlock()
@@ -184,7 +184,12 @@ func direntsOf(kids map[string]*metapb.Inode) []fuse.DirEntry {
 func (n *node) added(name string, a *metapb.Inode) {
 	n.mu.Lock()
 	if n.complete {
-		n.kids[name] = a
+		if _, ok := n.kids[name]; !ok && len(n.kids) >= n.m.cfg.MaxListing {
+			// Past the bound on a listing kept: meta lists it from now.
+			n.complete, n.kids = false, nil
+		} else {
+			n.kids[name] = a
+		}
 	}
 	n.mu.Unlock()
 }

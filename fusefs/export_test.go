@@ -1,5 +1,7 @@
 package fusefs
 
+import "github.com/hanwen/go-fuse/v2/fs"
+
 // HoldWriteBehind keeps queued commits of files that exist in meta from
 // starting until release is called (it takes every slot of the queue).
 func HoldWriteBehind(m *Mount) (release func()) {
@@ -47,4 +49,29 @@ func CutSession(m *Mount) {
 	if m.sess.out != nil {
 		m.sess.out.CloseSend()
 	}
+}
+
+// LiveFiles is the number of file nodes the kernel knows (forget.go).
+func LiveFiles(m *Mount) int { return m.liveFiles() }
+
+// Children is the number of inodes go-fuse holds under the mount's root.
+func Children(m *Mount) int { return len(m.root.Children()) }
+
+// Listed is the number of entries the directories' listings hold, over
+// the tree go-fuse knows.
+func Listed(m *Mount) int {
+	total := 0
+	var walk func(*fs.Inode)
+	walk = func(in *fs.Inode) {
+		if n, ok := in.Operations().(*node); ok {
+			n.mu.Lock()
+			total += len(n.kids)
+			n.mu.Unlock()
+		}
+		for _, ch := range in.Children() {
+			walk(ch)
+		}
+	}
+	walk(m.root)
+	return total
 }

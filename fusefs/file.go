@@ -242,10 +242,12 @@ func (n *node) readAt(ctx context.Context, h *handle, dest []byte, off int64) (i
 		}
 		buf := dest[:min(int64(len(dest)), size-off)]
 		if err := n.m.blocks.read(ctx, exts, int64(a.Size), off, buf); err != nil {
-			if errors.Is(errors.NotExist, err) && gone < 3 {
+			if (errors.Is(errors.NotExist, err) || capRefused(err)) && gone < 3 {
 				// Another mount replaced the content and the garbage
 				// collector took the old needles before this mount heard
-				// of it: read the current version.
+				// of it: read the current version. Or the client evicted
+				// the needles' capabilities (it keeps a bounded number):
+				// the lookup brings them back.
 				gone++
 				n.mu.Lock()
 				if n.f.commit == commit {
@@ -288,7 +290,7 @@ func (n *node) readDirect(ctx context.Context, h *handle, off, length int64) ([]
 	}
 	length = min(length, size-off)
 	b, ok, err := n.m.blocks.slice(ctx, exts, off, length)
-	if errors.Is(errors.NotExist, err) {
+	if errors.Is(errors.NotExist, err) || capRefused(err) {
 		return nil, false, nil // readAt reads the current version
 	}
 	if !ok || err != nil {
@@ -299,6 +301,12 @@ func (n *node) readDirect(ctx context.Context, h *handle, off, length int64) ([]
 	same := !n.f.sized && n.f.commit == commit
 	n.mu.Unlock()
 	return b, same, nil
+}
+
+// capRefused says whether a data server refused a read's capability
+// (evicted by the client, or expired past renewal).
+func capRefused(err error) bool {
+	return errors.Is(errors.Permission, err) || errors.Is(errors.Unauthenticated, err)
 }
 
 // writeAt buffers a write.

@@ -67,6 +67,15 @@ type Config struct {
 	// SyncClose makes close() and attribute changes commit before they
 	// return, instead of behind (see writeback.go).
 	SyncClose bool
+	// MaxFiles bounds the files the kernel keeps looked up (and the
+	// mount a node for each), open ones aside: past it the least
+	// recently used are dropped from the kernel's cache (forget.go).
+	// Default 10,000.
+	MaxFiles int
+	// MaxListing bounds the entries of a directory's listing the mount
+	// keeps to answer lookups and readdir itself (default 10,000); a
+	// larger directory is listed by meta each time.
+	MaxListing int
 	// NoAtime keeps atime as it is on reads (-o noatime); by default it
 	// follows relatime, written behind (posix.go: accessed).
 	NoAtime bool
@@ -99,6 +108,12 @@ func (c *Config) validate() error {
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
 	}
+	if c.MaxFiles <= 0 {
+		c.MaxFiles = 10_000
+	}
+	if c.MaxListing <= 0 {
+		c.MaxListing = 10_000
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -129,8 +144,10 @@ type Mount struct {
 	// that an event naming an inode (another mount's write to an open
 	// file by inode) reaches the node whatever name this mount knows it
 	// by (open.go).
+	// It also bounds them (forget.go).
 	liveMu sync.Mutex
-	live   map[uint64]*node
+	live   liveSet
+	trim   chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -148,7 +165,7 @@ func New(cfg Config) (*Mount, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mount{
 		cfg: cfg, meta: cfg.Client.WithCaps(cfg.Meta), cl: cfg.Client, log: cfg.Logger.With("role", "mount"),
-		stats: newStats(), nsRoot: map[string]*node{}, cancel: cancel, done: make(chan struct{}),
+		stats: newStats(), nsRoot: map[string]*node{}, trim: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{}),
 	}
 	m.blocks = newBlockCache(m, cfg.CacheSize)
 	m.sess = newSession(m)
@@ -226,6 +243,7 @@ func New(cfg Config) (*Mount, error) {
 	if ri, ok := root.(interface{ EmbeddedInode() *fs.Inode }); ok {
 		m.root = ri.EmbeddedInode()
 	}
+	go m.trimmer(ctx)
 	sessDone := make(chan struct{})
 	go func() {
 		m.sess.run(ctx)

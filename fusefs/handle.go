@@ -44,6 +44,7 @@ func (n *node) open(flags uint32) *handle {
 		n.m.opening(n)
 	}
 	n.mu.Unlock()
+	n.m.track(n) // used: the last to be dropped from the kernel's cache
 	return &handle{n: n, append: flags&syscall.O_APPEND != 0}
 }
 

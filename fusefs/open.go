@@ -112,32 +112,3 @@ func (n *node) stillNamed() bool {
 	defer n.mu.Unlock()
 	return n.f.creating || !n.f.gone.Load()
 }
-
-// track records file node n as known to the kernel (Mount.live).
-func (m *Mount) track(n *node) {
-	if !n.isFile() {
-		return
-	}
-	m.liveMu.Lock()
-	if m.live == nil {
-		m.live = map[uint64]*node{}
-	}
-	m.live[n.StableAttr().Ino] = n
-	m.liveMu.Unlock()
-}
-
-// untrack forgets n (the kernel forgot it).
-func (m *Mount) untrack(n *node) {
-	m.liveMu.Lock()
-	if m.live[n.StableAttr().Ino] == n {
-		delete(m.live, n.StableAttr().Ino)
-	}
-	m.liveMu.Unlock()
-}
-
-// liveNode returns the file node with inode number ino the kernel knows.
-func (m *Mount) liveNode(ino uint64) *node {
-	m.liveMu.Lock()
-	defer m.liveMu.Unlock()
-	return m.live[ino]
-}

@@ -983,8 +983,8 @@ func (l *versionLister) records(key string, all bool) (more bool, err error) {
 			l.lastKey = rk
 			r.Current = true
 			if !l.req.WithFiles && !l.req.NewestAsCurrent {
-				_, _, werr := l.v.walk(l.ns.RootIno, rk)
-				r.Current = werr != nil
+				_, dir, werr := l.v.walk(l.ns.RootIno, rk)
+				r.Current = werr != nil || dir // a directory is no current version
 			}
 		}
 		l.out.Versions = append(l.out.Versions, r)

@@ -43,14 +43,8 @@ func (s *Service) List(ctx context.Context, req *metapb.ListRequest) (*metapb.Li
 	limit = min(limit, maxListLimit)
 
 	prefix := strings.TrimPrefix(req.Prefix, "/")
-	dirPart, namePrefix := "", prefix
-	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
-		dirPart, namePrefix = prefix[:i], prefix[i+1:]
-	}
-	if clean, _, err := pathname.Clean(dirPart); err != nil || clean != dirPart {
-		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, prefix), "bad list prefix")
-	}
-	if !utf8.ValidString(namePrefix) || strings.IndexByte(namePrefix, 0) >= 0 {
+	dirPart, namePrefix, ok := splitListPrefix(prefix)
+	if !ok {
 		return nil, errors.E(op, errors.Invalid, fullPath(req.Ns, prefix), "bad list prefix")
 	}
 	dirSlash := ""
@@ -78,46 +72,79 @@ func (s *Service) List(ctx context.Context, req *metapb.ListRequest) (*metapb.Li
 	if err != nil {
 		return nil, errors.E(op, err)
 	}
-	dirIno, isDir, err := v.walk(ns.RootIno, dirPart)
-	if errors.Is(errors.NotExist, err) || errors.Is(errors.NotDir, err) || err == nil && !isDir {
-		return &metapb.ListResponse{}, nil // like S3: no such prefix, no entries
-	}
-	if err != nil {
-		return nil, errors.E(op, fullPath(req.Ns, dirPart), err)
-	}
-
-	l := &lister{v: v, limit: limit}
-	if mode == modeDelimited {
-		err = l.directory(dirIno, dirSlash, namePrefix, last)
-	} else {
-		err = l.tree(dirIno, dirSlash, namePrefix, last)
-	}
+	var out []*metapb.ListEntry
+	// One entry past the limit is collected so that the last page has no
+	// cursor.
+	err = walkTree(v, ns, dirPart, namePrefix, mode == modeDelimited, last, func(name string, dir bool, ino uint64) (bool, error) {
+		n, err := v.inode(ino)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, &metapb.ListEntry{Name: name, Dir: dir, Inode: n})
+		return len(out) <= limit, nil
+	})
 	if err != nil {
 		return nil, errors.E(op, fullPath(req.Ns, prefix), err)
 	}
-	out := &metapb.ListResponse{Entries: l.out}
-	if len(l.out) > limit {
-		out.Entries = l.out[:limit]
-		out.NextCursor = encodeCursor(mode, out.Entries[limit-1].Name)
+	resp := &metapb.ListResponse{Entries: out}
+	if len(out) > limit {
+		resp.Entries = out[:limit]
+		resp.NextCursor = encodeCursor(mode, resp.Entries[limit-1].Name)
 	}
-	return out, nil
+	return resp, nil
 }
 
+// splitListPrefix splits a listing's prefix into the directory listed
+// and the start of the names in it; ok is false for a prefix no path can
+// have.
+func splitListPrefix(prefix string) (dirPart, namePrefix string, ok bool) {
+	namePrefix = prefix
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		dirPart, namePrefix = prefix[:i], prefix[i+1:]
+	}
+	if clean, _, err := pathname.Clean(dirPart); err != nil || clean != dirPart {
+		return "", "", false
+	}
+	if !utf8.ValidString(namePrefix) || strings.IndexByte(namePrefix, 0) >= 0 {
+		return "", "", false
+	}
+	return dirPart, namePrefix, true
+}
+
+// walkTree walks ns's tree in UTF-8 binary order of the full path, after
+// the path last ("" from the start): one directory (delimited, whose
+// sub-directories are visited as "name/") or the whole subtree below
+// directory dirPart, entries whose names start with namePrefix. visit is
+// handed each entry until it answers false. A dirPart that is not a
+// directory has nothing to walk.
+func walkTree(v *view, ns *metapb.Namespace, dirPart, namePrefix string, delimited bool, last string, visit func(name string, dir bool, ino uint64) (bool, error)) error {
+	dirIno, isDir, err := v.walk(ns.RootIno, dirPart)
+	if errors.Is(errors.NotExist, err) || errors.Is(errors.NotDir, err) || err == nil && !isDir {
+		return nil // like S3: no such prefix, no entries
+	}
+	if err != nil {
+		return errors.E(fullPath(ns.Name, dirPart), err)
+	}
+	dirSlash := ""
+	if dirPart != "" {
+		dirSlash = dirPart + "/"
+	}
+	l := &lister{v: v, visit: visit}
+	if delimited {
+		return l.directory(dirIno, dirSlash, namePrefix, last)
+	}
+	return l.tree(dirIno, dirSlash, namePrefix, last)
+}
+
+// lister walks a listing's entries in order, handing each to visit.
 type lister struct {
 	v     *view
-	limit int
-	out   []*metapb.ListEntry
+	visit func(name string, dir bool, ino uint64) (more bool, err error)
 }
 
-// emit adds an entry and reports whether the page wants more. One entry
-// past the limit is collected so that the last page has no cursor.
+// emit hands an entry to visit and reports whether the walk goes on.
 func (l *lister) emit(name string, dir bool, ino uint64) (bool, error) {
-	n, err := l.v.inode(ino)
-	if err != nil {
-		return false, err
-	}
-	l.out = append(l.out, &metapb.ListEntry{Name: name, Dir: dir, Inode: n})
-	return len(l.out) <= l.limit, nil
+	return l.visit(name, dir, ino)
 }
 
 // seekAfter positions it on the first entry after sort name sn.

@@ -70,6 +70,12 @@ func (l *local) List(ctx context.Context, in *metapb.ListRequest, _ ...grpc.Call
 	return call(ctx, l, "List", l.s.List, in)
 }
 
+// S3ListVersions is local for ListObjectVersions, whose pages of up to
+// 1,000 versions each cost as much to marshal over gRPC as to list.
+func (l *local) S3ListVersions(ctx context.Context, in *metapb.S3ListVersionsRequest, _ ...grpc.CallOption) (*metapb.S3VersionList, error) {
+	return call(ctx, l, "S3ListVersions", l.s.S3ListVersions, in)
+}
+
 func (l *local) Mkdir(ctx context.Context, in *metapb.MkdirRequest, _ ...grpc.CallOption) (*metapb.Inode, error) {
 	return call(ctx, l, "Mkdir", l.s.Mkdir, in)
 }

@@ -56,6 +56,10 @@ func TestLocalMatchesGRPC(t *testing.T) {
 			if err != nil || len(l.Entries) != 2 || l.Entries[1].Name != "z/c.txt" {
 				t.Fatalf("list: %v, %v", l, err)
 			}
+			vl, err := c.cl.S3ListVersions(bg, &metapb.S3ListVersionsRequest{Ns: ns, WithFiles: true})
+			if err != nil || len(vl.Versions) != 2 || vl.Versions[1].Key != "z/c.txt" || !vl.Versions[1].File || vl.Versions[1].Inode.Size != 5 {
+				t.Fatalf("version list: %v, %v", vl, err)
+			}
 			if _, err := c.cl.Delete(bg, &metapb.DeleteRequest{Ns: ns, Path: "z", Recursive: true}); err != nil {
 				t.Fatal(err)
 			}

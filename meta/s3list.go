@@ -12,6 +12,19 @@ import (
 // it. A key that is not a valid path is ignored: the listing starts at the
 // beginning.
 func ListCursorAfter(delimited bool, prefix, after string) (cursor string, ok bool) {
+	last, ok := listAfter(delimited, prefix, after)
+	if last == "" {
+		return "", ok
+	}
+	if delimited {
+		return encodeCursor(modeDelimited, last), true
+	}
+	return encodeCursor(modeRecursive, last), true
+}
+
+// listAfter is ListCursorAfter's path: the last path a walk of the
+// listing (walkTree) resumes after, "" to start at the beginning.
+func listAfter(delimited bool, prefix, after string) (last string, ok bool) {
 	prefix = strings.TrimPrefix(prefix, "/")
 	if after <= prefix {
 		return "", true
@@ -26,7 +39,7 @@ func ListCursorAfter(delimited bool, prefix, after string) (cursor string, ok bo
 		return "", true
 	}
 	if !delimited {
-		return encodeCursor(modeRecursive, after), true
+		return after, true
 	}
 	dirSlash := ""
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
@@ -42,9 +55,9 @@ func ListCursorAfter(delimited bool, prefix, after string) (cursor string, ok bo
 	if rel == "" || rel == "/" {
 		return "", true
 	}
-	last := dirSlash + rel
+	last = dirSlash + rel
 	if !strings.HasPrefix(last, prefix) {
 		return "", true
 	}
-	return encodeCursor(modeDelimited, last), true
+	return last, true
 }

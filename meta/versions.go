@@ -1,12 +1,14 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
@@ -801,9 +803,11 @@ func (s *Service) S3GetVersion(ctx context.Context, req *metapb.S3VersionRequest
 	return &metapb.S3Version{Key: p, Order: tg.inode.S3Version, NullId: tg.inode.S3Version == 0, Inode: tg.inode, Extents: exts, Current: true}, nil
 }
 
-// S3ListVersions lists stored versions (not the current files, which the
-// caller lists from the tree and merges) in key order, each key's newest
-// first, grouping keys by delimiter into common prefixes.
+// S3ListVersions lists stored versions in key order, each key's newest
+// first, grouping keys by delimiter into common prefixes. With with_files
+// it lists the namespace's files too, each before its key's stored
+// versions: a ListObjectVersions page in one scan. Without, the caller
+// lists the tree beside (and end may bound the keys).
 func (s *Service) S3ListVersions(ctx context.Context, req *metapb.S3ListVersionsRequest) (*metapb.S3VersionList, error) {
 	limit := int(req.Limit)
 	if limit <= 0 || limit > 1000 {
@@ -818,11 +822,41 @@ func (s *Service) S3ListVersions(ctx context.Context, req *metapb.S3ListVersions
 	if err != nil {
 		return nil, errors.E(errors.Op("meta.S3ListVersions"), err)
 	}
-	base := []byte(pS3Version + req.Ns + "\x00")
-	lower := append(append([]byte(nil), base...), req.Prefix...)
+	l := &versionLister{v: v, ns: ns, req: req, limit: limit, out: &metapb.S3VersionList{}}
+	if err := l.run(); err != nil {
+		return nil, errors.E(errors.Op("meta.S3ListVersions"), fullPath(req.Ns, req.Prefix), err)
+	}
+	return l.out, nil
+}
+
+// versionLister is one page of S3ListVersions: the stored versions'
+// iterator (it, on the next record while valid), and with files the
+// tree's walk, whose every entry first lists the records before it.
+type versionLister struct {
+	v      *view
+	ns     *metapb.Namespace
+	req    *metapb.S3ListVersionsRequest
+	limit  int
+	out    *metapb.S3VersionList
+	base   []byte // the namespace's record keys' prefix
+	it     *pebble.Iterator
+	valid  bool
+	lastCP string // the last common prefix listed: its group is skipped
+	// lastKey is the key whose latest version is listed (a file, or its
+	// newest record), so that its next records are not marked current.
+	lastKey string
+}
+
+func (l *versionLister) run() error {
+	req := l.req
+	if strings.HasPrefix(req.Prefix, "/") {
+		return nil // no key starts with '/'
+	}
+	l.base = []byte(pS3Version + req.Ns + "\x00")
+	lower := append(append([]byte(nil), l.base...), req.Prefix...)
 	upper := prefixEnd(lower)
-	if req.End != "" {
-		if e := append(append([]byte(nil), base...), req.End...); string(e) < string(upper) {
+	if req.End != "" && !req.WithFiles {
+		if e := append(append([]byte(nil), l.base...), req.End...); string(e) < string(upper) {
 			upper = e
 		}
 	}
@@ -834,79 +868,154 @@ func (s *Service) S3ListVersions(ctx context.Context, req *metapb.S3ListVersions
 		mk := prefixEnd(versionPrefix(req.Ns, req.KeyMarker))
 		if req.Delimiter != "" && strings.HasSuffix(req.KeyMarker, req.Delimiter) {
 			// A common prefix: after its whole group.
-			mk = prefixEnd(append(append([]byte(nil), base...), req.KeyMarker...))
+			mk = prefixEnd(append(append([]byte(nil), l.base...), req.KeyMarker...))
+			l.lastCP = req.KeyMarker
 		}
 		if req.VersionIdMarker != "" {
 			mk = versionPrefix(req.Ns, req.KeyMarker)
 			if order, null, err := ParseVersionID(req.VersionIdMarker); err == nil {
-				if rec, key, _ := findVersion(v, req.Ns, req.KeyMarker, order, null); rec != nil {
+				if rec, key, _ := findVersion(l.v, req.Ns, req.KeyMarker, order, null); rec != nil {
 					mk = append(key, 0)
 				}
 			}
+			l.lastKey = req.KeyMarker // its first versions were listed before
 		}
 		if string(mk) > string(from) {
 			from = mk
 		}
 	}
-	out := &metapb.S3VersionList{}
-	if string(from) >= string(upper) {
-		return out, nil
-	}
-	it, err := v.newIter(from, upper)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	lastCP, lastKey := "", ""
-	if req.VersionIdMarker != "" {
-		lastKey = req.KeyMarker // its first versions were listed before
-	}
-	for ok := it.First(); ok; {
-		k := it.Key()[len(base):]
-		z := strings.IndexByte(string(k), 0)
-		if z < 0 {
-			return nil, errors.E(errors.Corrupt, "bad version key")
+	if string(from) < string(upper) {
+		it, err := l.v.newIter(from, upper)
+		if err != nil {
+			return err
 		}
-		key := string(k[:z])
-		if req.Delimiter != "" {
-			if i := strings.Index(key[len(req.Prefix):], req.Delimiter); i >= 0 {
-				cp := key[:len(req.Prefix)+i+len(req.Delimiter)]
-				if cp != lastCP {
-					if len(out.Versions) == limit {
-						out.More = true
-						return out, nil
-					}
-					lastCP = cp
-					out.Versions = append(out.Versions, &metapb.S3Version{Key: cp, CommonPrefix: true})
-				}
-				// Skip the whole group.
-				ok = it.SeekGE(prefixEnd(append(append([]byte(nil), base...), cp...)))
-				continue
+		defer it.Close()
+		l.it, l.valid = it, it.First()
+	}
+	if req.WithFiles {
+		more, err := l.files()
+		if err != nil || !more {
+			return err
+		}
+	}
+	_, err := l.records("", true)
+	return err
+}
+
+// files walks the tree's entries of the listing in key order, each after
+// the records that sort before it; more is false once the page is full.
+func (l *versionLister) files() (more bool, err error) {
+	req := l.req
+	dirPart, namePrefix, ok := splitListPrefix(req.Prefix)
+	if !ok {
+		return true, nil // a prefix no path has: only records (none) to list
+	}
+	delimited := req.Delimiter == "/"
+	last, ok := listAfter(delimited, req.Prefix, req.KeyMarker)
+	if !ok {
+		return true, nil // every key of the prefix is before the marker
+	}
+	more = true
+	err = walkTree(l.v, l.ns, dirPart, namePrefix, delimited, last, func(name string, dir bool, ino uint64) (bool, error) {
+		if more, err = l.records(name, false); err != nil || !more {
+			return false, err
+		}
+		if cp := l.commonPrefix(name); cp != "" {
+			if cp != l.lastCP {
+				more = l.add(&metapb.S3Version{Key: cp, CommonPrefix: true})
+				l.lastCP = cp
 			}
+			return more, nil
 		}
-		if len(out.Versions) == limit {
-			out.More = true
-			return out, nil
+		if more = len(l.out.Versions) < l.limit; !more {
+			l.out.More = true
+			return false, nil
+		}
+		n, err := l.v.inode(ino)
+		if err != nil {
+			return false, err
+		}
+		l.lastKey = name
+		l.add(&metapb.S3Version{Key: name, File: true, Dir: dir, Current: true, Inode: n, Order: n.S3Version, NullId: n.S3Version == 0})
+		return true, nil
+	})
+	return more, err
+}
+
+// records lists the stored versions (and their common prefixes) whose
+// keys sort before key, or all of them; more is false once the page is
+// full.
+func (l *versionLister) records(key string, all bool) (more bool, err error) {
+	for l.valid {
+		k := l.it.Key()[len(l.base):]
+		z := bytes.IndexByte(k, 0)
+		if z < 0 {
+			return false, errors.E(errors.Corrupt, "bad version key")
+		}
+		if !all && string(k[:z]) >= key {
+			return true, nil // a key's file comes before its records
+		}
+		rk := string(k[:z])
+		if cp := l.commonPrefix(rk); cp != "" {
+			if cp != l.lastCP {
+				if !l.add(&metapb.S3Version{Key: cp, CommonPrefix: true}) {
+					return false, nil
+				}
+				l.lastCP = cp
+			}
+			// Skip the whole group.
+			l.valid = l.it.SeekGE(prefixEnd(append(append([]byte(nil), l.base...), cp...)))
+			continue
+		}
+		if len(l.out.Versions) == l.limit {
+			l.out.More = true
+			return false, nil
 		}
 		r := &metapb.S3Version{}
-		if err := proto.Unmarshal(it.Value(), r); err != nil {
-			return nil, errors.E(errors.Corrupt, err)
+		if err := proto.Unmarshal(l.it.Value(), r); err != nil {
+			return false, errors.E(errors.Corrupt, err)
 		}
-		r.Key, r.Extents = key, nil
-		if key != lastKey {
+		r.Key, r.Extents = rk, nil
+		if rk != l.lastKey {
 			// The key's newest stored version is its latest when no file
-			// is current (which the caller may judge itself).
-			lastKey = key
+			// is current: with files, none was listed for the key;
+			// without, the caller may judge itself or meta walks to it.
+			l.lastKey = rk
 			r.Current = true
-			if !req.NewestAsCurrent {
-				_, _, werr := v.walk(ns.RootIno, key)
-				r.Current = werr != nil
+			if !l.req.WithFiles && !l.req.NewestAsCurrent {
+				_, dir, werr := l.v.walk(l.ns.RootIno, rk)
+				r.Current = werr != nil || dir // a directory is no current version
 			}
 		}
-		out.Versions = append(out.Versions, r)
-		ok = it.Next()
+		l.out.Versions = append(l.out.Versions, r)
+		l.valid = l.it.Next()
 	}
-	return out, it.Error()
+	if l.it != nil {
+		return true, l.it.Error()
+	}
+	return true, nil
+}
+
+// commonPrefix is the common prefix key falls in, or "".
+func (l *versionLister) commonPrefix(key string) string {
+	d, p := l.req.Delimiter, l.req.Prefix
+	if d == "" {
+		return ""
+	}
+	if i := strings.Index(key[len(p):], d); i >= 0 {
+		return key[:len(p)+i+len(d)]
+	}
+	return ""
+}
+
+// add appends x unless the page is full (then it says there is more).
+func (l *versionLister) add(x *metapb.S3Version) bool {
+	if len(l.out.Versions) == l.limit {
+		l.out.More = true
+		return false
+	}
+	l.out.Versions = append(l.out.Versions, x)
+	return true
 }
 
 // copySource is an S3 copy's source: the file, or the version it names.

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"cairn/errors"
@@ -206,4 +207,144 @@ func TestVersionedChangesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("b", "2/1", "4/1", "7/3")
+}
+
+// TestListVersionsWithFiles: S3ListVersions with_files lists, page by
+// page for every page size, exactly what the tree's listing (List) and the
+// stored versions listed apart give when merged in key order and grouped
+// by the delimiter: keys whose names sort around '/' ("a", "a-b", "a.c",
+// "a/b", "a0"; "a" a file once, a directory now), keys with zero to three stored versions, deleted keys (a delete
+// marker latest, or a directory left with versions only), an empty
+// directory (listed "e/" like a folder marker), a file never versioned.
+func TestListVersionsWithFiles(t *testing.T) {
+	ts := start(t, nil)
+	cl := ts.cl
+	mkns(t, cl, "lvs")
+	key := uint64(1)
+	write := func(p string) {
+		put(t, cl, "lvs", p, 1, key)
+		key++
+	}
+	write("old") // the null version, before versioning
+	if _, err := cl.S3SetVersioning(bg, &metapb.S3VersioningRequest{Ns: "lvs", State: metapb.S3Versioning_S3_VERSIONING_ENABLED}); err != nil {
+		t.Fatal(err)
+	}
+	// "a" was a file (its versions stay) before it became a directory.
+	write("a")
+	write("a")
+	if _, err := cl.Delete(bg, &metapb.DeleteRequest{Ns: "lvs", Path: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"a-b", "a.c", "a/b", "a/c/d", "a0", "b/x", "b/y-z", "c", "d1/k0", "d1/k1", "d1/k2", "gone/f", "old"}
+	for i, p := range names {
+		for r := 0; r <= i%4; r++ {
+			write(p)
+		}
+	}
+	for _, p := range []string{"a.c", "d1/k1", "gone/f"} {
+		if _, err := cl.Delete(bg, &metapb.DeleteRequest{Ns: "lvs", Path: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.Delete(bg, &metapb.DeleteRequest{Ns: "lvs", Path: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "lvs", Path: "e", Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	show := func(v *metapb.S3Version) string {
+		switch {
+		case v.CommonPrefix:
+			return "prefix " + v.Key
+		case v.File:
+			return fmt.Sprintf("%s file %s dir=%v", v.Key, versionIDOf(v), v.Dir)
+		}
+		return fmt.Sprintf("%s %s current=%v marker=%v", v.Key, versionIDOf(v), v.Current, v.DeleteMarker)
+	}
+	// want merges List's entries and the stored versions of prefix, then
+	// groups them by delim.
+	want := func(prefix, delim string) []string {
+		var files []*metapb.S3Version
+		cursor := ""
+		for {
+			l, err := cl.List(bg, &metapb.ListRequest{Ns: "lvs", Prefix: prefix, Cursor: cursor, Limit: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range l.Entries {
+				files = append(files, &metapb.S3Version{Key: e.Name, File: true, Dir: e.Dir, Current: true, Order: e.Inode.S3Version, NullId: e.Inode.S3Version == 0})
+			}
+			if cursor = l.NextCursor; cursor == "" {
+				break
+			}
+		}
+		recs, err := cl.S3ListVersions(bg, &metapb.S3ListVersionsRequest{Ns: "lvs", Prefix: prefix})
+		if err != nil || recs.More {
+			t.Fatal(err, recs.GetMore())
+		}
+		var out []string
+		lastCP := ""
+		i, j := 0, 0
+		for i < len(files) || j < len(recs.Versions) {
+			var v *metapb.S3Version
+			if j == len(recs.Versions) || i < len(files) && files[i].Key <= recs.Versions[j].Key {
+				v, i = files[i], i+1
+			} else {
+				v, j = recs.Versions[j], j+1
+			}
+			if delim != "" {
+				if k := strings.Index(v.Key[len(prefix):], delim); k >= 0 {
+					cp := v.Key[:len(prefix)+k+len(delim)]
+					if cp != lastCP {
+						out = append(out, "prefix "+cp)
+					}
+					lastCP = cp
+					continue
+				}
+			}
+			out = append(out, show(v))
+		}
+		return out
+	}
+	// pages lists with_files in pages of size, following the markers as
+	// ListObjectVersions does.
+	pages := func(prefix, delim string, size uint32) []string {
+		var out []string
+		req := &metapb.S3ListVersionsRequest{Ns: "lvs", Prefix: prefix, Delimiter: delim, Limit: size, WithFiles: true}
+		for n := 0; ; n++ {
+			if n > 100 {
+				t.Fatalf("prefix %q delimiter %q size %d: no end", prefix, delim, size)
+			}
+			l, err := cl.S3ListVersions(bg, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range l.Versions {
+				out = append(out, show(v))
+			}
+			if !l.More {
+				return out
+			}
+			last := l.Versions[len(l.Versions)-1]
+			req.KeyMarker, req.VersionIdMarker = last.Key, ""
+			if !last.CommonPrefix {
+				req.VersionIdMarker = versionIDOf(last)
+			}
+		}
+	}
+	full := want("", "")
+	if len(full) < 30 || !strings.Contains(fmt.Sprint(full), "e/ file null dir=true") || !strings.Contains(fmt.Sprint(full), "gone/f") {
+		t.Fatalf("the bucket is not what the test meant: %v", full)
+	}
+	for _, prefix := range []string{"", "a", "a/", "d1/", "d1/k1", "gone/", "e/", "zz"} {
+		for _, delim := range []string{"", "/", "-"} {
+			w := want(prefix, delim)
+			for _, size := range []uint32{1, 2, 3, 5, 1000} {
+				if got := pages(prefix, delim, size); fmt.Sprint(got) != fmt.Sprint(w) {
+					t.Fatalf("prefix %q delimiter %q pages of %d:\n%v\nwant\n%v", prefix, delim, size, strings.Join(got, "\n"), strings.Join(w, "\n"))
+				}
+			}
+		}
+	}
 }

@@ -117,42 +117,6 @@ func (l *lister) run() error {
 	}
 }
 
-// runBeside runs a version listing's tree page in steps, so that it lists
-// about as many files as fit on the page beside recs, the stored versions
-// from the same marker in key order, rather than a page of files of which
-// most would be dropped: with two versions a key, half of them.
-func (l *lister) runBeside(recs []*metapb.S3Version) error {
-	want := l.maxKeys
-	defer func() { l.maxKeys = want }()
-	step := want
-	if len(recs) > 0 {
-		step = max(want-len(recs), want/4, 1)
-	}
-	l.maxKeys = 0
-	j := 0 // recs before the end of the tree's entries so far
-	for {
-		l.maxKeys += step
-		if err := l.run(); err != nil || !l.truncated {
-			return err
-		}
-		files := len(l.contents) + len(l.prefixes)
-		end := l.last + "\x00"
-		if n := len(l.prefixes); n > 0 && l.prefixes[n-1] == l.last {
-			end = string(prefixEndString(l.last))
-		}
-		for j < len(recs) && recs[j].Key < end {
-			j++
-		}
-		room := want - files - j
-		if room <= 0 {
-			return nil // truncated, as it should be
-		}
-		// As many files as the share of them so far says will fit.
-		step = max((room*files+files+j-1)/(files+j), 1)
-		l.cursor, l.truncated = l.nextCursor, false
-	}
-}
-
 // listKind is which listing a request asks for.
 type listKind uint8
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/xml"
 	"net/http"
-	"sort"
 	"strings"
 
 	"cairn/client"
@@ -195,10 +194,10 @@ func (s *Server) bypass(q *request) bool {
 	return n != nil && n.Owner == q.p.access
 }
 
-// listVersions is ListObjectVersions: the bucket's files (the current
-// versions, from the tree) merged in key order with meta's stored
-// versions and delete markers. Each key's current version comes first,
-// then the stored ones newest first.
+// listVersions is ListObjectVersions: meta lists a page in one scan, the
+// bucket's files (the current versions, as the tree has them) merged in
+// key order with its stored versions and delete markers. Each key's
+// current version comes first, then the stored ones newest first.
 func (s *Server) listVersions(q *request) error {
 	n, err := s.authorize(q, read)
 	if err != nil {
@@ -218,111 +217,36 @@ func (s *Server) listVersions(q *request) error {
 	if err != nil {
 		return err
 	}
-	// The stored versions first (a bucket never versioned has none), then
-	// about as many of the tree's files as fit beside them; those past
-	// the tree's page are dropped below. Which keys have a current file
-	// the tree says, so meta need not walk to each key.
-	recs := &metapb.S3VersionList{}
-	prefix := l.prefix
-	if n.S3Versioning != metapb.S3Versioning_S3_VERSIONING_OFF && !strings.HasPrefix(prefix, "/") && l.maxKeys > 0 {
-		recs, err = s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
-			Ns: q.bucket, Prefix: prefix, Delimiter: l.delimiter, KeyMarker: km, VersionIdMarker: vm,
-			Limit: uint32(l.maxKeys + 1), NewestAsCurrent: true,
-		})
-		if err != nil {
-			return notExistAs(err, errNoSuchBucket())
-		}
-	}
-	if !empty && l.maxKeys > 0 {
-		if err := l.runBeside(recs.Versions); err != nil {
-			return err
-		}
-	}
-	own := ownerOf(n.Owner)
 	out := listVersionsResult{
 		Xmlns: s3NS, Name: q.bucket, Prefix: esc(l.prefix), KeyMarker: esc(km),
 		VersionIDMarker: vm, MaxKeys: l.maxKeys, Delimiter: esc(l.delimiter),
 		EncodingType: v.Get("encoding-type"),
 	}
-	if l.maxKeys == 0 {
-		writeXML(q.w, http.StatusOK, out)
-		return nil
-	}
-	// The tree's page, in key order (files and common prefixes).
-	type item struct {
-		key string
-		cp  bool
-		cur *metapb.ListEntry
-		rec *metapb.S3Version
-	}
-	tree := make([]item, 0, len(l.contents)+len(l.prefixes))
-	for _, e := range l.contents {
-		tree = append(tree, item{key: e.Name, cur: e})
-	}
-	for _, p := range l.prefixes {
-		tree = append(tree, item{key: p, cp: true})
-	}
-	sort.SliceStable(tree, func(i, j int) bool { return tree[i].key < tree[j].key })
-	// Stored versions up to where the tree's page ends.
-	if l.truncated && len(tree) > 0 {
-		last := tree[len(tree)-1]
-		end := last.key + "\x00"
-		if last.cp {
-			end = string(prefixEndString(last.key))
+	page := &metapb.S3VersionList{}
+	if !empty && l.maxKeys > 0 {
+		page, err = s.meta.S3ListVersions(q.ctx(), &metapb.S3ListVersionsRequest{
+			Ns: q.bucket, Prefix: l.prefix, Delimiter: l.delimiter, KeyMarker: km, VersionIdMarker: vm,
+			Limit: uint32(l.maxKeys), WithFiles: true,
+		})
+		if err != nil {
+			return notExistAs(err, errNoSuchBucket())
 		}
-		kept := recs.Versions[:0]
-		for _, r := range recs.Versions {
-			if r.Key < end {
-				kept = append(kept, r)
-			}
-		}
-		recs.Versions = kept
 	}
-	merged := make([]item, 0, len(tree)+len(recs.Versions))
-	i, j := 0, 0
-	file := "" // the last current file merged: its key's stored versions are not the latest
-	for i < len(tree) || j < len(recs.Versions) {
-		var it item
+	own := ownerOf(n.Owner)
+	out.IsTruncated = page.More
+	out.Versions = make([]versionXML, 0, len(page.Versions))
+	for _, r := range page.Versions {
 		switch {
-		case j == len(recs.Versions) || i < len(tree) && tree[i].key <= recs.Versions[j].Key:
-			it = tree[i]
-			if !it.cp {
-				file = it.key
-			}
-			i++
-		default:
-			r := recs.Versions[j]
-			if r.Current && r.Key == file && !r.CommonPrefix {
-				r.Current = false
-			}
-			it = item{key: r.Key, cp: r.CommonPrefix, rec: r}
-			j++
-		}
-		if it.cp && len(merged) > 0 && merged[len(merged)-1].cp && merged[len(merged)-1].key == it.key {
-			continue
-		}
-		merged = append(merged, it)
-	}
-	out.IsTruncated = l.truncated || recs.More || len(merged) > l.maxKeys
-	if len(merged) > l.maxKeys {
-		merged = merged[:l.maxKeys]
-	}
-	for _, it := range merged {
-		switch {
-		case it.cp:
-			out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(it.key)})
-		case it.cur != nil:
-			o := entryXML(it.cur, esc, &own)
+		case r.CommonPrefix:
+			out.CommonPrefixes = append(out.CommonPrefixes, commonPrefix{Prefix: esc(r.Key)})
+		case r.File:
+			o := entryXML(&metapb.ListEntry{Name: r.Key, Dir: r.Dir, Inode: r.Inode}, esc, &own)
 			size := o.Size
 			out.Versions = append(out.Versions, versionXML{
-				XMLName: xml.Name{Local: "Version"}, Key: o.Key, VersionID: versionIDOf(n, it.cur.Inode), IsLatest: true,
-				LastModified: o.LastModified, ETag: o.ETag, Size: &size, Owner: &own, StorageClass: s.classes.name(n, it.cur.Inode),
+				XMLName: xml.Name{Local: "Version"}, Key: o.Key, VersionID: fileVersionID(n, r.Inode), IsLatest: true,
+				LastModified: o.LastModified, ETag: o.ETag, Size: &size, Owner: &own, StorageClass: s.classes.name(n, r.Inode),
 			})
-			if out.Versions[len(out.Versions)-1].VersionID == "" {
-				out.Versions[len(out.Versions)-1].VersionID = "null"
-			}
 		default:
-			r := it.rec
 			x := versionXML{
 				XMLName: xml.Name{Local: "Version"}, Key: esc(r.Key), VersionID: versionIDOfRecord(r),
 				IsLatest: r.Current, LastModified: isoTime(r.Inode.GetMtimeNs()), Owner: &own,
@@ -336,17 +260,14 @@ func (s *Server) listVersions(q *request) error {
 			out.Versions = append(out.Versions, x)
 		}
 	}
-	if out.IsTruncated && len(merged) > 0 {
-		last := merged[len(merged)-1]
-		out.NextKeyMarker = esc(last.key)
+	if last := len(page.Versions) - 1; out.IsTruncated && last >= 0 {
+		r := page.Versions[last]
+		out.NextKeyMarker = esc(r.Key)
 		switch {
-		case last.cur != nil:
-			out.NextVersionIDMarker = versionIDOf(n, last.cur.Inode)
-			if out.NextVersionIDMarker == "" {
-				out.NextVersionIDMarker = "null"
-			}
-		case last.rec != nil && !last.cp:
-			out.NextVersionIDMarker = versionIDOfRecord(last.rec)
+		case r.File:
+			out.NextVersionIDMarker = fileVersionID(n, r.Inode)
+		case !r.CommonPrefix:
+			out.NextVersionIDMarker = versionIDOfRecord(r)
 		}
 	}
 	var b bytes.Buffer
@@ -359,14 +280,11 @@ func (s *Server) listVersions(q *request) error {
 	return nil
 }
 
-// prefixEndString is the first string after every string with prefix p.
-func prefixEndString(p string) []byte {
-	b := []byte(p)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < 0xff {
-			b[i]++
-			return b[:i+1]
-		}
+// fileVersionID is the version id a listing gives the current file n:
+// "null" where versionIDOf gives none (a bucket never versioned).
+func fileVersionID(ns *metapb.Namespace, n *metapb.Inode) string {
+	if id := versionIDOf(ns, n); id != "" {
+		return id
 	}
-	return nil
+	return "null"
 }

@@ -89,8 +89,8 @@ func TestVersionedNativeChanges(t *testing.T) {
 // TestListObjectVersionsSteps: a bucket whose keys have zero to four
 // stored versions (and some a delete marker as their latest) lists the
 // same page by page, for page sizes that cut keys' versions apart, as at
-// once; each key's latest is marked so exactly once. The tree's page is
-// listed in steps sized by the stored versions beside it (runBeside).
+// once; each key's latest is marked so exactly once. Meta lists each page
+// in one scan of the tree and the stored versions (with_files).
 func TestListObjectVersionsSteps(t *testing.T) {
 	s := start(t)
 	c := root(t, s)

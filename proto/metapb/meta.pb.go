@@ -9297,15 +9297,20 @@ func (x *S3VersioningRequest) GetDefaultRetention() *S3Retention {
 // current one. inode carries the version's attributes; its ino is 0 for
 // a stored version.
 type S3Version struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Order         uint64                 `protobuf:"varint,2,opt,name=order,proto3" json:"order,omitempty"`                 // position among the key's versions; the id's number unless null_id
-	NullId        bool                   `protobuf:"varint,3,opt,name=null_id,json=nullId,proto3" json:"null_id,omitempty"` // S3's "null" version
-	DeleteMarker  bool                   `protobuf:"varint,4,opt,name=delete_marker,json=deleteMarker,proto3" json:"delete_marker,omitempty"`
-	Inode         *Inode                 `protobuf:"bytes,5,opt,name=inode,proto3" json:"inode,omitempty"`
-	Extents       []*Extent              `protobuf:"bytes,6,rep,name=extents,proto3" json:"extents,omitempty"`                                // sorted by offset
-	Current       bool                   `protobuf:"varint,7,opt,name=current,proto3" json:"current,omitempty"`                               // in answers: the namespace's file (or latest marker)
-	CommonPrefix  bool                   `protobuf:"varint,8,opt,name=common_prefix,json=commonPrefix,proto3" json:"common_prefix,omitempty"` // in listings: key is a common prefix
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Order        uint64                 `protobuf:"varint,2,opt,name=order,proto3" json:"order,omitempty"`                 // position among the key's versions; the id's number unless null_id
+	NullId       bool                   `protobuf:"varint,3,opt,name=null_id,json=nullId,proto3" json:"null_id,omitempty"` // S3's "null" version
+	DeleteMarker bool                   `protobuf:"varint,4,opt,name=delete_marker,json=deleteMarker,proto3" json:"delete_marker,omitempty"`
+	Inode        *Inode                 `protobuf:"bytes,5,opt,name=inode,proto3" json:"inode,omitempty"`
+	Extents      []*Extent              `protobuf:"bytes,6,rep,name=extents,proto3" json:"extents,omitempty"`                                // sorted by offset
+	Current      bool                   `protobuf:"varint,7,opt,name=current,proto3" json:"current,omitempty"`                               // in answers: the namespace's file (or latest marker)
+	CommonPrefix bool                   `protobuf:"varint,8,opt,name=common_prefix,json=commonPrefix,proto3" json:"common_prefix,omitempty"` // in listings: key is a common prefix
+	// In listings with_files: the namespace's file at key (its current
+	// version; inode is the file's), not a stored version; dir: an empty
+	// directory, listed as key "name/" like a folder marker.
+	File          bool `protobuf:"varint,861,opt,name=file,proto3" json:"file,omitempty"`
+	Dir           bool `protobuf:"varint,862,opt,name=dir,proto3" json:"dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -9396,6 +9401,20 @@ func (x *S3Version) GetCommonPrefix() bool {
 	return false
 }
 
+func (x *S3Version) GetFile() bool {
+	if x != nil {
+		return x.File
+	}
+	return false
+}
+
+func (x *S3Version) GetDir() bool {
+	if x != nil {
+		return x.Dir
+	}
+	return false
+}
+
 type S3VersionRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Ns               string                 `protobuf:"bytes,1,opt,name=ns,proto3" json:"ns,omitempty"`
@@ -9477,8 +9496,12 @@ type S3ListVersionsRequest struct {
 	// beside): current then marks each key's newest stored version, and
 	// the caller clears it where a file is current (no path walk per key).
 	NewestAsCurrent bool `protobuf:"varint,541,opt,name=newest_as_current,json=newestAsCurrent,proto3" json:"newest_as_current,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The namespace's files too, merged in key order, each before its key's
+	// stored versions: one scan lists a ListObjectVersions page, current
+	// versions and all (current then marks a key's latest version).
+	WithFiles     bool `protobuf:"varint,863,opt,name=with_files,json=withFiles,proto3" json:"with_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *S3ListVersionsRequest) Reset() {
@@ -9563,6 +9586,13 @@ func (x *S3ListVersionsRequest) GetLimit() uint32 {
 func (x *S3ListVersionsRequest) GetNewestAsCurrent() bool {
 	if x != nil {
 		return x.NewestAsCurrent
+	}
+	return false
+}
+
+func (x *S3ListVersionsRequest) GetWithFiles() bool {
+	if x != nil {
+		return x.WithFiles
 	}
 	return false
 }
@@ -11568,7 +11598,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\vobject_lock\x18\x03 \x01(\bR\n" +
 	"objectLock\x122\n" +
 	"\x15set_default_retention\x18\x04 \x01(\bR\x13setDefaultRetention\x12D\n" +
-	"\x11default_retention\x18\x05 \x01(\v2\x17.cairn.meta.S3RetentionR\x10defaultRetention\"\x87\x02\n" +
+	"\x11default_retention\x18\x05 \x01(\v2\x17.cairn.meta.S3RetentionR\x10defaultRetention\"\xaf\x02\n" +
 	"\tS3Version\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05order\x18\x02 \x01(\x04R\x05order\x12\x17\n" +
@@ -11577,13 +11607,15 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05inode\x18\x05 \x01(\v2\x11.cairn.meta.InodeR\x05inode\x12,\n" +
 	"\aextents\x18\x06 \x03(\v2\x12.cairn.meta.ExtentR\aextents\x12\x18\n" +
 	"\acurrent\x18\a \x01(\bR\acurrent\x12#\n" +
-	"\rcommon_prefix\x18\b \x01(\bR\fcommonPrefix\"\x82\x01\n" +
+	"\rcommon_prefix\x18\b \x01(\bR\fcommonPrefix\x12\x13\n" +
+	"\x04file\x18\xdd\x06 \x01(\bR\x04file\x12\x11\n" +
+	"\x03dir\x18\xde\x06 \x01(\bR\x03dir\"\x82\x01\n" +
 	"\x10S3VersionRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"version_id\x18\x03 \x01(\tR\tversionId\x12+\n" +
-	"\x11bypass_governance\x18\x04 \x01(\bR\x10bypassGovernance\"\xfd\x01\n" +
+	"\x11bypass_governance\x18\x04 \x01(\bR\x10bypassGovernance\"\x9d\x02\n" +
 	"\x15S3ListVersionsRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x1c\n" +
@@ -11593,7 +11625,9 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x11version_id_marker\x18\x05 \x01(\tR\x0fversionIdMarker\x12\x10\n" +
 	"\x03end\x18\x06 \x01(\tR\x03end\x12\x14\n" +
 	"\x05limit\x18\a \x01(\rR\x05limit\x12+\n" +
-	"\x11newest_as_current\x18\x9d\x04 \x01(\bR\x0fnewestAsCurrent\"V\n" +
+	"\x11newest_as_current\x18\x9d\x04 \x01(\bR\x0fnewestAsCurrent\x12\x1e\n" +
+	"\n" +
+	"with_files\x18\xdf\x06 \x01(\bR\twithFiles\"V\n" +
 	"\rS3VersionList\x121\n" +
 	"\bversions\x18\x01 \x03(\v2\x15.cairn.meta.S3VersionR\bversions\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\"\xa0\x02\n" +

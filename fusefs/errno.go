@@ -50,8 +50,15 @@ var kindErrno = map[errors.Kind]syscall.Errno{
 // the store did give (ENOENT, EEXIST...) stands.
 func errno(ctx context.Context, err error) syscall.Errno {
 	e := errnoOf(err)
-	if e == syscall.EIO && ctx != nil && ctx.Err() == context.Canceled {
+	if e != syscall.EIO || ctx == nil {
+		return e
+	}
+	if ctx.Err() == context.Canceled {
 		return syscall.EINTR
+	}
+	if c, ok := ctx.Value(opKey{}).(call); ok && c.log != nil {
+		// The one answer that says the file system failed: say why.
+		c.log.Warn("mount: answering EIO", "op", c.name, "err", err)
 	}
 	return e
 }

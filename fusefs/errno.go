@@ -42,12 +42,13 @@ var kindErrno = map[errors.Kind]syscall.Errno{
 // A call the kernel interrupted (the process got a signal: ctx is
 // cancelled) that failed for want of the store answers EINTR, not EIO,
 // whatever its last attempt met on the way out: a follower's "not the
-// leader", a timed-out wait for meta. The kernel then fails the process's
-// call with EINTR or restarts it (locks, SA_RESTART), as for a slow local
-// device; EIO would tell it the file system failed, and a SIGCHLD landing
-// on a thread that waits through a meta leader change made os.WriteFile
-// fail that way (TestMountCallsInterruptedWithoutMetaLeader). An answer
-// the store did give (ENOENT, EEXIST...) stands.
+// leader", a timed-out wait for meta. The kernel then fails the
+// process's call with EINTR (lock calls it restarts under SA_RESTART),
+// as a slow device's driver would; EIO would say the file system failed.
+// A SIGCHLD landing on a thread that waited through a meta leader change
+// made os.WriteFile fail so (TestMountCallsInterruptedWithoutMetaLeader).
+// An answer the store did give (ENOENT, EEXIST...) stands. Any other
+// EIO is logged with its operation and cause.
 func errno(ctx context.Context, err error) syscall.Errno {
 	e := errnoOf(err)
 	if e != syscall.EIO || ctx == nil {

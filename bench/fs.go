@@ -104,6 +104,37 @@ func SmallFiles(root string, n, size int) (write, read float64, err error) {
 	return write, read, nil
 }
 
+// Creates runs one writer per entry of dirs at once, each creating n
+// files of size bytes (create, write, close) under names of its own in
+// that directory, and returns the creates per second of all of them. Two
+// entries may name one directory, directly or through two mounts.
+func Creates(dirs []string, n, size int) (float64, error) {
+	data := make([]byte, size)
+	errs := make(chan error, len(dirs))
+	t0 := time.Now()
+	for w, dir := range dirs {
+		go func() {
+			for i := 0; i < n; i++ {
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("w%d-f%05d", w, i)), data, 0o644); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range dirs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return 0, first
+	}
+	return float64(len(dirs)*n) / time.Since(t0).Seconds(), nil
+}
+
 // MakeTree writes to p a tar of files files of about size bytes spread
 // over dirs directories (the untar workload: 17,477 files of 4 KB in
 // 1,000 directories).

@@ -27,13 +27,13 @@ type mountRow struct {
 
 func benchMountCmd() *cobra.Command {
 	var (
-		local, seqSize string
-		tests          []string
-		files, small   int
-		asJSON         bool
+		local, seqSize, second string
+		tests                  []string
+		files, small, creates  int
+		asJSON                 bool
 	)
 	cmd := &cobra.Command{
-		Use:   "mount MOUNTDIR [--local DIR] [--tests lstat,untar,small,seq,random]",
+		Use:   "mount MOUNTDIR [--local DIR] [--tests lstat,untar,small,seq,random] [--second DIR --tests twomounts]",
 		Short: "the mount's speed figures: a mounted directory against the local disk (and FUSE's ceiling), in one run",
 		Long: `mount runs the file-system workloads of the mount's speed targets in a new
 directory under MOUNTDIR (a Cairn mount, or any other file system to compare)
@@ -53,6 +53,14 @@ best any FUSE mount could do against this local disk; needs root.
           it larger than the mount's --cache-size, or the mount serves most
           of it from its own memory
   random  4 KiB reads at random offsets of a cached 64 MiB file, best of 7
+  twomounts
+          two writers at once, one through MOUNTDIR and one through --second
+          (another mount of the same namespace), each creating --creates
+          files of 4 KB: in a directory each, then both in one directory,
+          best of 3 rounds each, taken in turns; the local side runs two
+          writers the same way. What one directory shared by two mounts
+          costs: each create there waits for the directory's capability
+          to be recalled from the other mount
 
 The directories it makes are removed at the end.`,
 		Args: cobra.ExactArgs(1),
@@ -62,8 +70,11 @@ The directories it makes are removed at the end.`,
 				return fmt.Errorf("--seq-size: %s", messageOf(err))
 			}
 			for _, t := range tests {
-				if !slices.Contains([]string{"lstat", "untar", "small", "seq", "random"}, t) {
+				if !slices.Contains([]string{"lstat", "untar", "small", "seq", "random", "twomounts"}, t) {
 					return fmt.Errorf("--tests: unknown test %q", t)
+				}
+				if t == "twomounts" && second == "" {
+					return fmt.Errorf("--tests twomounts needs --second, a second mount of the namespace MOUNTDIR mounts")
 				}
 			}
 			mdir, err := os.MkdirTemp(args[0], "cairn-bench-")
@@ -71,6 +82,13 @@ The directories it makes are removed at the end.`,
 				return err
 			}
 			defer os.RemoveAll(mdir)
+			var mdir2 string // mdir as the second mount shows it
+			if second != "" {
+				mdir2 = filepath.Join(second, filepath.Base(mdir))
+				if st, err := os.Stat(mdir2); err != nil || !st.IsDir() {
+					return fmt.Errorf("--second %s does not show %s: not a mount of the same namespace as %s", second, filepath.Base(mdir), args[0])
+				}
+			}
 			ldir, err := os.MkdirTemp(local, "cairn-bench-")
 			if err != nil {
 				return err
@@ -83,7 +101,13 @@ The directories it makes are removed at the end.`,
 				fmt.Fprintf(w, row, "test", "local", "mount", "unit", "ratio", "target")
 			}
 			for _, t := range tests {
-				res, err := runMountTest(t, mdir, ldir, files, small, size)
+				var res []mountRow
+				var err error
+				if t == "twomounts" {
+					res, err = twoMounts(mdir, mdir2, ldir, creates)
+				} else {
+					res, err = runMountTest(t, mdir, ldir, files, small, size)
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", t, err)
 				}
@@ -106,6 +130,8 @@ The directories it makes are removed at the end.`,
 	fl.IntVar(&files, "files", 17_477, "files in the untar tree")
 	fl.IntVar(&small, "small-files", 5000, "files of the small-files test")
 	fl.StringVar(&seqSize, "seq-size", "2GB", "size of the sequential-read file")
+	fl.StringVar(&second, "second", "", "a second mount of the namespace MOUNTDIR mounts, for --tests twomounts")
+	fl.IntVar(&creates, "creates", 2000, "files each writer of the twomounts test creates per round")
 	fl.BoolVar(&asJSON, "json", false, "print results as JSON")
 	return cmd
 }
@@ -266,6 +292,51 @@ func runMountTest(test, mdir, ldir string, files, small int, seqSize int64) ([]m
 		return []mountRow{timeRow("random 4 KiB read, cached", l, m, "ns", "close to local")}, nil
 	}
 	return nil, fmt.Errorf("unknown test %q", test)
+}
+
+// twoMounts is the twomounts test: creates/s of two writers, one per
+// mount (mdir and mdir2 show one directory through two mounts), in a
+// directory each and in one shared directory, against two local writers
+// doing the same in ldir. Rounds take turns, each in new directories.
+func twoMounts(mdir, mdir2, ldir string, n int) ([]mountRow, error) {
+	const rounds, size = 3, 4096
+	var best [2][2]float64 // [shared][mount]
+	for r := range rounds {
+		for _, shared := range []bool{false, true} {
+			sh := 0
+			if shared {
+				sh = 1
+			}
+			for side, base := range [][2]string{{ldir, ldir}, {mdir, mdir2}} {
+				a := fmt.Sprintf("two%d-%d-a", r, sh)
+				b := a
+				if !shared {
+					b = fmt.Sprintf("two%d-%d-b", r, sh)
+				}
+				if err := os.Mkdir(filepath.Join(base[0], a), 0o755); err != nil {
+					return nil, err
+				}
+				if !shared {
+					if err := os.Mkdir(filepath.Join(base[1], b), 0o755); err != nil {
+						return nil, err
+					}
+				}
+				v, err := bench.Creates([]string{filepath.Join(base[0], a), filepath.Join(base[1], b)}, n, size)
+				if err != nil {
+					return nil, err
+				}
+				if os.Getenv("CAIRN_BENCH_VERBOSE") != "" {
+					fmt.Fprintf(os.Stderr, "twomounts round %d shared=%v %s: %.0f creates/s\n", r, shared, []string{"local", "mount"}[side], v)
+				}
+				best[sh][side] = max(best[sh][side], v)
+			}
+		}
+	}
+	name := fmt.Sprintf("2 writers x %d x 4 KB creates, ", n)
+	return []mountRow{
+		{Test: name + "a dir each", Local: best[0][0], Mount: best[0][1], Unit: "files/s", Ratio: best[0][1] / best[0][0]},
+		{Test: name + "one dir", Local: best[1][0], Mount: best[1][1], Unit: "files/s", Ratio: best[1][1] / best[1][0]},
+	}, nil
 }
 
 // onFloor runs a workload on an in-memory FUSE file system that does

@@ -8,15 +8,17 @@ import (
 
 // TestBenchMount runs every workload of `cairn bench mount` with small
 // sizes, a plain directory standing in for the mount (the do-nothing FUSE
-// file system of the seq row is mounted for real), and checks that each
-// row has figures on both sides and that nothing is left behind.
+// file system of the seq row is mounted for real), and for both mounts of
+// twomounts, and checks that each row has figures on both sides and that
+// nothing is left behind.
 func TestBenchMount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a FUSE mount: not in the -short tier")
 	}
 	mdir, ldir := t.TempDir(), t.TempDir()
 	out := cairn{t: t, endpoint: "http://127.0.0.1:1"}.ok("bench", "mount", mdir, "--local", ldir,
-		"--files", "60", "--small-files", "30", "--seq-size", "8MB", "--json")
+		"--files", "60", "--small-files", "30", "--seq-size", "8MB", "--json",
+		"--tests", "lstat,untar,small,seq,random,twomounts", "--second", mdir, "--creates", "20")
 	var rows []struct {
 		Test                string
 		Local, Mount, Ratio float64
@@ -24,8 +26,8 @@ func TestBenchMount(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(rows) != 10 {
-		t.Fatalf("%d rows, want 10: %s", len(rows), out)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 12: %s", len(rows), out)
 	}
 	for _, r := range rows {
 		if r.Local <= 0 || r.Mount <= 0 || r.Ratio <= 0 {

@@ -92,7 +92,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	p, err := n.path()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	if len(join(p, name)) > pathname.MaxPath {
 		// Nothing can exist there (no create past meta's limit is ever
@@ -115,7 +115,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return err
 	})
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	return n.child(ctx, name, r.Inode, epoch, out), 0
 }
@@ -133,7 +133,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	n.m.wb.drain() // files created here must be in meta before it lists them
 	p, err := n.path()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	prefix := ""
 	if p != "" {
@@ -150,7 +150,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			return err
 		})
 		if err != nil {
-			return nil, errno(err)
+			return nil, errno(ctx, err)
 		}
 		for _, e := range r.Entries {
 			name := strings.TrimSuffix(e.Name[len(prefix):], "/")
@@ -238,11 +238,11 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	uid, gid := caller(ctx)
 	if _, err := childPath(p, name); err != nil {
-		return nil, errno(err) // answered here: meta sees the name only later
+		return nil, errno(ctx, err) // answered here: meta sees the name only later
 	}
 	if n.m.wb.enabled() {
 		if ch, ok := n.mkdirBehind(ctx, p, name, mode, uid, gid, out); ok {
@@ -257,7 +257,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	a, err := n.m.meta.Mkdir(ctx, &metapb.MkdirRequest{Ns: n.ns, Path: join(p, name), Mode: mode & 07777, ModeExact: true, Uid: uid, Gid: gid, NoSyncWait: true})
 	if err != nil {
 		done(0)
-		return nil, kernelErr(err)
+		return nil, kernelErr(ctx, err)
 	}
 	defer done(a.Seq)
 	n.added(name, a)
@@ -380,11 +380,11 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	t, err := n.typeOf(ctx, p, name)
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	if t != syscall.S_IFDIR {
 		return syscall.ENOTDIR
@@ -406,11 +406,11 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	t, err := n.typeOf(ctx, p, name)
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	if t == syscall.S_IFDIR {
 		return syscall.EISDIR
@@ -448,7 +448,7 @@ func (n *node) remove(ctx context.Context, p, name string, held uint64) syscall.
 	r, err := n.m.meta.Delete(ctx, &metapb.DeleteRequest{Ns: n.ns, Path: join(p, name), HeldIno: held})
 	if err != nil {
 		done(0)
-		return errno(err)
+		return errno(ctx, err)
 	}
 	// By its sequence the session knows the deletion's event for this
 	// mount's own: the directory's cached listing and attributes (updated
@@ -463,7 +463,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	ctx = n.m.begin(ctx, "rename")
 	defer end(ctx)
 	if err := n.m.readOnly(); err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	np, ok := newParent.(*node)
 	if !ok || np.ns != n.ns {
@@ -474,15 +474,15 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	p, err := n.path()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	q, err := np.path()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	from, to := join(p, name), join(q, newName)
 	if _, err := childPath(q, newName); err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	// A directory moving to another parent moves its ".." link; one
 	// replacing a directory takes the replaced one's place.
@@ -500,10 +500,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		} else if cn, ok := ch.Operations().(*node); ok {
 			// Queued and unflushed writes go out under the old name.
 			if err := cn.settle(ctx); err != nil {
-				return errno(err)
+				return errno(ctx, err)
 			}
 			if err := cn.flush(ctx); err != nil {
-				return errno(err)
+				return errno(ctx, err)
 			}
 		}
 	}
@@ -530,7 +530,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	a, err := n.m.meta.Rename(ctx, req)
 	if err != nil {
 		done(0)
-		return errno(err)
+		return errno(ctx, err)
 	}
 	defer done(a.Seq)
 	if moved != nil && moved.StableAttr().Ino == a.Ino {
@@ -565,11 +565,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return nil, nil, 0, errno(err)
+		return nil, nil, 0, errno(ctx, err)
 	}
 	uid, gid := caller(ctx)
 	if _, err := childPath(p, name); err != nil {
-		return nil, nil, 0, errno(err) // answered here: meta sees the name only later
+		return nil, nil, 0, errno(ctx, err) // answered here: meta sees the name only later
 	}
 	if n.m.wb.enabled() {
 		if ch, h, ok := n.createBehind(ctx, p, name, flags, mode, uid, gid, out); ok {
@@ -583,7 +583,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	})
 	if err != nil {
 		done(0)
-		return nil, nil, 0, kernelErr(err)
+		return nil, nil, 0, kernelErr(ctx, err)
 	}
 	defer done(a.Seq)
 	n.added(name, a)
@@ -656,7 +656,7 @@ func (l *nsList) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 		if errors.Is(errors.Invalid, err) {
 			return nil, syscall.ENOENT
 		}
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	if !l.visible(ns) {
 		return nil, syscall.ENOENT
@@ -664,7 +664,7 @@ func (l *nsList) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*
 	epoch := l.m.sess.epoch()
 	r, err := l.m.meta.Resolve(ctx, &metapb.ResolveRequest{Ns: name})
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	// The namespace's root node stays the one paths are computed from:
 	// reuse it while the kernel knows it (go-fuse would otherwise keep
@@ -692,7 +692,7 @@ func (l *nsList) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	defer end(ctx)
 	r, err := l.m.meta.ListNamespaces(ctx, &metapb.Empty{})
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	var ents []fuse.DirEntry
 	for _, ns := range r.Namespaces {

@@ -428,6 +428,8 @@ type opKey struct{}
 // wait for a mount's own acknowledgement of its own mutations).
 type call struct {
 	op      *OpStats
+	name    string       // the FUSE operation
+	log     *slog.Logger // the mount's (errno reports an EIO there)
 	session string
 	start   time.Time
 	mkdirs  *mkdirGate // data calls wait for mkdirs answered before them
@@ -438,7 +440,7 @@ type call struct {
 func (m *Mount) begin(ctx context.Context, name string) context.Context {
 	o := m.stats.Op(name)
 	o.Calls.Add(1)
-	return context.WithValue(ctx, opKey{}, call{op: o, session: m.sess.id, start: time.Now(), mkdirs: &m.wb.mkdirs})
+	return context.WithValue(ctx, opKey{}, call{op: o, name: name, log: m.log, session: m.sess.id, start: time.Now(), mkdirs: &m.wb.mkdirs})
 }
 
 // end charges the time since begin to the operation.

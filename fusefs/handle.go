@@ -53,7 +53,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	defer end(ctx)
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0 {
 		if err := n.m.readOnly(); err != nil {
-			return nil, 0, errno(err)
+			return nil, 0, errno(ctx, err)
 		}
 	}
 	if !n.isFile() {
@@ -78,7 +78,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, syscall.ENOENT
 	}
 	if err != nil {
-		return nil, 0, errno(err)
+		return nil, 0, errno(ctx, err)
 	}
 	var fuseFlags uint32
 	n.mu.Lock()
@@ -106,14 +106,14 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	defer end(ctx)
 	h.n.m.cl.NoteReadIno(h.n.ns, h.n.StableAttr().Ino) // for tiering: reads served by the mount's caches (client/readnotes.go)
 	if b, ok, err := h.n.readDirect(ctx, h, off, int64(len(dest))); err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	} else if ok {
 		h.n.accessed(ctx)
 		return fuse.ReadResultData(b), 0
 	}
 	k, err := h.n.readAt(ctx, h, dest, off)
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	h.n.accessed(ctx)
 	return fuse.ReadResultData(dest[:k]), 0
@@ -123,18 +123,18 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	ctx = h.n.m.begin(ctx, "write")
 	defer end(ctx)
 	if err := h.n.dropSetID(ctx); err != nil {
-		return 0, errno(err)
+		return 0, errno(ctx, err)
 	}
 	if h.append {
 		// O_APPEND is atomic across mounts: the data goes to meta's
 		// Append, which places it at the end as of the commit.
 		if err := h.n.appendData(ctx, data); err != nil {
-			return 0, errno(err)
+			return 0, errno(ctx, err)
 		}
 		return uint32(len(data)), 0
 	}
 	if err := h.n.writeAt(ctx, data, off); err != nil {
-		return 0, errno(err)
+		return 0, errno(ctx, err)
 	}
 	return uint32(len(data)), 0
 }
@@ -185,7 +185,7 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	defer end(ctx)
 	err := h.n.flushBehind(ctx)
 	h.dropLocks(ctx, false)
-	return errno(err)
+	return errno(ctx, err)
 }
 
 // flushBehind commits n's unflushed writes in the background when it can
@@ -216,9 +216,9 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	ctx = h.n.m.begin(ctx, "fsync")
 	defer end(ctx)
 	if err := h.n.settle(ctx); err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
-	return errno(h.n.flush(ctx))
+	return errno(ctx, h.n.flush(ctx))
 }
 
 // Fsync of a node: a file's goes to its handle; a directory's makes its
@@ -234,7 +234,7 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	ctx = n.m.begin(ctx, "fsyncdir")
 	defer end(ctx)
 	n.m.wb.drain()
-	return errno(retry(ctx, func() error {
+	return errno(ctx, retry(ctx, func() error {
 		_, err := n.m.meta.Sync(ctx, &metapb.Empty{})
 		return err
 	}))
@@ -247,7 +247,7 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 	err := n.flushBehind(ctx)
 	h.dropLocks(ctx, true)
 	n.closed()
-	return errno(err)
+	return errno(ctx, err)
 }
 
 // readahead notices sequential (or nearly sequential) reading and starts

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"path/filepath"
 	"syscall"
@@ -27,8 +28,27 @@ func TestErrnoTable(t *testing.T) {
 		{syscall.EXDEV, syscall.EXDEV},
 		{errors.New("plain"), syscall.EIO},
 	} {
-		if got := errno(c.err); got != c.want {
+		if got := errno(context.Background(), c.err); got != c.want {
 			t.Errorf("errno(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	// A call the kernel interrupted: what the store could not answer is
+	// EINTR, what it did answer stands.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		err  error
+		want syscall.Errno
+	}{
+		{nil, 0},
+		{errors.E(errors.Unavailable, "not the meta leader"), syscall.EINTR},
+		{errors.E(errors.Canceled, "x"), syscall.EINTR},
+		{errors.New("plain"), syscall.EINTR},
+		{errors.E(errors.NotExist, "x"), syscall.ENOENT},
+		{errors.E(errors.Exist, "x"), syscall.EEXIST},
+	} {
+		if got := errno(cancelled, c.err); got != c.want {
+			t.Errorf("errno(interrupted, %v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }

@@ -29,11 +29,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	c, err := childPath(p, name)
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	uid, gid := caller(ctx)
 	ep := n.m.sess.epoch()
@@ -41,7 +41,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	a, err := n.m.meta.Symlink(ctx, &metapb.MountSymlinkRequest{Ns: n.ns, Path: c, Target: target, Uid: uid, Gid: gid})
 	if err != nil {
 		done(0)
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	defer done(a.Seq)
 	n.added(name, a)
@@ -54,7 +54,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	defer end(ctx)
 	a, err := n.stat(ctx)
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	if a.Type != metapb.FileType_SYMLINK {
 		return nil, syscall.EINVAL
@@ -66,7 +66,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	ctx = n.m.begin(ctx, "link")
 	defer end(ctx)
 	if err := n.m.readOnly(); err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	tn, ok := target.(*node)
 	if !ok || tn.ns != n.ns {
@@ -76,21 +76,21 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		return nil, syscall.EPERM
 	}
 	if err := tn.settle(ctx); err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	if err := tn.flush(ctx); err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	from, err := tn.path()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	p, err := n.path()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	if _, err := childPath(p, name); err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	ep := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, from, join(p, name))
@@ -100,7 +100,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		if errors.Is(errors.Permission, err) {
 			return nil, syscall.EPERM
 		}
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	defer done(a.Seq)
 	n.added(name, a)
@@ -118,7 +118,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	}
 	a, err := n.stat(ctx)
 	if err != nil {
-		return 0, errno(err)
+		return 0, errno(ctx, err)
 	}
 	v, ok := a.Xattrs[attr]
 	if !ok {
@@ -135,7 +135,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	defer end(ctx)
 	a, err := n.stat(ctx)
 	if err != nil {
-		return 0, errno(err)
+		return 0, errno(ctx, err)
 	}
 	uid, _ := caller(ctx)
 	names := make([]string, 0, len(a.Xattrs))
@@ -178,11 +178,11 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 
 func (n *node) xattr(ctx context.Context, req *metapb.MountXattrRequest) syscall.Errno {
 	if err := n.settle(ctx); err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	p, err := n.writable()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	req.Ns, req.Path = n.ns, p
 	ep := n.m.sess.epoch()
@@ -193,7 +193,7 @@ func (n *node) xattr(ctx context.Context, req *metapb.MountXattrRequest) syscall
 		if errors.Is(errors.NotExist, err) && (req.Remove || req.Replace) {
 			return syscall.ENODATA
 		}
-		return errno(err)
+		return errno(ctx, err)
 	}
 	n.mu.Lock()
 	exts, ok := n.f.exts, n.f.extsOK

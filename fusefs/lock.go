@@ -58,7 +58,7 @@ func (n *node) Getlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *fus
 	req.Test = true
 	r, err := n.lockCall(ctx, req)
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	out.Typ, out.Start, out.End, out.Pid = r.Type, r.Start, r.End, r.Pid
 	return 0
@@ -83,10 +83,10 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 	if req.Type == syscall.F_UNLCK && n.isFile() {
 		// Whoever takes the lock next reads what was written under it.
 		if err := n.settle(ctx); err != nil {
-			return errno(err)
+			return errno(ctx, err)
 		}
 		if err := n.flush(ctx); err != nil {
-			return errno(err)
+			return errno(ctx, err)
 		}
 	}
 	if req.Type == syscall.F_UNLCK {
@@ -103,7 +103,7 @@ func (n *node) setLock(ctx context.Context, f fs.FileHandle, req *metapb.MountLo
 	}
 	if req.Type == syscall.F_UNLCK {
 		if _, err := n.lockCall(ctx, req); err != nil {
-			return errno(err)
+			return errno(ctx, err)
 		}
 		return 0
 	}
@@ -137,7 +137,7 @@ func (n *node) takeLock(ctx context.Context, req *metapb.MountLockRequest) sysca
 			err = errLockRefused
 		}
 		if err != nil {
-			return lockErrno(err)
+			return lockErrno(ctx, err)
 		}
 		prev, same := n.m.locks.grant(req, hello)
 		if same {
@@ -151,7 +151,7 @@ func (n *node) takeLock(ctx context.Context, req *metapb.MountLockRequest) sysca
 		}
 		if err != nil {
 			n.m.locks.restore(req, prev)
-			return lockErrno(err)
+			return lockErrno(ctx, err)
 		}
 		if n.m.locks.hellos() == hello {
 			return 0
@@ -163,11 +163,11 @@ func (n *node) takeLock(ctx context.Context, req *metapb.MountLockRequest) sysca
 // errLockRefused is a conflicting lock's answer, for takeLock.
 var errLockRefused = errors.E(errors.Op("fusefs.lock"), errors.Exist, "lock held by another owner")
 
-func lockErrno(err error) syscall.Errno {
+func lockErrno(ctx context.Context, err error) syscall.Errno {
 	if err == errLockRefused {
 		return syscall.EAGAIN
 	}
-	return errno(err)
+	return errno(ctx, err)
 }
 
 // lockCall asks meta, riding through a meta restart or a change of

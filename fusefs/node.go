@@ -331,7 +331,7 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 	defer end(ctx)
 	a, err := n.stat(ctx)
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	n.fill(a, &out.Attr)
 	out.SetTimeout(n.m.timeout())
@@ -343,7 +343,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	req := &metapb.SetAttrRequest{Ns: n.ns, Path: p, OpenIno: n.openIno()}
 	if m, ok := in.GetMode(); ok {
@@ -371,7 +371,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		chown := req.Uid != nil || req.Gid != nil
 		if chown || in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
 			if m, drop, err := n.setIDDropped(ctx); err != nil {
-				return errno(err)
+				return errno(ctx, err)
 			} else if drop {
 				req.Mode = &m
 			}
@@ -380,7 +380,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if sz, ok := in.GetSize(); ok {
 		// Unflushed writes first, so the cut applies to them too.
 		if err := n.flush(ctx); err != nil {
-			return errno(err)
+			return errno(ctx, err)
 		}
 		req.Size = &sz
 	}
@@ -391,14 +391,14 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		return 0
 	}
 	if err := n.settle(ctx); err != nil {
-		return errno(err)
+		return errno(ctx, err)
 	}
 	ep := n.m.sess.epoch()
 	done := n.m.sess.mutating(n.ns, p)
 	a, err := n.m.meta.SetAttr(ctx, req)
 	if err != nil {
 		done(0)
-		return errno(err)
+		return errno(ctx, err)
 	}
 	n.mu.Lock()
 	exts, ok := n.f.exts, n.f.extsOK
@@ -541,9 +541,9 @@ func (n *node) child(ctx context.Context, name string, a *metapb.Inode, ep uint6
 }
 
 // kernelErr is errno for a meta error about a name in n.
-func kernelErr(err error) syscall.Errno {
+func kernelErr(ctx context.Context, err error) syscall.Errno {
 	if errors.Is(errors.Precondition, err) {
 		return syscall.EEXIST
 	}
-	return errno(err)
+	return errno(ctx, err)
 }

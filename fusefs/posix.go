@@ -56,11 +56,11 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	defer end(ctx)
 	p, err := n.writable()
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	c, err := childPath(p, name)
 	if err != nil {
-		return nil, errno(err)
+		return nil, errno(ctx, err)
 	}
 	uid, gid := caller(ctx)
 	ep := n.m.sess.epoch()
@@ -78,7 +78,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	}
 	if err != nil {
 		done(0)
-		return nil, kernelErr(err)
+		return nil, kernelErr(ctx, err)
 	}
 	defer done(a.Seq)
 	n.added(name, a)
@@ -225,7 +225,7 @@ func (h *handle) punch(ctx context.Context, off, size uint64) syscall.Errno {
 	for o := off; o < end; o += uint64(len(zeros)) {
 		k := min(uint64(len(zeros)), end-o)
 		if err := h.n.writeAt(ctx, zeros[:k], int64(o)); err != nil {
-			return errno(err)
+			return errno(ctx, err)
 		}
 	}
 	return 0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,4 +245,99 @@ func locksRideThrough(t *testing.T, c *Cluster, restart func() (next *Proc, afte
 		t.Fatalf("flock on B after A's release: %v", err)
 	}
 	after()
+}
+
+// TestMountCallsInterruptedWithoutMetaLeader: with two of a meta group's
+// three members killed, the last has no leader and the mount's calls wait
+// for one. A process blocked in such a call gets signals (the SIGCHLD of
+// a killed child is one, and it fails the leader-change test above when
+// it lands on the thread in the call): the kernel interrupts the request,
+// and the answer must be EINTR (the process's call is failed with it or
+// restarted), never the last attempt's error as EIO.
+func TestMountCallsInterruptedWithoutMetaLeader(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
+	c.CreateNS(t, "mnt", 2)
+	dir, _ := mountNS(t, c, c.MetaAddr, "mnt")
+	if err := os.WriteFile(filepath.Join(dir, "old"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	leader := c.MetaLeader(t)
+	var killed []*Proc
+	for _, p := range c.Metas {
+		if p == leader || len(killed) == 0 {
+			p.Kill(t)
+			killed = append(killed, p)
+		}
+	}
+	if len(killed) == 1 { // the leader was the first
+		for _, p := range c.Metas {
+			if p != leader {
+				p.Kill(t)
+				killed = append(killed, p)
+				break
+			}
+		}
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"open O_CREAT", func() error {
+			fd, err := syscall.Open(filepath.Join(dir, "new"), syscall.O_CREAT|syscall.O_WRONLY, 0o644)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		}},
+		{"mkdir", func() error { return syscall.Mkdir(filepath.Join(dir, "sub"), 0o755) }},
+		{"unlink", func() error { return syscall.Unlink(filepath.Join(dir, "old")) }},
+		{"rename", func() error { return syscall.Rename(filepath.Join(dir, "old"), filepath.Join(dir, "moved")) }},
+		{"stat", func() error {
+			var st syscall.Stat_t
+			return syscall.Stat(filepath.Join(dir, "other"), &st)
+		}},
+	}
+	for _, cl := range calls {
+		if err := interrupted(t, cl.call); err != syscall.EINTR {
+			t.Errorf("%s interrupted while meta had no leader: %v, want EINTR", cl.name, err)
+		}
+	}
+	for _, p := range killed {
+		p.Start(t)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new"), []byte("after"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// interrupted runs call on a thread of its own and signals that thread
+// every 50 ms until the call returns, and returns its error. The first
+// signals may land before the call reaches the mount, later ones while an
+// attempt waits for meta or between attempts (SIGURG: the Go runtime's
+// own, handled and harmless).
+func interrupted(t *testing.T, call func() error) error {
+	t.Helper()
+	tid := make(chan int, 1)
+	got := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the signals must find this thread in the call
+		tid <- syscall.Gettid()
+		got <- call()
+	}()
+	waiter := <-tid
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); {
+		select {
+		case err := <-got:
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := syscall.Tgkill(os.Getpid(), waiter, syscall.SIGURG); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("still blocked after a minute of signals")
+	return nil
 }

@@ -317,9 +317,6 @@ func (s *Store) Delete(ctx context.Context, vid uint32, gen uint64, key uint64) 
 		}
 		return err
 	}
-	if os.Getenv("CAIRN_TIER4_DEBUG") != "" {
-		s.log.Info("DBG DEL", "volume", vid, "key", key)
-	}
 	return v.Delete(gen, key)
 }
 

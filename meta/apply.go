@@ -680,7 +680,6 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 		}
 	}
 	t.res.inode = n
-	dbgf("COMMIT ino %d %s/%s v%d exts %v", n.Ino, r.Ns, p, n.Version, dbgExts(exts))
 	t.event(r.Ns, p, false)
 	return t.put(inodeKey(n.Ino), n)
 }
@@ -785,7 +784,6 @@ func (t *txn) append(r *metapb.AppendRequest) error {
 	n.Size += total
 	n.Etag = syntheticETag(n)
 	t.res.inode = n
-	dbgf("COMMIT ino %d %s/%s v%d exts %v", n.Ino, r.Ns, p, n.Version, dbgExts(exts))
 	t.event(r.Ns, p, false)
 	return t.put(inodeKey(n.Ino), n)
 }

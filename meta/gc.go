@@ -191,7 +191,6 @@ func (s *Service) collect() (more bool, err error) {
 				// waiting on gcMu) for as long as the call may last.
 				dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
 				err := c.Delete(dctx, nd.vol, vol.Generation, nd.key)
-				dbgf("GCDEL %d/%d on %s: %v", nd.vol, nd.key, addr, err)
 				dcancel()
 				if err != nil && !errors.Is(errors.NotExist, err) {
 					ok = false

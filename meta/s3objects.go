@@ -47,7 +47,6 @@ func (t *txn) release(nd needle) error {
 		return t.b.Set(refKey(nd), be64(n-1), nil)
 	}
 	t.res.garbage = true
-	dbgf("GARB %d/%d release%s", nd.vol, nd.key, dbgCaller())
 	return t.b.Set(garbageKey(nd.vol, nd.key), nil, nil)
 }
 

@@ -85,7 +85,6 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 	}
 	if !ok {
 		for _, nd := range distinctNeedles(m.To) {
-			dbgf("GARB %d/%d tiermove-void ino %d abort %v", nd.vol, nd.key, m.Ino, m.Abort)
 			if err := t.b.Set(garbageKey(nd.vol, nd.key), nil, nil); err != nil {
 				return err
 			}
@@ -102,7 +101,6 @@ func (t *txn) tierMove(m *metapb.TierMoveCommand) error {
 		return err
 	}
 	due := t.now + m.GraceNs
-	dbgf("TIERSWITCH ino %d %s/%s from %v to %v", m.Ino, m.Ns, m.Path, dbgExts(m.From), dbgExts(m.To))
 	for _, nd := range distinctNeedles(m.From) {
 		if err := t.b.Set(tierGraceKey(due, nd), nil, nil); err != nil {
 			return err
@@ -227,7 +225,6 @@ func (t *txn) tierRelease(r *metapb.TierReleaseCommand) error {
 		if err := t.del(k); err != nil {
 			return err
 		}
-		dbgf("GARB %d/%d tier-grace-release", nd.vol, nd.key)
 		if err := t.b.Set(garbageKey(nd.vol, nd.key), nil, nil); err != nil {
 			return err
 		}

@@ -152,7 +152,6 @@ func (t *txn) tierIntent(c *metapb.TierIntentCommand) error {
 		in.To = append(in.To, &metapb.Extent{Volume: e.Volume, Key: e.Key})
 	}
 	in.UpdatedNs = t.now
-	dbgf("INTENT ino %d now %v", c.Ino, dbgExts(in.To))
 	return t.put(tierIntentKey(c.Ino), in)
 }
 
@@ -185,7 +184,6 @@ func (t *txn) tierEndIntent(ino uint64, keep map[needle]bool) error {
 		if keep[nd] {
 			continue
 		}
-		dbgf("GARB %d/%d intent-end ino %d%s", nd.vol, nd.key, ino, dbgCaller())
 		if err := t.b.Set(garbageKey(nd.vol, nd.key), nil, nil); err != nil {
 			return err
 		}

@@ -87,19 +87,6 @@ func (v *Volume) Compact() error {
 		}
 		pos += rs
 	}
-	if os.Getenv("CAIRN_TIER4_DEBUG") != "" {
-		v.mu.RLock()
-		all := v.idx.byOffset(1 << 62)
-		v.mu.RUnlock()
-		lost := 0
-		for _, s := range all {
-			if ns, ok := c.idx.get(s.key()); !ok || ns.size != s.size {
-				lost++
-				fmt.Fprintf(os.Stderr, "DBG COMPACT-LOSS volume %d key %d off %d e0 %d end %d\n", v.id, s.key(), int64(s.off)*8, e0, v.end)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "DBG COMPACT volume %d e0 %d end %d live %d new %d lost %d\n", v.id, e0, v.end, len(all), c.idx.live, lost)
-	}
 	if err := c.w.Flush(); err != nil {
 		return errors.E(op, errors.IO, v.path(), err)
 	}

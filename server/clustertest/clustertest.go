@@ -357,16 +357,6 @@ func (c *Cluster) cleanup() {
 			p.Kill(c.t)
 		}
 	}
-	if d := os.Getenv("TIER4_KEEP_LOGS"); d != "" && c.t.Failed() { // TEMPORARY (tier4)
-		dst := filepath.Join(d, time.Now().Format("150405"))
-		os.MkdirAll(dst, 0o755)
-		for _, p := range append(append(append([]*Proc(nil), c.Metas...), c.Chunks...), c.Gateway) {
-			if p != nil {
-				b, _ := os.ReadFile(p.logPath)
-				os.WriteFile(filepath.Join(dst, p.Name+".log"), b, 0o644)
-			}
-		}
-	}
 	if c.t.Failed() {
 		for _, p := range append(append(append([]*Proc(nil), c.Metas...), c.Chunks...), c.Gateway) {
 			if p != nil {

@@ -718,7 +718,9 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 	if len(to) != k+m {
 		return 0, errors.Errorf(op, errors.Invalid, "%d servers for a %d+%d code", len(to), k, m)
 	}
-	if err := v.SetReadOnly(true); err != nil {
+	// Sealed, not just marked: the index taken below must hold every needle
+	// the volume acknowledges, those still waiting for their fdatasync too.
+	if err := v.Seal(); err != nil {
 		return 0, errors.E(op, err)
 	}
 	if !s.startCompacting(vid) {

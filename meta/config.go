@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"cairn"
@@ -123,6 +124,8 @@ type Config struct {
 	StoreReserve int64
 
 	space *storeSpace // made by setDefaults; Pebble's hook and serve share it
+	// wrapStoreFS, when set (tests), wraps the file system under Pebble.
+	wrapStoreFS func(vfs.FS) vfs.FS
 
 	// Group, when set, makes this meta one member of a Raft group
 	// (raft.go). Nil: meta alone, every command applied and synced

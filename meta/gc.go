@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"cairn"
 	"cairn/errors"
 	"cairn/proto/metapb"
@@ -139,6 +141,18 @@ func (s *Service) collect() (more bool, err error) {
 	v.close()
 	if len(todo) == 0 {
 		return false, nil
+	}
+	// Only durable garbage is deleted. A lone meta's batch is visible
+	// (to the view above) once applied, before its log sync is done
+	// (proposeWait): a commit whose sync a crash cut short is not in the
+	// store after the restart, so the needles it released still belong to
+	// the file as it was. Syncing the log now covers every batch the view
+	// saw (the log is written in order). A group's commands are in the
+	// synced Raft log before they apply, and its store writes no log.
+	if s.group == nil {
+		if err := s.db.LogData(nil, pebble.Sync); err != nil {
+			return false, errors.E(errors.Op("meta.gc"), diskKind(err), err)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(s.dataCtx(context.Background()), time.Minute)

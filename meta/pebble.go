@@ -30,6 +30,9 @@ func storeOptions(cfg Config) *pebble.Options {
 	// raftFSM.ApplyBatch). The store's WAL only wrote every command a
 	// second time, on the same disk as the log's fsyncs.
 	o.DisableWAL = cfg.Group != nil
+	if cfg.wrapStoreFS != nil {
+		o.FS = cfg.wrapStoreFS(o.FS)
+	}
 	for i := range o.Levels {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}

@@ -149,6 +149,7 @@ type Volume struct {
 	syncing bool   // a leader is syncing; others wait on cond
 	synced  uint64 // records durable and published
 	syncErr error  // a failed fdatasync: the volume takes no more writes
+	waiters int    // goroutines in waitSync waiting on a leader (tests watch it)
 
 	// mu guards what readers look at: the file and the index.
 	mu      sync.RWMutex
@@ -691,7 +692,9 @@ func (v *Volume) waitSync(seq uint64) error {
 		case v.syncErr != nil:
 			return v.syncErr
 		case v.syncing:
+			v.waiters++
 			v.cond.Wait()
+			v.waiters--
 		default:
 			v.lead()
 		}
@@ -781,6 +784,32 @@ func (v *Volume) SetMaxSize(n int64) error {
 // kept in the superblock.
 func (v *Volume) SetReadOnly(ro bool) error {
 	return v.rewriteSuper("volume.SetReadOnly", func(sb *superblock) error { sb.readOnly = ro; return nil })
+}
+
+// Seal marks the volume read-only, as SetReadOnly(true) does, and returns
+// once every needle written before the mark is durable and in the index: a
+// write that had its place in the file but still waited for its fdatasync
+// is published first. The index then holds every needle the volume will
+// acknowledge (Restore's repairs aside), which an encode needs: it takes
+// the index right after (chunk.Store.EncodeVolume). With SetReadOnly a
+// needle acknowledged a moment after the index was taken was left out of
+// the shards, and lost once the replicas were dropped.
+func (v *Volume) Seal() error {
+	const op errors.Op = "volume.Seal"
+	v.appendMu.Lock()
+	defer v.appendMu.Unlock()
+	if v.closed {
+		return errors.E(op, errors.IO, v.path(), "volume is closed")
+	}
+	if err := v.writeSuper(op, func(sb *superblock) error { sb.readOnly = true; return nil }); err != nil {
+		return err
+	}
+	// appendMu is held: no record is added meanwhile, and the group
+	// commit's leader does not take appendMu.
+	if err := v.waitSync(v.seq); err != nil {
+		return errors.E(op, v.path(), err)
+	}
+	return nil
 }
 
 func (v *Volume) rewriteSuper(op errors.Op, change func(*superblock) error) error {

@@ -161,8 +161,9 @@ func (l *tierLoad) crash(on bool) {
 }
 
 // verify reads every path back: the last acknowledged write, or one tried
-// after it (whose acknowledgement a crash may have cut off).
-func (l *tierLoad) verify(t *testing.T) {
+// after it (whose acknowledgement a crash may have cut off). when says
+// which check this is, for the failure's message.
+func (l *tierLoad) verify(t *testing.T, when string) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -187,8 +188,14 @@ func (l *tierLoad) verify(t *testing.T) {
 				// How the writes from the last acknowledged one on ended
 				// tells a lost acknowledged write from a failed one that
 				// applied.
-				t.Errorf("%s: %d bytes, err %v: not the last acknowledged write (or a later one); writes %d.. of %d ended: %v",
-					p, len(got), err, i, len(vs), l.errs[p][i:])
+				t.Errorf("%s, %s: %d bytes, err %v: not the last acknowledged write (or a later one); writes %d.. of %d ended: %v",
+					when, p, len(got), err, i, len(vs), l.errs[p][i:])
+				if f != nil {
+					// Which copy the file names (a client's write, or a
+					// move's: its version and class) goes with meta's log.
+					t.Errorf("%s at %s: version %d, class %q, extents %v", p, time.Now().UTC().Format("15:04:05.000"),
+						f.Inode.Version, f.Inode.StorageClass, f.Extents)
+				}
 			}
 		}
 	}
@@ -314,7 +321,7 @@ func TestTiering(t *testing.T) {
 
 	stop()
 	wg.Wait()
-	load.verify(t)
+	load.verify(t, "after the load stopped")
 	t.Logf("load: %d writes acknowledged, %d reads (%d failed while a process was killed), all verified", load.writes.Load(), load.reads.Load(), load.readErrs.Load())
 
 	// Promotion: a cold file read lately goes back to hot.
@@ -330,7 +337,7 @@ func TestTiering(t *testing.T) {
 	WaitFor(t, 120*time.Second, p+" to be promoted to hot", func() bool {
 		return classOf(t, c, ns, p) == "" // the namespace's class
 	})
-	load.verify(t)
+	load.verify(t, "after the promotions")
 
 	out = c.Admin(t, "tier", "status")
 	for _, want := range []string{"CLASS", "cold", "hot", "moved", "policies:"} {

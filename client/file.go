@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -356,17 +355,6 @@ func (c *Client) readParallel(ctx context.Context, f *File, parts []part, w io.W
 	}
 	return total, nil
 }
-
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-func getBuf(n int64) *bytes.Buffer {
-	b := bufPool.Get().(*bytes.Buffer)
-	b.Reset()
-	b.Grow(int(n))
-	return b
-}
-
-func putBuf(b *bytes.Buffer) { bufPool.Put(b) }
 
 // ReadAll returns the whole file; meant for small files.
 func (c *Client) ReadAll(ctx context.Context, f *File) ([]byte, error) {

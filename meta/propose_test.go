@@ -14,21 +14,28 @@ import (
 )
 
 // BenchmarkApplyEntries is one member's state machine under
-// BenchmarkGroupCommitGRPC's load: new small files committed with request
-// ids, eight commands per Pebble batch (one Raft batch of committed
-// entries), without fsync (a member's store has no WAL).
+// BenchmarkGroupCommitGRPC's load: new small files committed, one or
+// eight commands per Pebble batch (one Raft batch of committed entries),
+// with request ids as a group's clients send them or without (the cost of
+// the dedup table on every member), no fsync (a member's store has no
+// WAL; this one writes its WAL unsynced).
 func BenchmarkApplyEntries(b *testing.B) {
-	for _, per := range []int{1, 8, 16} {
-		b.Run(fmt.Sprintf("per=%d", per), func(b *testing.B) { benchApplyEntries(b, per) })
+	for _, ids := range []bool{true, false} {
+		for _, per := range []int{1, 8} {
+			b.Run(fmt.Sprintf("ids=%v/per=%d", ids, per), func(b *testing.B) { benchApplyEntries(b, per, ids) })
+		}
 	}
 }
 
-func benchApplyEntries(b *testing.B, per int) {
+func benchApplyEntries(b *testing.B, per int, ids bool) {
 	svc := openFSM(b)
 	applyAll(b, svc, 1, []*metapb.Command{{NowNs: 1, Op: &metapb.Command_CreateNamespace{CreateNamespace: &metapb.CreateNamespaceRequest{Name: "bench", Owner: "o"}}}})
 	mk := func(i int) entry {
-		id := make([]byte, 16)
-		rand.Read(id)
+		var id []byte
+		if ids {
+			id = make([]byte, 16)
+			rand.Read(id)
+		}
 		return entry{&metapb.Command{NowNs: int64(i), RequestId: id, Op: &metapb.Command_Commit{Commit: &metapb.CommitRequest{
 			Ns: "bench", Path: fmt.Sprintf("d%d/f%d", i%64, i), Parents: true, Size: 1,
 			Extents: []*metapb.Extent{{Length: 1, Volume: 1, Key: uint64(i)}}}}}, uint64(1000 + i)}

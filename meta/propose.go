@@ -54,6 +54,7 @@ const (
 
 // proposer is a group's queue of commands waiting for an entry.
 type proposer struct {
+	depth    int // maxInflight when the group started
 	mu       sync.Mutex
 	waiting  []*proposal
 	inflight int // entries between Apply and their answers
@@ -90,7 +91,7 @@ func (g *group) propose(cmd *metapb.Command) (*result, error) {
 	q.mu.Lock()
 	q.waiting = append(q.waiting, p)
 	var lead []*proposal
-	if q.inflight < maxInflight {
+	if q.inflight < q.depth {
 		q.inflight++
 		lead = q.take()
 	}

@@ -95,7 +95,7 @@ func TestGroupBatchesProposals(t *testing.T) {
 	await.Until(t, 20*time.Second, "commands waiting behind the entries in flight", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.inflight == maxInflight && len(q.waiting) == n-maxInflight
+		return q.inflight == q.depth && len(q.waiting) == n-q.depth
 	})
 	l.svc.mu.Unlock()
 	locked = false
@@ -131,8 +131,8 @@ func TestGroupBatchesProposals(t *testing.T) {
 		entries++
 		most = max(most, len(cmds))
 	}
-	if entries >= n || most != n-maxInflight {
-		t.Fatalf("%d commands went to the log as %d entries, the largest holding %d (want %d)", n, entries, most, n-maxInflight)
+	if entries >= n || most != n-q.depth {
+		t.Fatalf("%d commands went to the log as %d entries, the largest holding %d (want %d)", n, entries, most, n-q.depth)
 	}
 	// The followers applied the batch as the leader did.
 	for _, m := range g.members {

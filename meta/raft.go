@@ -189,6 +189,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		return err
 	}
 	g := &group{s: s, cfg: c, notify: make(chan bool, 16), done: make(chan struct{})}
+	g.props.depth = maxInflight
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err

@@ -135,9 +135,9 @@ func (q *proposer) take() []*proposal {
 	return out
 }
 
-// send proposes ps as one entry on behalf of self, one of them, waits for
-// it to be applied, answers each proposal, and hands the next entry, if
-// commands wait, to the first of them.
+// send proposes ps as one entry from self's goroutine (self is the first
+// of ps), waits for it to be applied, answers each proposal, and hands
+// the next entry, if commands wait, to the first of those.
 func (g *group) send(self *proposal, ps []*proposal) {
 	as, err := g.apply(ps)
 	for i, p := range ps {

@@ -12,8 +12,9 @@ import (
 // (applyEntries) gives the state and answers of applying them one by
 // one: with commands that fail (their index moves all the same), one that
 // fails after writing part of its changes (parents created, then a
-// precondition: the shared batch is dropped and its entries applied
-// singly), and a request id repeated within one batch (applied once).
+// precondition: the shared batch is applied again without it), inside a
+// log entry of several commands, and a request id repeated within one
+// batch (applied once).
 func TestApplyBatchEqualsOneByOne(t *testing.T) {
 	a, b := openFSM(t), openFSM(t)
 	applyAll(t, a, 1, []*metapb.Command{{NowNs: 1, Op: &metapb.Command_CreateNamespace{CreateNamespace: &metapb.CreateNamespaceRequest{Name: "fsm", Owner: "o"}}}})
@@ -29,10 +30,14 @@ func TestApplyBatchEqualsOneByOne(t *testing.T) {
 	withPartial := append(append(append([]*metapb.Command{}, fsmCommands(40, 50)...), partial), fsmCommands(50, 60)...)
 	cmds = append(cmds, withPartial...)
 
+	// The batch with the partial failure is one log entry of several
+	// commands (propose.go): they share its index.
+	split := len(cmds) - len(withPartial)
+	index := func(i int) uint64 { return uint64(2 + min(i, split)) }
 	var one []error
 	a.mu.Lock()
 	for i, c := range cmds {
-		_, cmdErr, err := a.applyEntry(c, uint64(2+i), false)
+		_, cmdErr, err := a.applyEntry(c, index(i), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,10 +45,9 @@ func TestApplyBatchEqualsOneByOne(t *testing.T) {
 	}
 	a.mu.Unlock()
 
-	split := len(cmds) - len(withPartial)
 	var es1, es2 []entry
 	for i, c := range cmds {
-		e := entry{c, uint64(2 + i)}
+		e := entry{c, index(i)}
 		if i < split {
 			es1 = append(es1, e)
 		} else {

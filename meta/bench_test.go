@@ -62,9 +62,52 @@ func BenchmarkResolveInProcess(b *testing.B) {
 
 // BenchmarkCommitGRPC commits small new files from 16 callers: each commit
 // is durable (fsynced) before it returns, so this measures group commit.
+// The meta alone is called as a group's members are
+// (BenchmarkGroupCommitGRPC): over TLS, by a caller with a meta's
+// certificate, so that the two compare the same work.
 func BenchmarkCommitGRPC(b *testing.B) {
+	benchCommits(b, startTLS(b))
+}
+
+// BenchmarkCommitGRPCPlaintext is BenchmarkCommitGRPC over plaintext, as
+// the tests of the API call (TrustPlaintext): the cost of TLS.
+func BenchmarkCommitGRPCPlaintext(b *testing.B) {
 	ts := benchSetup(b)
 	benchCommits(b, ts.cl)
+}
+
+// startTLS starts a meta alone serving TLS, with a namespace "bench", and
+// dials it with a meta's certificate.
+func startTLS(b *testing.B) metapb.MetaClient {
+	ca, err := pki.NewCA("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, err := ca.Node(pki.RoleMeta, "meta", pki.DefaultSANs())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := testConfig(b.TempDir(), nil)
+	cfg.TrustPlaintext = false
+	cfg.RootUser, cfg.RootPassword = "ROOTKEY", "rootsecret-0123456789"
+	svc, err := Open(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := NewGRPCServer(svc, ServerTLS(node.Server()))
+	lis := listenLoopback(b, "127.0.0.1:0")
+	go gs.Serve(lis)
+	cl, conn, err := Dial(lis.Addr().String(), DialTLS(node.Client()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		svc.Close()
+	})
+	mkns(b, cl, "bench")
+	return cl
 }
 
 // benchCommits commits small new files through cl from 16 callers.

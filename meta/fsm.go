@@ -69,32 +69,28 @@ func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res 
 // again. A command that fails must leave nothing of its own in the
 // batch; one that failed after writing part of its changes cannot be
 // taken out of a shared batch, so then the whole batch is dropped and
-// its entries applied one batch each.
+// it is applied again without that command, whose answer is its error
+// (the state one by one would give, in one batch still: the commands of
+// one log entry are applied together or not at all).
 func (s *Service) applyEntries(es []entry, sync bool) ([]applyAnswer, error) {
-	answers, partial, err := s.applyShared(es, sync, nil)
-	if err != nil || partial < 0 {
-		return answers, err
-	}
-	if len(es) == 1 { // only its outcome is applied, as the failure left the store
-		answers, _, err = s.applyShared(es, sync, answers[0].err)
-		return answers, err
-	}
-	out := make([]applyAnswer, 0, len(es))
-	for i := range es {
-		a, err := s.applyEntries(es[i:i+1], sync)
-		if err != nil {
-			return nil, err
+	var failed map[int]error
+	for {
+		answers, partial, err := s.applyShared(es, sync, failed)
+		if err != nil || partial < 0 {
+			return answers, err
 		}
-		out = append(out, a[0])
+		if failed == nil {
+			failed = map[int]error{}
+		}
+		failed[partial] = answers[partial].err
 	}
-	return out, nil
 }
 
 // applyShared is applyEntries' one batch. partial >= 0 names an entry
 // that failed after writing (nothing was applied; its answer is in
-// answers[partial]). failed, for a single entry, is the error it is known
-// to fail with: the command is not run again, only its outcome recorded.
-func (s *Service) applyShared(es []entry, sync bool, failed error) (answers []applyAnswer, partial int, err error) {
+// answers[partial]). failed holds the entries known to fail, with their
+// errors: they are not run again, only their outcomes recorded.
+func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answers []applyAnswer, partial int, err error) {
 	if err := s.reqs.load(s.db); err != nil {
 		return nil, -1, err
 	}
@@ -118,8 +114,8 @@ func (s *Service) applyShared(es []entry, sync bool, failed error) (answers []ap
 			}
 		}
 		if !dup {
-			if failed != nil {
-				cmdErr = failed
+			if ferr, ok := failed[i]; ok {
+				cmdErr = ferr
 			} else {
 				n0 := b.Count()
 				res, cmdErr = applyCommand(s.db, b, e.cmd, s.rc)

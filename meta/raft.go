@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	"cairn/errors"
 	"cairn/pki"
@@ -127,6 +126,8 @@ type group struct {
 	amu         sync.Mutex
 	appliedWake chan struct{} // closed when applied moves; nil: no one waits
 	readWaits   atomic.Int64  // reads waiting for the store to apply
+
+	props proposer // commands waiting for a log entry (propose.go)
 }
 
 // NotLeaderMessage starts the message of the error a member that does not
@@ -188,6 +189,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		return err
 	}
 	g := &group{s: s, cfg: c, notify: make(chan bool, 16), done: make(chan struct{})}
+	g.props.depth = maxInflight
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -406,38 +408,12 @@ func (g *group) fresh() bool {
 	return !last.IsZero() && time.Since(last) < g.cfg.StaleReadBound
 }
 
-// applyAnswer is what the state machine returns to the proposer.
+// applyAnswer is what the state machine returns to the proposer: an
+// entry's answer, or a []applyAnswer for an entry of several commands
+// (propose.go).
 type applyAnswer struct {
 	res *result
 	err error
-}
-
-// propose appends cmd to the group's log and waits until it is applied
-// here, the leader.
-func (g *group) propose(cmd *metapb.Command) (*result, error) {
-	const op = errors.Op("meta.propose")
-	cmd.NowNs = time.Now().UnixNano()
-	data, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, errors.E(op, errors.Invalid, err)
-	}
-	if err := g.s.cfg.space.admit(len(data)); err != nil { // bounded while the disk is full (storespace.go)
-		return nil, err
-	}
-	f := g.r.Apply(data, 10*time.Second)
-	if err := f.Error(); err != nil {
-		switch err {
-		case raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress:
-			return nil, g.notLeader() // never appended: safe to send again
-		}
-		// Appended perhaps, committed perhaps: the caller cannot know.
-		return nil, errors.E(op, errors.Unavailable, "meta leadership changed while the command was in flight; it may or may not have been applied", err)
-	}
-	a, ok := f.Response().(applyAnswer)
-	if !ok {
-		return nil, errors.E(op, errors.IO, "no answer from the state machine")
-	}
-	return a.res, a.err
 }
 
 // shutdown stops the member; the store stays open (Service.Close closes it).
@@ -484,19 +460,25 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	g := (*group)(f)
 	out := make([]any, len(logs))
 	es := make([]entry, 0, len(logs))
-	at := make([]int, 0, len(logs))
+	at := make([]int, 0, len(logs))  // es[j] is a command of logs[at[j]] ...
+	sub := make([]int, 0, len(logs)) // ... its sub[j]-th, when it holds several
 	applied := g.applied.Load()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand || l.Index <= applied {
 			continue
 		}
-		cmd := &metapb.Command{}
-		if err := proto.Unmarshal(l.Data, cmd); err != nil {
+		cmds, err := decodeEntry(l.Data)
+		if err != nil {
 			g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
 			out[i] = applyAnswer{err: errors.E(errors.Op("meta.apply"), errors.Corrupt, err)}
 			continue
 		}
-		es, at = append(es, entry{cmd, l.Index}), append(at, i)
+		if len(cmds) > 1 {
+			out[i] = make([]applyAnswer, len(cmds))
+		}
+		for k, cmd := range cmds {
+			es, at, sub = append(es, entry{cmd, l.Index}), append(at, i), append(sub, k)
+		}
 	}
 	if len(es) == 0 {
 		return out
@@ -515,7 +497,11 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 		return out
 	}
 	for j, i := range at {
-		out[i] = answers[j]
+		if several, ok := out[i].([]applyAnswer); ok {
+			several[sub[j]] = answers[j]
+		} else {
+			out[i] = answers[j]
+		}
 	}
 	g.noteApplied(es[len(es)-1].index)
 	return out

@@ -223,7 +223,7 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 		// Forgetting the set would have the primary keep new needles to
 		// itself. Meta moves a volume to other servers only at a higher
 		// generation, so the newer set stands (a creation meta retried on
-		// other servers is told by SetReplicas again, at the same one); a
+		// other servers is told by SetReplicas again, at the next one); a
 		// copy meta drops loses its set with it.
 		if cur, ok := sets[vid]; ok && cur.gen >= set.gen || slices.Contains(resp.Drop, vid) {
 			continue

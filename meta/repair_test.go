@@ -146,3 +146,104 @@ func TestRepairFencesOldSet(t *testing.T) {
 		}
 	}
 }
+
+// lateCreate is a data server whose SetReplicas calls, while hold is set,
+// time out at the caller but are kept, to reach the server later.
+type lateCreate struct {
+	*chunk.Store
+	hold bool
+	late []func() error
+}
+
+func (l *lateCreate) SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs []string) error {
+	if l.hold {
+		l.late = append(l.late, func() error { return l.Store.SetReplicas(context.Background(), vid, gen, addrs) })
+		return errors.E(errors.Canceled, "context deadline exceeded")
+	}
+	return l.Store.SetReplicas(ctx, vid, gen, addrs)
+}
+
+// TestLateCreateKeepsReplicaSet: meta creates a volume by telling each
+// chosen server its replica set, and retries a creation that timed out on
+// other servers, under the same volume id. A call that timed out at meta
+// may still reach its server later (a handler stalled under load). If the
+// later creation chose that server again as the primary, the late call
+// replaced its set with the failed attempt's: the primary then forwarded
+// needles to a server meta did not record, and acknowledged them without
+// the replica meta did record (a single copy, lost at the next repair).
+// Each attempt takes a higher generation, so a late call is Stale.
+func TestLateCreateKeepsReplicaSet(t *testing.T) {
+	chunks := map[string]cairn.Chunks{}
+	cfg := testConfig(t.TempDir(), nil)
+	cfg.Chunks = func(addr string) cairn.Chunks { return chunks[addr] }
+	cfg.DeadAfter = time.Hour // suspicion lasts, and no server dies
+	svc, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := serve(t, svc)
+	ds, addrs := dataServers(t, 3, svc.CapKeyring())
+	var ls []*lateCreate
+	for i, s := range ds {
+		l := &lateCreate{Store: s}
+		ls = append(ls, l)
+		chunks[addrs[i]] = l
+	}
+	x, a, b := ls[0], ls[1], ls[2]
+	names := map[*lateCreate]string{x: "x", a: "a", b: "b"}
+	addrOf := map[*lateCreate]string{x: addrs[0], a: addrs[1], b: addrs[2]}
+	beat := func(free map[*lateCreate]uint64) {
+		t.Helper()
+		for l, f := range free {
+			if _, err := ts.cl.Heartbeat(bg, &metapb.HeartbeatRequest{ServerId: names[l], Addr: addrOf[l], Free: f}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := ts.cl.CreateNamespace(bg, &metapb.CreateNamespaceRequest{Name: "rf2", Owner: "o", Replication: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// The first creation picks x and a (the most free space); both time
+	// out, b alone is too few, and the Assign fails.
+	beat(map[*lateCreate]uint64{x: 400 << 30, a: 300 << 30, b: 200 << 30})
+	x.hold, a.hold = true, true
+	if _, err := ts.cl.Assign(bg, &metapb.AssignRequest{Ns: "rf2"}); err == nil {
+		t.Fatal("assign with two of three servers timing out succeeded")
+	}
+	if len(x.late) != 1 || len(a.late) != 1 {
+		t.Fatalf("calls held: x %d, a %d; want one each (the creation chose x and a)", len(x.late), len(a.late))
+	}
+	x.hold, a.hold = false, false
+	// Writers report b too; then all three answer heartbeats (slow, not
+	// dead), now with b fuller than x.
+	if _, err := ts.cl.Assign(bg, &metapb.AssignRequest{Ns: "rf2", Suspect: []string{addrOf[b]}}); err == nil {
+		t.Fatal("assign with every server suspect and none heard from since succeeded")
+	}
+	beat(map[*lateCreate]uint64{x: 400 << 30, a: 100 << 30, b: 300 << 30})
+	resp, err := ts.cl.Assign(bg, &metapb.AssignRequest{Ns: "rf2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := resp.Volume
+	t.Logf("volume %d at generation %d on %v", v.Id, v.Generation, v.ServerIds)
+	if len(v.ServerIds) != 2 || v.ServerIds[0] != "x" || v.ServerIds[1] != "b" {
+		t.Fatalf("volume on %v, want x then b (the test arranges it so)", v.ServerIds)
+	}
+	// The first creation's calls reach x and a now.
+	for _, l := range []*lateCreate{x, a} {
+		if err := l.late[0](); err != nil {
+			t.Logf("late creation call to %s: %v", names[l], err)
+		}
+	}
+	data := []byte("written through the recorded primary")
+	key, err := x.Put(bg, v.Id, v.Generation, data)
+	if err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	for _, l := range []*lateCreate{x, b} {
+		var got bytes.Buffer
+		if _, err := l.ReadTo(bg, v.Id, key, 0, int64(len(data)), &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+			t.Errorf("%s, a replica meta recorded, lacks the acknowledged needle: %v", names[l], err)
+		}
+	}
+}

@@ -61,6 +61,14 @@ type Replicas interface {
 	// the source no longer has are deleted. Calling it again copies only
 	// what changed since.
 	CopyFrom(ctx context.Context, vid uint32, gen uint64, from string, rate int64) error
+
+	// Seal turns this server's copy of volume vid (at generation gen)
+	// read-only and returns once every needle written to it before is
+	// durable and listed: from then on it takes no needle, so no write
+	// through a replica set it belongs to is acknowledged. A repair seals
+	// its source before the final copy pass, which then has every needle
+	// the old set ever acknowledged.
+	Seal(ctx context.Context, vid uint32, gen uint64) error
 }
 
 // Shards is what meta asks of a data server for erasure-coded volumes

@@ -162,6 +162,28 @@ func (s *Store) SetReplicas(ctx context.Context, vid uint32, gen uint64, addrs [
 	return nil
 }
 
+// Seal seals this server's copy of vid at generation gen (volume.Seal);
+// see cairn.Replicas.
+func (s *Store) Seal(ctx context.Context, vid uint32, gen uint64) (err error) {
+	const op errors.Op = "chunk.Seal"
+	done := s.ops.Start("seal")
+	defer func() { done(err) }()
+	if err := ctxErr(op, ctx); err != nil {
+		return err
+	}
+	v, err := s.volume(op, vid)
+	if err != nil {
+		return err
+	}
+	if v.Gen() != gen {
+		return errors.Errorf(op, errors.Stale, "volume %d is at generation %d, not %d", vid, v.Gen(), gen)
+	}
+	if err := v.Seal(); err != nil {
+		return errors.E(op, err)
+	}
+	return nil
+}
+
 // heartbeatAnswer applies what meta said: the lease (counted from when the
 // heartbeat was sent, so it ends before meta's own deadline), the replica
 // sets, generations and read-only marks of the volumes placed here, the
@@ -201,7 +223,7 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 		// Forgetting the set would have the primary keep new needles to
 		// itself. Meta moves a volume to other servers only at a higher
 		// generation, so the newer set stands (a creation meta retried on
-		// other servers is told by SetReplicas again, at the same one); a
+		// other servers is told by SetReplicas again, at the next one); a
 		// copy meta drops loses its set with it.
 		if cur, ok := sets[vid]; ok && cur.gen >= set.gen || slices.Contains(resp.Drop, vid) {
 			continue

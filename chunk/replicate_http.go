@@ -20,6 +20,7 @@ var _ cairn.Replicas = (*Remote)(nil)
 //	PUT  /admin/volumes/{vid}/replicas?gen=G&addrs=a,b,c   SetReplicas -> 204
 //	GET  /admin/volumes/{vid}/needles                      [{"k":key,"n":size}...]
 //	POST /admin/volumes/{vid}/copy?gen=G&from=ADDR&rate=N  CopyFrom -> 204
+//	POST /admin/volumes/{vid}/seal?gen=G                   Seal -> 204
 //	POST /v/{vid}/{key}/repair                             RepairNeedle -> 204
 func (s *Store) clusterRoutes(mux *http.ServeMux) {
 	admin := need{capability.Admin, true, false}
@@ -32,6 +33,11 @@ func (s *Store) clusterRoutes(mux *http.ServeMux) {
 		s.admin(w, r, "chunk.http.CopyFrom", func(vid uint32, gen uint64) error {
 			rate, _ := strconv.ParseInt(r.URL.Query().Get("rate"), 10, 64)
 			return s.CopyFrom(r.Context(), vid, gen, r.URL.Query().Get("from"), rate)
+		})
+	}))
+	mux.HandleFunc("POST /admin/volumes/{vid}/seal", s.guard(admin, func(w http.ResponseWriter, r *http.Request) {
+		s.admin(w, r, "chunk.http.Seal", func(vid uint32, gen uint64) error {
+			return s.Seal(r.Context(), vid, gen)
 		})
 	}))
 	mux.HandleFunc("GET /admin/volumes/{vid}/needles", s.guard(admin, func(w http.ResponseWriter, r *http.Request) {
@@ -106,6 +112,16 @@ func (r *Remote) SetReplicas(ctx context.Context, vid uint32, g uint64, addrs []
 func (r *Remote) CopyFrom(ctx context.Context, vid uint32, g uint64, from string, rate int64) error {
 	resp, err := r.do(ctx, "chunk.Remote.CopyFrom", http.MethodPost,
 		r.volURL(vid)+"/copy"+gen(g)+"&from="+from+"&rate="+strconv.FormatInt(rate, 10), r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
+	if err != nil {
+		return err
+	}
+	drain(resp)
+	return nil
+}
+
+// Seal has the server seal its copy of a volume; see cairn.Replicas.
+func (r *Remote) Seal(ctx context.Context, vid uint32, g uint64) error {
+	resp, err := r.do(ctx, "chunk.Remote.Seal", http.MethodPost, r.volURL(vid)+"/seal"+gen(g), r.token(ctx, capability.Admin, vid, 0), []byte{}, nil)
 	if err != nil {
 		return err
 	}

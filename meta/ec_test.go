@@ -47,6 +47,8 @@ func (f *shardServer) SetReplicas(ctx context.Context, vid uint32, gen uint64, a
 	return nil
 }
 
+func (f *shardServer) Seal(ctx context.Context, vid uint32, gen uint64) error { return nil }
+
 func (f *shardServer) CopyFrom(ctx context.Context, vid uint32, gen uint64, from string, rate int64) error {
 	select {
 	case f.copied <- struct{}{}:

@@ -257,7 +257,8 @@ func (s *Service) pickWritable(rf uint32, cl Class, slow bool) *metapb.Volume {
 // choose, and records it. Servers reported slow (slowButAlive) fill the
 // places the others cannot. Called with assignMu held, so ids are not raced
 // for. A server that fails to create its copy is suspected and another is
-// chosen; the copies already made are reused on the next attempt (same id).
+// chosen; the copies already made are reused on the next attempt (same id,
+// the next generation).
 func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metapb.Volume, error) {
 	ctx = s.dataCtx(ctx) // meta signs its calls to the data servers
 	if s.cfg.Chunks == nil {
@@ -273,7 +274,9 @@ func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metap
 		return nil, err
 	}
 	id := uint32(u64(val)) + 1
-	const gen = 1
+	if s.creating.id != id {
+		s.creating.id, s.creating.gen = id, 0
+	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		s.pmu.Lock()
@@ -286,6 +289,18 @@ func (s *Service) createVolume(ctx context.Context, rf uint32, cl Class) (*metap
 		if len(chosen) < int(rf) {
 			return nil, errors.E(errors.Unavailable, fmt.Sprintf("%d replicas wanted, %d data servers can take them", rf, len(chosen)))
 		}
+		// Each attempt at this id, in this call or an earlier one that
+		// failed, takes a generation above the last: a call that timed
+		// out here may still reach its server later (a handler stalled
+		// under load), and at the same generation it replaced the set a
+		// later attempt gave that server. As the primary of the volume
+		// recorded, the server then forwarded needles to the failed
+		// attempt's replicas instead of the recorded ones, and a needle
+		// acknowledged so was on one recorded replica only
+		// (TestLateCreateKeepsReplicaSet). A data server refuses a set
+		// below its copy's generation (Stale).
+		s.creating.gen++
+		gen := s.creating.gen
 		vol := &metapb.Volume{Id: id, Generation: gen, Replication: rf, StorageClass: volumeClass(cl.Name)}
 		for _, d := range chosen {
 			vol.Servers = append(vol.Servers, d.addr)

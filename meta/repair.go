@@ -200,7 +200,8 @@ func (s *Service) planRebalance(now time.Time) *repairJob {
 
 // repair carries out j: the volume turns read-only (writes go elsewhere),
 // the target copies it from the source, then, with the garbage collector
-// held off, copies again what changed and the new replica set is recorded
+// held off, seals the source, copies again what changed and the new
+// replica set is recorded
 // at the next generation. Survivors learn the generation now, or from
 // their next heartbeat; a dropped replica deletes its copy when meta
 // answers its heartbeat.
@@ -234,6 +235,23 @@ func (s *Service) repair(ctx context.Context, j *repairJob) error {
 	}
 	s.cl.gcMu.Lock()
 	defer s.cl.gcMu.Unlock()
+	// Fence the old set before the final pass. Meta's read-only mark
+	// reaches the data servers only with their next heartbeat answers, and
+	// a writer that was assigned the volume before it goes on writing to
+	// the old set meanwhile: every replica of it, the one being dropped
+	// too (declared dead under load while alive), acknowledges. A needle
+	// acknowledged after the final pass listed the source was then missing
+	// from the new copy: one repair left it on the survivors alone, and a
+	// second repair copying from the new replica lost it (TestTiering,
+	// issue 20). Every acknowledged write is on the source, and a sealed
+	// source refuses new ones (the writer goes to another volume), so the
+	// pass below copies every needle the old set ever acknowledged
+	// (TestRepairFencesOldSet).
+	if src, ok := s.cfg.Chunks(j.from.addr).(cairn.Replicas); !ok {
+		return errors.E(op, errors.Invalid, "the data plane cannot seal volumes")
+	} else if err := src.Seal(ctx, vid, j.vol.Generation); err != nil {
+		return errors.E(op, errors.Path(j.from.addr), err)
+	}
 	if err := target.CopyFrom(ctx, vid, gen, j.from.addr, rate); err != nil {
 		return errors.E(op, errors.Path(j.to.addr), err)
 	}

@@ -58,6 +58,14 @@ type Service struct {
 	lc       lifecycleState // S3 lifecycle rules (lifecycle.go)
 	tier     tierState      // automatic tiering: reads seen, moves (tier.go)
 
+	// creating is the volume id createVolume last tried and the generation
+	// of its last attempt, under assignMu: every attempt at one id takes
+	// a higher generation (placement.go).
+	creating struct {
+		id  uint32
+		gen uint64
+	}
+
 	genUser, genSecret string
 	clusterID          string  // chosen at the first start (setupClusterID)
 	sec                secrets // the group's shared secrets in memory (secrets.go)

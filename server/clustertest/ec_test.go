@@ -130,16 +130,17 @@ func TestErasureCoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Damage every 60 KB of the shard's data, so that whatever records
-	// packing put where, each live one in this shard is hit: with fixed
-	// offsets near the start the damage could fall in a dead record only,
-	// which no read meets (the test then timed out waiting for a rebuild).
+	// Damage 4 KB of every 8 KB of the shard's data, so that whatever
+	// records packing put where, each live one in this shard (10 KB or
+	// more) is hit: with fixed offsets near the start, or 4 KB every
+	// 60 KB, the damage could miss every record a read meets (the test
+	// then timed out waiting for a rebuild, with no corruption logged).
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
 	junk := bytes.Repeat([]byte{0xA5}, 4096)
-	for off := int64(32 + 200); off+int64(len(junk)) <= fi.Size(); off += 60_000 {
+	for off := int64(32 + 200); off+int64(len(junk)) <= fi.Size(); off += 8 << 10 {
 		if _, err := f.WriteAt(junk, off); err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +151,9 @@ func TestErasureCoding(t *testing.T) {
 	// and meta rebuilds it, whole again.
 	WaitFor(t, 60*time.Second, "the corrupt shard to be rebuilt", func() bool {
 		st = c.Status(t)
+		if st.EcRebuilt == 0 {
+			checkAll(t, c, "cold", files) // reads that meet the damage report it
+		}
 		for _, v := range st.Volumes {
 			if v.Volume.Id == v0.Id {
 				return st.EcRebuilt >= 1 && v.Health == "ok"

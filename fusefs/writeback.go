@@ -46,6 +46,16 @@ type writeBehind struct {
 	// enqueue is one unit, counted from before its MountDirty is made
 	// (without w.mu) until the chain's commit that carries it is done.
 	units map[uint64]int
+	// Drains run one at a time, as a group commit: the calls that arrive
+	// while one runs share the next, which cuts when it starts. Each cut
+	// makes the mount's next change of every path announce itself again
+	// (a MountDirty round trip before close answers), so a recall per
+	// look-up of a busy directory must not each cut. A drain so lasts at
+	// most two queues of the moment.
+	draining  bool
+	drainSeq  uint64 // drains started
+	drainDone uint64 // the last drain finished (drains finish in order)
+	drained   uint64 // the epoch it reported clean
 
 	inoMu        sync.Mutex
 	inoNext, end uint64 // inode numbers reserved for local creates
@@ -662,6 +672,17 @@ func (w *writeBehind) sessionUp() {
 func (w *writeBehind) drain() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Only a drain that starts from now on covers what was queued
+	// before this call.
+	want := w.drainSeq + 1
+	for w.draining {
+		w.idle.Wait()
+	}
+	if w.drainDone >= want {
+		return w.drained // another call's drain started after this one came
+	}
+	w.draining = true
+	w.drainSeq++
 	e := w.epoch
 	w.cut = e
 	w.dirty = false
@@ -673,6 +694,9 @@ func (w *writeBehind) drain() uint64 {
 	for w.queuedUpTo(e) {
 		w.idle.Wait()
 	}
+	w.draining = false
+	w.drainDone, w.drained = w.drainSeq, e
+	w.idle.Broadcast()
 	return e
 }
 

@@ -335,8 +335,14 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		// counted already: a drain that closes this epoch meanwhile
 		// waits for it, so the epoch it reports clean covers the work
 		// announced here.
+		//
+		// Not cut by the kernel's interrupt either (a signal landing on
+		// the caller's thread; the Go runtime's preemption does): the
+		// round trip is short and bounded (CallTimeout), and a close
+		// whose announcement was cut would answer EINTR, which close(2)
+		// passes to the program and nobody retries.
 		w.mu.Unlock()
-		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
+		r, err := w.m.meta.MountDirty(context.WithoutCancel(ctx), &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		w.mu.Lock()
 		if err != nil {
 			w.unitsDone(epoch, 1)

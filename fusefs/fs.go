@@ -418,7 +418,11 @@ func (s *Stats) String() string {
 }
 
 // CallTimeout bounds one attempt of a meta call, including the wait for an
-// unreachable meta to come back; retry makes further attempts.
+// unreachable meta to come back; retry makes further attempts. A data
+// call (one that reads or changes namespace data) may also wait in meta
+// for other mounts to commit what they left behind, which meta bounds by
+// meta.RecallTimeout: its attempt gets that much more, so that it is not
+// cut (and retried, recalling afresh) while meta is still waiting.
 const CallTimeout = 5 * time.Second
 
 type opKey struct{}
@@ -463,8 +467,12 @@ func opOf(ctx context.Context) *OpStats {
 func CountCalls() grpc.DialOption {
 	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, ok := ctx.Deadline(); !ok {
+			d := CallTimeout
+			if meta.DataMethod(method) {
+				d += meta.RecallTimeout
+			}
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, CallTimeout)
+			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
 		opts = append(opts, grpc.WaitForReady(true))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +186,94 @@ func TestByInodeAcrossRename(t *testing.T) {
 		}
 		must(t, f.Close())
 	})
+}
+
+// TestRecallWhileOtherMountWrites: one mount writes into a directory as
+// fast as it can (new files, and files it rewrites over and over), while
+// the other stats and creates in the same directory. Each of the second
+// mount's look-ups recalls the first mount's write-behind; the recall
+// must end once what was queued before it is committed, not wait for a
+// queue the writers keep filling (it did: the recall outlived the
+// caller's attempts and stat answered EIO after 30 s). Every call of both
+// mounts must succeed.
+func TestRecallWhileOtherMountWrites(t *testing.T) {
+	srv := store(t)
+	a, _ := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, a, b)()
+	must(t, os.Mkdir(filepath.Join(a, "shared"), 0o755))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	var written [4]atomic.Int64 // by the creating writers
+	data := make([]byte, 4096)
+	for w := range 2 * len(written) {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Half the writers create new files, half rewrite one
+				// file each: its chain always has a next commit.
+				name := fmt.Sprintf("r%d", w)
+				if w < len(written) {
+					name = fmt.Sprintf("b%d-%d", w, k)
+				}
+				if err := os.WriteFile(filepath.Join(b, "shared", name), data, 0o644); err != nil {
+					errs <- fmt.Errorf("writer on B: %w", err)
+					return
+				}
+				if w < len(written) {
+					written[w].Add(1)
+				}
+			}
+		})
+	}
+	// Let B's queue fill before A starts looking.
+	await.Until(t, time.Minute, "B to write", func() bool {
+		ents, _ := os.ReadDir(filepath.Join(b, "shared"))
+		return len(ents) >= 200
+	})
+	var slowest time.Duration
+	for k := range 60 {
+		start := time.Now()
+		if _, err := os.Stat(filepath.Join(a, "shared")); err != nil {
+			errs <- fmt.Errorf("stat on A: %w", err)
+			break
+		}
+		// A name A has not looked up yet: the look-up reaches meta.
+		last := fmt.Sprintf("b%d-%d", k%len(written), written[k%len(written)].Load()-1)
+		if _, err := os.Stat(filepath.Join(a, "shared", last)); err != nil {
+			errs <- fmt.Errorf("stat of B's file on A: %w", err)
+			break
+		}
+		f, err := os.OpenFile(filepath.Join(a, "shared", fmt.Sprintf("a-%d", k)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			_, err = f.Write(data)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			errs <- fmt.Errorf("create on A: %w", err)
+			break
+		}
+		slowest = max(slowest, time.Since(start))
+		if d := time.Since(start); d > time.Second {
+			t.Logf("round %d took %v", k, d)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	total := 0
+	for i := range written {
+		total += int(written[i].Load())
+	}
+	t.Logf("B wrote %d files while A made 60 rounds; A's slowest round took %v", total, slowest)
 }

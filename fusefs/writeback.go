@@ -25,17 +25,37 @@ type writeBehind struct {
 	m   *Mount
 	sem chan struct{}
 
-	mu      sync.Mutex
-	idle    *sync.Cond      // on mu: pending dropped to 0
-	epoch   uint64          // last dirty epoch announced to meta
-	dirty   bool            // announced and not committed since
+	mu   sync.Mutex
+	idle *sync.Cond // on mu: a unit of work was committed (or dropped)
+	// Epochs. Work is queued in the open epoch (epoch, once it is past
+	// cut), announced to meta before it is answered. A drain closes the
+	// open epoch where it stands (cut) and waits only for the work queued
+	// in it and before: work queued after it began goes into the next
+	// epoch, which the next queued change announces afresh. So a recall
+	// ends in the time the queue of the moment takes, however fast this
+	// mount keeps queueing (it waited for an empty queue, which a busy
+	// writer never left: the recall outlived the other mount's call,
+	// which answered EIO).
+	epoch   uint64          // the open (or last) epoch
+	cut     uint64          // the last epoch a drain closed
+	dirty   bool            // the open epoch is announced to meta
 	alone   bool            // no other session when this epoch began: paths need no notice
 	noticed map[string]bool // paths other mounts were told of in this epoch
-	pending int             // queued or running, all inodes
-	// announcing counts the MountDirty calls in flight (made without
-	// w.mu); a drain waits for them, and idle is broadcast when the
-	// count drops to 0.
-	announcing int
+	pending int             // chains queued or running, all inodes
+	// units counts, by epoch, the work queued and not yet committed: each
+	// enqueue is one unit, counted from before its MountDirty is made
+	// (without w.mu) until the chain's commit that carries it is done.
+	units map[uint64]int
+	// Drains run one at a time, as a group commit: the calls that arrive
+	// while one runs share the next, which cuts when it starts. Each cut
+	// makes the mount's next change of every path announce itself again
+	// (a MountDirty round trip before close answers), so a recall per
+	// look-up of a busy directory must not each cut. A drain so lasts at
+	// most two queues of the moment.
+	draining  bool
+	drainSeq  uint64 // drains started
+	drainDone uint64 // the last drain finished (drains finish in order)
+	drained   uint64 // the epoch it reported clean
 
 	inoMu        sync.Mutex
 	inoNext, end uint64 // inode numbers reserved for local creates
@@ -228,6 +248,7 @@ type chain struct {
 	attrs  *metapb.SetAttrRequest // attribute changes to commit (merged)
 	done   chan struct{}          // non-nil while running; closed when idle
 	err    error                  // the first failure, reported by the next fsync/close
+	units  map[uint64]int         // the work gathered, by epoch (writeBehind.units)
 }
 
 // work is what enqueue adds to a chain.
@@ -262,7 +283,7 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}, units: map[uint64]int{}}
 	w.idle = sync.NewCond(&w.mu)
 	w.madeCond = sync.NewCond(&w.madeMu)
 	w.pack.w = w
@@ -291,8 +312,14 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	}
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
-	announced := false
 	w.mu.Lock()
+	if w.epoch == w.cut {
+		// A drain closed the last epoch: this work opens the next.
+		w.epoch++
+		w.dirty = false
+	}
+	epoch := w.epoch
+	w.units[epoch]++
 	if !w.dirty || !w.alone && (!w.noticed[k] || wk.create) {
 		// Meta learns this mount is dirty, and every other mount drops
 		// the path, before the close (or chmod...) is answered. A create
@@ -304,36 +331,38 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		//
 		// Not under w.mu: MountDirty may wait for other mounts (their
 		// notice acknowledgements, the recall of a claim), and the
-		// mount's other creates need not queue behind it. A drain waits
-		// for it instead (announcing), so that the epoch it reports
-		// clean covers the work announced here.
-		epoch := w.epoch
-		if !w.dirty {
-			epoch++
-		}
-		w.announcing++
+		// mount's other creates need not queue behind it. The unit is
+		// counted already: a drain that closes this epoch meanwhile
+		// waits for it, so the epoch it reports clean covers the work
+		// announced here.
+		//
+		// Not cut by the kernel's interrupt either (a signal landing on
+		// the caller's thread; the Go runtime's preemption does): the
+		// round trip is short and bounded (CallTimeout), and a close
+		// whose announcement was cut would answer EINTR, which close(2)
+		// passes to the program and nobody retries.
 		w.mu.Unlock()
-		r, err := w.m.meta.MountDirty(ctx, &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
+		r, err := w.m.meta.MountDirty(context.WithoutCancel(ctx), &metapb.MountDirtyRequest{Session: w.m.sess.id, Epoch: epoch, Ns: n.ns, Path: p, Create: wk.create})
 		w.mu.Lock()
-		w.announcing--
 		if err != nil {
-			if w.announcing == 0 {
-				w.idle.Broadcast()
-			}
+			w.unitsDone(epoch, 1)
 			w.mu.Unlock()
 			return false
 		}
-		switch {
-		case !w.dirty || epoch > w.epoch:
-			// Alone for the whole epoch: another session's first look
-			// recalls this mount, which ends the epoch.
-			w.alone = r.Alone
-		case !r.Alone:
-			w.alone = false // another session came while it was announced
+		if epoch > w.cut {
+			// The epoch is still open (a drain that closed it has
+			// forgotten its notices; the next work announces anew).
+			switch {
+			case !w.dirty:
+				// Alone for the whole epoch: another session's first
+				// look recalls this mount, which ends the epoch.
+				w.alone = r.Alone
+			case !r.Alone:
+				w.alone = false // another session came while it was announced
+			}
+			w.dirty = true
+			w.noticed[k] = true
 		}
-		w.epoch, w.dirty = max(w.epoch, epoch), true
-		w.noticed[k] = true
-		announced = true
 	}
 	// Still under w.mu: a drain (meta's recall) must either see this
 	// work pending or come before it was announced.
@@ -360,6 +389,10 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	if wk.attrs != nil {
 		c.attrs = mergeAttrs(c.attrs, wk.attrs)
 	}
+	if c.units == nil {
+		c.units = map[uint64]int{}
+	}
+	c.units[epoch]++
 	switch {
 	case c.done == nil && !c.flush && c.attrs == nil:
 		c.done = make(chan struct{})
@@ -377,13 +410,27 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 		go w.run(n)
 	}
 	c.mu.Unlock()
-	if announced && w.announcing == 0 {
-		// The work is pending now: a drain waiting for the
-		// announcement waits for it too.
-		w.idle.Broadcast()
-	}
 	w.mu.Unlock()
 	return true
+}
+
+// unitsDone counts n units of epoch e committed (w.mu held).
+func (w *writeBehind) unitsDone(e uint64, n int) {
+	if w.units[e] -= n; w.units[e] <= 0 {
+		delete(w.units, e)
+	}
+	w.idle.Broadcast()
+}
+
+// queuedUpTo reports whether work of epoch e or earlier is queued
+// (w.mu held).
+func (w *writeBehind) queuedUpTo(e uint64) bool {
+	for ue := range w.units {
+		if ue <= e {
+			return true
+		}
+	}
+	return false
 }
 
 // unpark starts n's chain if it is parked.
@@ -411,51 +458,21 @@ func (w *writeBehind) run(n *node) {
 	ctx, finish := w.chainContext("writebehind")
 	for {
 		c.mu.Lock()
-		create, flush, attrs := c.create, c.flush, c.attrs
+		create, flush, attrs, units := c.create, c.flush, c.attrs, c.units
 		if create {
 			flush = true // the create is the first flush's commit
 		}
-		c.create, c.flush, c.attrs = false, false, nil
+		c.create, c.flush, c.attrs, c.units = false, false, nil, nil
 		if !flush && attrs == nil {
 			close(c.done)
 			c.done = nil
 			c.mu.Unlock()
+			w.commitUnits(units) // none, or an access time set quietly
 			break
 		}
 		c.mu.Unlock()
-		if create && n.isDir() {
-			// A directory made here: its Mkdir first, then whatever
-			// attributes were changed meanwhile. Not counted against
-			// w.sem: commits holding its slots may be waiting for this
-			// very mkdir (mkdirGate).
-			w.mkdirs.turn(n.mkdirTicket)
-			n.fail(retry(ctx, func() error { return n.commitMkdir(ctx) }))
-			w.mkdirs.done(n.mkdirTicket)
-			w.createDone(n)
-			if attrs != nil {
-				w.timesAfterKids(n, attrs)
-				w.sem <- struct{}{}
-				n.fail(retry(ctx, func() error { return n.commitBehind(ctx, false, attrs) }))
-				<-w.sem
-			}
-			continue
-		}
-		if create && w.pack.commit(n, mtimeOf(attrs)) {
-			w.createDone(n)
-			continue // committed with others (pack.go), attributes too
-		}
-		if n.isDir() {
-			w.timesAfterKids(n, attrs)
-		}
-		// Retried while meta is unreachable: the close was answered, so
-		// giving up would lose it. Committing the same extents or
-		// attributes twice leaves the same file.
-		w.sem <- struct{}{}
-		n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
-		<-w.sem
-		if create {
-			w.createDone(n)
-		}
+		w.runOnce(ctx, n, create, flush, attrs)
+		w.commitUnits(units)
 	}
 	finish()
 	w.unkeep(n)
@@ -464,6 +481,55 @@ func (w *writeBehind) run(n *node) {
 		w.idle.Broadcast()
 	}
 	w.mu.Unlock()
+}
+
+// commitUnits counts the units of a chain's round committed.
+func (w *writeBehind) commitUnits(units map[uint64]int) {
+	if len(units) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for e, k := range units {
+		w.unitsDone(e, k)
+	}
+	w.mu.Unlock()
+}
+
+// runOnce commits one round of n's chain: what it gathered until now.
+func (w *writeBehind) runOnce(ctx context.Context, n *node, create, flush bool, attrs *metapb.SetAttrRequest) {
+	if create && n.isDir() {
+		// A directory made here: its Mkdir first, then whatever
+		// attributes were changed meanwhile. Not counted against
+		// w.sem: commits holding its slots may be waiting for this
+		// very mkdir (mkdirGate).
+		w.mkdirs.turn(n.mkdirTicket)
+		n.fail(retry(ctx, func() error { return n.commitMkdir(ctx) }))
+		w.mkdirs.done(n.mkdirTicket)
+		w.createDone(n)
+		if attrs != nil {
+			w.timesAfterKids(n, attrs)
+			w.sem <- struct{}{}
+			n.fail(retry(ctx, func() error { return n.commitBehind(ctx, false, attrs) }))
+			<-w.sem
+		}
+		return
+	}
+	if create && w.pack.commit(n, mtimeOf(attrs)) {
+		w.createDone(n)
+		return // committed with others (pack.go), attributes too
+	}
+	if n.isDir() {
+		w.timesAfterKids(n, attrs)
+	}
+	// Retried while meta is unreachable: the close was answered, so
+	// giving up would lose it. Committing the same extents or
+	// attributes twice leaves the same file.
+	w.sem <- struct{}{}
+	n.fail(retry(ctx, func() error { return n.commitBehind(ctx, flush, attrs) }))
+	<-w.sem
+	if create {
+		w.createDone(n)
+	}
 }
 
 // mtimeOf is the mtime a commit carries for attrs (0: the commit's time).
@@ -596,28 +662,48 @@ func (w *writeBehind) sessionUp() {
 	w.mu.Lock()
 	w.dirty = false
 	clear(w.noticed)
-	queued := w.pending > 0
+	queued := len(w.units) > 0
 	w.mu.Unlock()
 	if queued {
 		go w.drain()
 	}
 }
 
-// drain waits until everything queued is committed and returns the dirty
-// epoch that covers; meta's recall is answered with it.
+// drain waits until everything queued before it began is committed and
+// returns the dirty epoch that covers; meta's recall is answered with
+// it. It closes the open epoch first, so work queued meanwhile (a writer
+// that keeps closing files) is not waited for: it goes into the next
+// epoch, announced to meta before it is answered, and a later recall
+// (whose target is that epoch) waits for it.
 func (w *writeBehind) drain() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Only a drain that starts from now on covers what was queued
+	// before this call.
+	want := w.drainSeq + 1
+	for w.draining {
+		w.idle.Wait()
+	}
+	if w.drainDone >= want {
+		return w.drained // another call's drain started after this one came
+	}
+	w.draining = true
+	w.drainSeq++
+	e := w.epoch
+	w.cut = e
+	w.dirty = false
+	clear(w.noticed)
 	for n := range w.parked {
 		delete(w.parked, n)
 		go w.run(n)
 	}
-	for w.pending > 0 || w.announcing > 0 {
+	for w.queuedUpTo(e) {
 		w.idle.Wait()
 	}
-	w.dirty = false
-	clear(w.noticed)
-	return w.epoch
+	w.draining = false
+	w.drainDone, w.drained = w.drainSeq, e
+	w.idle.Broadcast()
+	return e
 }
 
 // commitCreate commits an empty file created here (no write came).

@@ -165,11 +165,17 @@ type recall struct {
 	out    *sessionStream
 }
 
+// RecallTimeout bounds how long a call waits for a dirty mount to commit
+// what it left behind: a mount that has not reported clean by then is cut
+// off (its session ends) and the call goes on. A client's attempt at a
+// data call must outlast it, or the call fails while meta still waits.
+const RecallTimeout = SessionLease + 10*time.Second
+
 // recall sends mount_flush to each session of rs and waits until it
 // reports clean at least its target, cutting off those that do not in
 // time.
 func (s *Service) recall(ctx context.Context, rs []recall) {
-	deadline, cancel := context.WithTimeout(ctx, SessionLease+10*time.Second)
+	deadline, cancel := context.WithTimeout(ctx, RecallTimeout)
 	defer cancel()
 	for _, r := range rs {
 		if r.out == nil || r.out.send(&metapb.Event{MountFlush: true}) != nil {

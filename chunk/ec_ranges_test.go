@@ -25,30 +25,13 @@ import (
 func TestECRangesStream(t *testing.T) {
 	const size = 155 << 10
 	stores, rs, keys, home := ecSetup(t, 40, size, 1<<20)
-	ctx := context.Background()
 	ev := stores[3].ecVolume(1)
 	stores[3].ec.mu.Lock()
 	delete(ev.shards, 3) // shard 3 lost
 	stores[3].ec.mu.Unlock()
 	check := func(what string) {
 		t.Helper()
-		n := 0
-		for i, k := range keys {
-			if home[k] != 3 {
-				continue
-			}
-			n++
-			var b bytes.Buffer
-			if _, err := rs[2].ReadTo(ctx, 1, k, 0, size, &b); err != nil {
-				t.Fatalf("%s: needle %d: %v", what, k, err)
-			}
-			if !bytes.Equal(b.Bytes(), chunktest.Data(uint64(i), size)) {
-				t.Fatalf("%s: needle %d: wrong bytes", what, k)
-			}
-		}
-		if n < 3 {
-			t.Fatalf("%s: only %d needles in shard 3", what, n)
-		}
+		readLostShard(t, what, rs[2], keys, size, func(k uint64) int { return home[k] })
 	}
 	served := func() (n int64) {
 		for _, s := range stores {
@@ -186,24 +169,10 @@ func TestECRangesTLS(t *testing.T) {
 	l := ev.layout
 	check := func(what string) {
 		t.Helper()
-		n := 0
-		for i, k := range keys {
+		readLostShard(t, what, rs[2], keys, size, func(k uint64) int {
 			nd, _ := ec.Find(ev.idx, k)
-			if l.Home(nd) != 3 {
-				continue
-			}
-			n++
-			var b bytes.Buffer
-			if _, err := rs[2].ReadTo(ctx, 1, k, 0, size, &b); err != nil {
-				t.Fatalf("%s: needle %d: %v", what, k, err)
-			}
-			if !bytes.Equal(b.Bytes(), chunktest.Data(uint64(i), size)) {
-				t.Fatalf("%s: needle %d: wrong bytes", what, k)
-			}
-		}
-		if n < 3 {
-			t.Fatalf("%s: only %d needles in shard 3", what, n)
-		}
+			return l.Home(nd)
+		})
 	}
 	check("over TLS")
 	if stores[0].ec.rangesServed.Load() == 0 || stores[1].ec.rangesServed.Load() == 0 {
@@ -250,4 +219,28 @@ func FuzzRangeAnswer(f *testing.F) {
 			t.Fatalf("accepted %x as %d bytes (n=%d)", answer, want, n)
 		}
 	})
+}
+
+// readLostShard reads, through r, every needle of volume 1 whose home is
+// the lost shard 3 (keys[i] holds chunktest.Data(i, size)) and checks its
+// bytes; what names the moment. At least 3 such needles must exist.
+func readLostShard(t *testing.T, what string, r *Remote, keys []uint64, size int64, home func(uint64) int) {
+	t.Helper()
+	n := 0
+	for i, k := range keys {
+		if home(k) != 3 {
+			continue
+		}
+		n++
+		var b bytes.Buffer
+		if _, err := r.ReadTo(context.Background(), 1, k, 0, size, &b); err != nil {
+			t.Fatalf("%s: needle %d: %v", what, k, err)
+		}
+		if !bytes.Equal(b.Bytes(), chunktest.Data(uint64(i), int(size))) {
+			t.Fatalf("%s: needle %d: wrong bytes", what, k)
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%s: only %d needles in shard 3", what, n)
+	}
 }

@@ -298,14 +298,7 @@ func servedVolume(t *testing.T) (*Store, string) {
 func TestRevokedPeer(t *testing.T) {
 	s := openStore(t, testConfig(t.TempDir()))
 	ca := pkitest.NewCA(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.Revocations().Guard(ca.ServerConfig(t)), ReadHeaderTimeout: 10 * time.Second}
-	go srv.ServeTLS(lis, "", "")
-	t.Cleanup(func() { srv.Close() })
-	url := "https://" + lis.Addr().String() + "/admin/volumes"
+	url := "https://" + serveTLS(t, s, ca) + "/admin/volumes"
 	client := func(id string) *http.Client {
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(ca.Cert(t, pki.RoleData, id))}}
 	}
@@ -334,4 +327,19 @@ func TestRevokedPeer(t *testing.T) {
 	if status, err := get(p2); status != 200 {
 		t.Fatalf("another peer: %d %v", status, err)
 	}
+}
+
+// serveTLS serves s's HTTP API over TLS with ca's server certificate,
+// refusing revoked peers as a data server does, until the test ends; it
+// returns the address.
+func serveTLS(t *testing.T, s *Store, ca *pkitest.CA) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.Revocations().Guard(ca.ServerConfig(t)), ReadHeaderTimeout: 10 * time.Second}
+	go srv.ServeTLS(lis, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return lis.Addr().String()
 }

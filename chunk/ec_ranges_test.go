@@ -134,16 +134,10 @@ func TestECRangesTLS(t *testing.T) {
 		cfg.TLS = ca.ClientConfig(ca.Cert(t, pki.RoleData, fmt.Sprintf("d%d", i)))
 		s := openStore(t, cfg)
 		s.caps.Set(capability.NewKey(7)) // ready, but signs nothing the peers know
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: s.Handler(), TLSConfig: s.Revocations().Guard(ca.ServerConfig(t)), ReadHeaderTimeout: 10 * time.Second}
-		go srv.ServeTLS(lis, "", "")
-		t.Cleanup(func() { srv.Close() })
+		addr := serveTLS(t, s, ca)
 		stores = append(stores, s)
-		rs = append(rs, NewRemoteTLS(lis.Addr().String(), ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta"))))
-		addrs = append(addrs, lis.Addr().String())
+		rs = append(rs, NewRemoteTLS(addr, ca.ClientConfig(ca.Cert(t, pki.RoleMeta, "meta"))))
+		addrs = append(addrs, addr)
 	}
 	if err := stores[0].CreateVolume(ctx, 1, 1); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -118,54 +119,57 @@ func (s *Store) handleRanges(w http.ResponseWriter, r *http.Request) {
 		n := int64(binary.LittleEndian.Uint32(req[16:]))
 		s.ec.rangesServed.Add(1)        // before the answer: a test reads it after
 		done := s.ops.Start("ec-range") // cairn_chunk_* metrics, op="ec-range"
-		err := s.serveRange(c, tcp, vid, idx, off, n)
-		done(err)
+		answered, err := s.serveRange(c, tcp, vid, idx, off, n)
+		// An error answered is an error of the op, though the stream
+		// goes on: a peer asked for a shard it lost is what the metric
+		// is for.
+		done(cmp.Or(err, answered))
 		if err != nil {
 			return
 		}
 	}
 }
 
-// serveRange answers one request of a ranges stream. An error it returns
-// leaves the stream in an unknown state: the caller closes it.
-func (s *Store) serveRange(c net.Conn, tcp *net.TCPConn, vid, idx uint32, off, n int64) error {
+// serveRange answers one request of a ranges stream. answered is the
+// error sent as the answer (the stream is still good); err leaves the
+// stream in an unknown state: the caller closes it.
+func (s *Store) serveRange(c net.Conn, tcp *net.TCPConn, vid, idx uint32, off, n int64) (answered, err error) {
 	var ls *localShard
 	s.ec.mu.RLock()
 	if ev := s.ec.vols[vid]; ev != nil && idx < 256 {
 		ls = ev.shards[int(idx)]
 	}
 	s.ec.mu.RUnlock()
+	fail := func(e error) (error, error) { return e, writeRangeError(c, e) }
 	var at int64
-	var err error
 	switch {
 	case off < 0 || n > rangeMax:
-		err = errors.E(errors.Invalid, "bad off or n")
+		return fail(errors.E(errors.Invalid, "bad off or n"))
 	case ls == nil:
-		err = errors.E(errors.NotExist, volPath(vid), fmt.Sprintf("no shard %d here", idx))
+		return fail(errors.E(errors.NotExist, volPath(vid), fmt.Sprintf("no shard %d here", idx)))
 	default:
-		at, err = ls.s.FileOffset(off, n)
-	}
-	if err != nil {
-		return writeRangeError(c, err)
+		if at, err = ls.s.FileOffset(off, n); err != nil {
+			return fail(err)
+		}
 	}
 	var hdr [rangeHdrSize]byte
 	binary.LittleEndian.PutUint32(hdr[2:], uint32(n))
 	if tcp != nil {
 		sent, err := sendRange(tcp, ls, hdr[:], at, n)
 		if sent == 0 && err != nil {
-			return writeRangeError(c, errors.E(errors.IO, volPath(vid), err))
+			return fail(errors.E(errors.IO, volPath(vid), err))
 		}
-		return err
+		return nil, err
 	}
 	bp := getECBuf(rangeHdrSize + n)
 	defer putECBuf(bp)
 	b := *bp
 	copy(b, hdr[:])
 	if _, err := ls.f.ReadAt(b[rangeHdrSize:], at); err != nil {
-		return writeRangeError(c, errors.E(errors.IO, volPath(vid), err))
+		return fail(errors.E(errors.IO, volPath(vid), err))
 	}
 	_, err = c.Write(b)
-	return err
+	return nil, err
 }
 
 // sendRange writes hdr, then n bytes of ls's file from at, to the socket:

@@ -12,6 +12,7 @@ import (
 	"cairn/capability"
 	"cairn/chunk/chunktest"
 	"cairn/ec"
+	"cairn/errors"
 	"cairn/pki"
 	"cairn/pki/pkitest"
 	"cairn/proto/metapb"
@@ -236,5 +237,42 @@ func readLostShard(t *testing.T, what string, r *Remote, keys []uint64, size int
 	}
 	if n < 3 {
 		t.Fatalf("%s: only %d needles in shard 3", what, n)
+	}
+}
+
+// TestECRangeErrorsCounted: a range a ranges stream answers with an error
+// (the shard is not on that server) counts as an error of the ec-range
+// op, and the stream goes on serving; a range served counts as none.
+func TestECRangeErrorsCounted(t *testing.T) {
+	stores, rs, _, _ := ecSetup(t, 8, 64<<10, 1<<20)
+	ctx := context.Background()
+	errs := func() (calls, errs uint64) {
+		for _, st := range stores[1].ops.Snapshot() {
+			if st.Op == "ec-range" {
+				return st.Calls, st.Errors
+			}
+		}
+		return 0, 0
+	}
+	p := stores[2].rangeStreams(rs[1].Addr())
+	b := make([]byte, 4096)
+	if _, err := p.ReadShard(ctx, 1, 1, b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if calls, n := errs(); calls != 1 || n != 0 {
+		t.Fatalf("a range served: %d calls, %d errors of ec-range, want 1 and 0", calls, n)
+	}
+	// Server 1 holds shard 1 only.
+	if _, err := p.ReadShard(ctx, 1, 3, b, 0); !errors.Is(errors.NotExist, err) {
+		t.Fatalf("shard 3 asked of server 1: %v, want NotExist", err)
+	}
+	if calls, n := errs(); calls != 2 || n != 1 {
+		t.Fatalf("a range refused: %d calls, %d errors of ec-range, want 2 and 1", calls, n)
+	}
+	if _, err := p.ReadShard(ctx, 1, 1, b, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if p.opened.Load() != 1 {
+		t.Fatalf("%d streams opened, want 1: an error answer must leave the stream good", p.opened.Load())
 	}
 }

@@ -399,6 +399,18 @@ func (rs *remoteShard) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// Ask is ReadAt sent ahead (ec.Asker): a rebuild asks its peers at once.
+func (rs *remoteShard) Ask(p []byte, off int64) func() error {
+	wait := rs.r.Ask(rs.ctx, rs.vid, rs.idx, p, off)
+	return func() error {
+		err := wait()
+		if err != nil && rs.ev != nil && rs.ctx.Err() == nil {
+			rs.ev.failed.Store(peerShard{rs.idx, rs.r.r.Addr()}, time.Now())
+		}
+		return err
+	}
+}
+
 // avoiding reads an ec.Reader without the shards in avoid.
 type avoiding struct {
 	r     *ec.Reader

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"cairn/capability"
 	"cairn/errors"
 	"cairn/internal/cork"
+
+	"golang.org/x/sys/unix"
 )
 
 // Shard ranges between data servers over a stream of their own. A
@@ -294,6 +297,9 @@ type rangePool struct {
 type rangeConn struct {
 	io.ReadWriteCloser
 	tls *tls.ConnectionState // of the upgrade; nil over plain HTTP
+	// raw is the TCP connection under a plain stream: an answer's header
+	// and bytes are read in one readv.
+	raw syscall.RawConn
 }
 
 // rangeStreams is the pool of streams to the peer at addr.
@@ -321,63 +327,185 @@ func (p *rangePool) ReadShard(ctx context.Context, vid uint32, i int, b []byte, 
 }
 
 func (p *rangePool) read(ctx context.Context, vid uint32, i int, b []byte, off int64) (int, error) {
+	// A pooled stream the server has closed meanwhile (idle, or its
+	// capability expired, or the server restarted) fails before any byte
+	// of an answer: the read goes on with the next pooled stream, at
+	// worst with a new one.
+	for {
+		wait, err := p.send(ctx, vid, i, b, off)
+		if err != nil {
+			return 0, err
+		}
+		n, retry, err := wait()
+		if !retry {
+			return n, err
+		}
+	}
+}
+
+// Ask sends the request for len(b) bytes of shard i of volume vid at off
+// on a stream, and returns what reads its answer into b (ec.Asker): a
+// rebuild asks its K peers at once and reads their answers in turn.
+// A peer that takes no stream is read over HTTP in a goroutine of its own.
+func (p *rangePool) Ask(ctx context.Context, vid uint32, i int, b []byte, off int64) func() error {
+	if time.Now().UnixNano() >= p.refused.Load() {
+		wait, err := p.send(ctx, vid, i, b, off)
+		if err == nil {
+			return func() error {
+				_, retry, err := wait()
+				if retry {
+					_, err = p.ReadShard(ctx, vid, i, b, off)
+				}
+				return err
+			}
+		}
+		if err != errNoStream {
+			return func() error { return err }
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.ReadShard(ctx, vid, i, b, off)
+		done <- err
+	}()
+	return func() error { return <-done }
+}
+
+// send writes one request on a stream and returns what reads its answer
+// into b. retry says that a pooled stream failed before any byte of the
+// answer (closed by the server meanwhile): the request may be sent again.
+func (p *rangePool) send(ctx context.Context, vid uint32, i int, b []byte, off int64) (wait func() (n int, retry bool, err error), err error) {
 	const op errors.Op = "chunk.Remote.ReadShard"
 	if len(b) > rangeMax {
-		return 0, errNoStream
+		return nil, errNoStream
 	}
 	var req [rangeReqSize]byte
 	binary.LittleEndian.PutUint32(req[0:], vid)
 	binary.LittleEndian.PutUint32(req[4:], uint32(i))
 	binary.LittleEndian.PutUint64(req[8:], uint64(off))
 	binary.LittleEndian.PutUint32(req[16:], uint32(len(b)))
-	// A pooled stream the server has closed meanwhile (idle, or its
-	// capability expired, or the server restarted) fails before any byte
-	// of an answer: the read goes on with the next pooled stream, at
-	// worst with a new one.
-	for {
-		c, pooled, err := p.get(ctx)
-		if err != nil {
-			return 0, err
+	c, pooled, err := p.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.r.revoked != nil {
+		// As every HTTP answer is checked: a stream outlives the
+		// revocation of the certificate it was opened to.
+		if err := p.r.revoked.CheckPeer(c.tls); err != nil {
+			c.Close()
+			return nil, errors.E(op, errors.Permission, errors.Path(p.r.addr), err)
 		}
-		if p.r.revoked != nil {
-			// As every HTTP answer is checked: a stream outlives the
-			// revocation of the certificate it was opened to.
-			if err := p.r.revoked.CheckPeer(c.tls); err != nil {
-				c.Close()
-				return 0, errors.E(op, errors.Permission, errors.Path(p.r.addr), err)
-			}
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	_, werr := c.Write(req[:])
+	return func() (int, bool, error) {
+		n, got := 0, 0
+		err := werr
+		if err == nil {
+			n, got, err = c.answer(b)
 		}
-		stop := context.AfterFunc(ctx, func() { c.Close() })
-		n, got, err := rangeExchange(c, req[:], b)
 		if !stop() {
 			c.Close()
-			return n, errors.E(op, errors.Canceled, errors.Path(p.r.addr), ctx.Err())
+			return n, false, errors.E(op, errors.Canceled, errors.Path(p.r.addr), ctx.Err())
 		}
 		if err == nil {
 			p.put(c)
-			return n, nil
+			return n, false, nil
 		}
 		if e, ok := err.(*errors.Error); ok && e.Op == "" {
 			// The server's answer: an error, the stream still good.
 			p.put(c)
 			e.Op, e.Path = op, errors.Path(p.r.addr)
-			return 0, e
+			return 0, false, e
 		}
 		c.Close()
 		if got == 0 && pooled {
-			continue
+			return 0, true, nil
 		}
-		return n, errors.E(op, errors.IO, errors.Path(p.r.addr), err)
-	}
+		return n, false, errors.E(op, errors.IO, errors.Path(p.r.addr), err)
+	}, nil
 }
 
-// rangeExchange sends one request on c and reads its answer into b. got is
-// how many bytes of the answer arrived; an answer that is an error comes
-// back as an *errors.Error without an Op.
+// answer reads the answer to the request sent on c into b (as
+// readAnswer), its header and bytes in one readv on a plain stream.
+func (c *rangeConn) answer(b []byte) (n, got int, err error) {
+	if c.raw == nil {
+		return readAnswer(c, b)
+	}
+	var hdr [rangeHdrSize]byte
+	iov := [2][]byte{hdr[:], b}
+	var rerr error
+	err = c.raw.Read(func(fd uintptr) bool {
+		for {
+			h := min(got, rangeHdrSize)
+			bufs := iov[:]
+			if h < rangeHdrSize {
+				bufs[0] = hdr[h:]
+			} else {
+				bufs = bufs[1:]
+			}
+			bufs[len(bufs)-1] = b[n:]
+			r, err := unix.Readv(int(fd), bufs)
+			if err == syscall.EAGAIN {
+				return false
+			}
+			if err == syscall.EINTR {
+				continue
+			}
+			if err == nil && r == 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				rerr = err
+				return true
+			}
+			got += r
+			n = max(0, got-rangeHdrSize)
+			// Done with the whole answer, or with the header of an error
+			// answer (its message, read into b so far, is finished below).
+			if got >= rangeHdrSize && (hdr[0] != 0 || n == len(b)) {
+				return true
+			}
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return n, got, err
+	}
+	size := int(binary.LittleEndian.Uint32(hdr[2:]))
+	if hdr[0] == 0 {
+		if size != len(b) {
+			return 0, got, fmt.Errorf("ranges stream: answer of %d bytes to a request of %d", size, len(b))
+		}
+		return n, got, nil
+	}
+	// An error answer: its message began in b.
+	if size > 4096 || n > size {
+		return 0, got, fmt.Errorf("ranges stream: error answer of %d bytes", size)
+	}
+	msg := make([]byte, size)
+	copy(msg, b[:n])
+	if _, err := io.ReadFull(c, msg[n:]); err != nil {
+		return 0, got, err
+	}
+	return 0, got, &errors.Error{Kind: errors.Kind(hdr[1]), Err: errors.New(string(msg))}
+}
+
+// rangeExchange sends one request on c and reads its answer into b (see
+// readAnswer).
 func rangeExchange(c io.ReadWriter, req, b []byte) (n, got int, err error) {
 	if _, err := c.Write(req); err != nil {
 		return 0, 0, err
 	}
+	return readAnswer(c, b)
+}
+
+// readAnswer reads the answer to a request of len(b) bytes into b. got is
+// how many bytes of the answer arrived; an answer that is an error comes
+// back as an *errors.Error without an Op.
+func readAnswer(c io.Reader, b []byte) (n, got int, err error) {
 	var hdr [rangeHdrSize]byte
 	if got, err = io.ReadFull(c, hdr[:]); err != nil {
 		return 0, got, err
@@ -462,6 +590,13 @@ func (r *Remote) openRanges(ctx context.Context) (c *rangeConn, answered bool, e
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", rangesProto)
+	// The connection the stream is made on: over plain TCP, answers are
+	// read from it directly (the server sends nothing past the 101 before
+	// a request, so the transport has nothing of the stream buffered).
+	var conn net.Conn
+	req = req.WithContext(httptrace.WithClientTrace(uctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { conn = i.Conn },
+	}))
 	if tok := r.token(ctx, capability.Admin, capability.AnyVolume, 0); tok != "" {
 		req.Header[capability.Header] = []string{tok}
 	}
@@ -481,5 +616,9 @@ func (r *Remote) openRanges(ctx context.Context) (c *rangeConn, answered bool, e
 		resp.Body.Close()
 		return nil, true, errors.E(op, errors.Unavailable, "upgrade answered without a stream")
 	}
-	return &rangeConn{ReadWriteCloser: rw, tls: resp.TLS}, false, nil
+	rc := &rangeConn{ReadWriteCloser: rw, tls: resp.TLS}
+	if tcp, ok := conn.(*net.TCPConn); ok && resp.TLS == nil {
+		rc.raw, _ = tcp.SyscallConn()
+	}
+	return rc, false, nil
 }

@@ -13,6 +13,7 @@ import (
 	"cairn/chunk/chunktest"
 	"cairn/ec"
 	"cairn/errors"
+	"cairn/internal/await"
 	"cairn/pki"
 	"cairn/pki/pkitest"
 	"cairn/proto/metapb"
@@ -246,28 +247,35 @@ func readLostShard(t *testing.T, what string, r *Remote, keys []uint64, size int
 func TestECRangeErrorsCounted(t *testing.T) {
 	stores, rs, _, _ := ecSetup(t, 8, 64<<10, 1<<20)
 	ctx := context.Background()
-	errs := func() (calls, errs uint64) {
-		for _, st := range stores[1].ops.Snapshot() {
-			if st.Op == "ec-range" {
-				return st.Calls, st.Errors
+	// counted waits for the server's count of ec-range calls to reach
+	// calls (it counts after the answer is sent) and returns its errors.
+	counted := func(calls uint64) (errs uint64) {
+		t.Helper()
+		await.Until(t, 30*time.Second, "the ec-range count", func() bool {
+			for _, st := range stores[1].ops.Snapshot() {
+				if st.Op == "ec-range" && st.Calls >= calls {
+					errs = st.Errors
+					return true
+				}
 			}
-		}
-		return 0, 0
+			return false
+		})
+		return errs
 	}
 	p := stores[2].rangeStreams(rs[1].Addr())
 	b := make([]byte, 4096)
 	if _, err := p.ReadShard(ctx, 1, 1, b, 0); err != nil {
 		t.Fatal(err)
 	}
-	if calls, n := errs(); calls != 1 || n != 0 {
-		t.Fatalf("a range served: %d calls, %d errors of ec-range, want 1 and 0", calls, n)
+	if n := counted(1); n != 0 {
+		t.Fatalf("a range served: %d errors of ec-range, want 0", n)
 	}
 	// Server 1 holds shard 1 only.
 	if _, err := p.ReadShard(ctx, 1, 3, b, 0); !errors.Is(errors.NotExist, err) {
 		t.Fatalf("shard 3 asked of server 1: %v, want NotExist", err)
 	}
-	if calls, n := errs(); calls != 2 || n != 1 {
-		t.Fatalf("a range refused: %d calls, %d errors of ec-range, want 2 and 1", calls, n)
+	if n := counted(2); n != 1 {
+		t.Fatalf("a range refused: %d errors of ec-range, want 1", n)
 	}
 	if _, err := p.ReadShard(ctx, 1, 1, b, 4096); err != nil {
 		t.Fatal(err)

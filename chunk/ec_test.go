@@ -252,6 +252,10 @@ func interleave(b *testing.B, paths []ecPath, read func(*testing.B, *Remote, uin
 	// CPU time of the process (client and servers alike) per read:
 	// what the paths cost on a busy machine, where a read's wall time
 	// is mostly waiting for a CPU. The ratios as above.
+	// CPU time per read of each path (µs), for comparing builds.
+	b.ReportMetric(float64(cpu[0].Microseconds())/float64(len(took[0])), "replicated-cpu-µs")
+	b.ReportMetric(float64(cpu[1].Microseconds())/float64(len(took[1])), "healthy-cpu-µs")
+	b.ReportMetric(float64(cpu[2].Microseconds())/float64(len(took[2])), "degraded-cpu-µs")
 	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "healthy-cpu-x")
 	b.ReportMetric(float64(cpu[0])/float64(cpu[2]), "degraded-cpu-x")
 	// Means and medians: on a loaded machine a read now and then

@@ -332,3 +332,79 @@ func TestPacked(t *testing.T) {
 		t.Error("overlapping segments accepted")
 	}
 }
+
+// asker is a shard read through Ask (as a peer's is); fail makes its
+// answers errors.
+type asker struct {
+	s     *Shard
+	fail  bool
+	asked *int
+}
+
+func (a asker) ReadAt(p []byte, off int64) (int, error) {
+	panic("an asker read with ReadAt by a rebuild")
+}
+
+func (a asker) Ask(p []byte, off int64) func() error {
+	*a.asked++
+	if a.fail {
+		return func() error { return errors.E(errors.IO, "peer gone") }
+	}
+	_, err := a.s.ReadAt(p, off)
+	return func() error { return err }
+}
+
+// plain hides a shard's type: a shard neither local nor an Asker.
+type plain struct{ io.ReaderAt }
+
+// TestRebuildAskers rebuilds ranges of a lost shard from local shards,
+// shards asked ahead (Asker) and shards that are neither, with askers
+// that fail: the range reads back, and failed askers are made up for by
+// the next shards.
+func TestRebuildAskers(t *testing.T) {
+	data := randomBytes(rand.New(rand.NewPCG(9, 10)), 100_000)
+	l, files := encoded(t, data, 4, 2, 1024)
+	for _, failing := range [][]int{nil, {1}, {4}} {
+		asked := 0
+		shards := make([]io.ReaderAt, 6)
+		for i := 1; i < 6; i++ { // shard 0 lost
+			s, err := OpenShard(bytes.NewReader(files[i]), l.FileSize())
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch i {
+			case 2:
+				shards[i] = s
+			case 3:
+				shards[i] = plain{s}
+			default:
+				shards[i] = asker{s: s, fail: contains(failing, i), asked: &asked}
+			}
+		}
+		r, err := NewReader(l, shards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := make([]byte, 700)
+		for _, off := range []int64{0, 4096, 4096*4 + 100, 90_000} {
+			n, err := r.ReadAt(p, off)
+			if err != nil || !bytes.Equal(p[:n], data[off:off+int64(n)]) {
+				t.Fatalf("askers failing %v: ReadAt(%d): %v, bytes equal %v", failing, off, err, bytes.Equal(p[:n], data[off:off+int64(n)]))
+			}
+		}
+		if asked == 0 {
+			t.Fatalf("askers failing %v: no shard asked ahead", failing)
+		}
+	}
+	// Three failing: only three shards are left.
+	shards := make([]io.ReaderAt, 6)
+	asked := 0
+	for i := 1; i < 6; i++ {
+		s, _ := OpenShard(bytes.NewReader(files[i]), l.FileSize())
+		shards[i] = asker{s: s, fail: i <= 3, asked: &asked}
+	}
+	r, _ := NewReader(l, shards)
+	if _, err := r.ReadAt(make([]byte, 100), 0); !errors.Is(errors.Unavailable, err) {
+		t.Fatalf("rebuild with 2 of 4 shards answering: %v, want Unavailable", err)
+	}
+}

@@ -20,7 +20,7 @@ func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 	if len(dst) != l.K+l.M {
 		return errors.Errorf(op, errors.Invalid, "%d writers for a %d+%d code", len(dst), l.K, l.M)
 	}
-	enc, err := encoder(l.K, l.M)
+	enc, err := encoder(l.K, l.M, false)
 	if err != nil {
 		return errors.E(op, errors.Invalid, err)
 	}

@@ -21,6 +21,14 @@ type Reader struct {
 	enc    reedsolomon.Encoder
 }
 
+// An Asker is a shard (a peer's) whose read can be sent ahead and its
+// answer read later. Ask sends a request for len(p) bytes at shard
+// offset off; the function it returns, called once, waits for the answer
+// in p. A failed request reports its error there.
+type Asker interface {
+	Ask(p []byte, off int64) (answer func() error)
+}
+
 // rowBufs keeps the K+M buffers of a reconstruction between reads: a
 // data server makes a Reader per needle read, and a degraded 155 KiB read
 // would otherwise allocate (and zero) K+M times its size.
@@ -36,27 +44,44 @@ func NewReader(l Layout, shards []io.ReaderAt) (*Reader, error) {
 	if len(shards) != l.K+l.M {
 		return nil, errors.Errorf("ec.NewReader", errors.Invalid, "%d shards for a %d+%d code", len(shards), l.K, l.M)
 	}
-	enc, err := encoder(l.K, l.M)
+	enc, err := encoder(l.K, l.M, true)
 	if err != nil {
 		return nil, errors.E(errors.Op("ec.NewReader"), errors.Invalid, err)
 	}
 	return &Reader{l: l, shards: shards, enc: enc}, nil
 }
 
-// encoders keeps one encoder per code: making one inverts matrices and
-// allocates, and a data server makes a Reader per needle read. Encoders
-// are safe for concurrent use.
-var encoders sync.Map // [2]int -> reedsolomon.Encoder
+// encoders keeps one encoder per code and use: making one inverts
+// matrices and allocates, and a data server makes a Reader per needle
+// read. Encoders are safe for concurrent use.
+var encoders sync.Map // encoderKey -> reedsolomon.Encoder
 
-func encoder(k, m int) (reedsolomon.Encoder, error) {
-	if e, ok := encoders.Load([2]int{k, m}); ok {
+type encoderKey struct {
+	k, m   int
+	serial bool
+}
+
+// encoder is the code k+m's encoder. A serial one computes in the
+// caller's goroutine: a Reader rebuilds a needle's range (a few hundred
+// KiB) or a 1 MiB slice of a shard (RebuildShard, several at once), where
+// the library's default would split the work over a goroutine per ~16
+// KiB (its L1-sized split), whose hand-offs cost more than they save on
+// a busy server. Encode, a whole volume a row of cells at a time, keeps
+// the split.
+func encoder(k, m int, serial bool) (reedsolomon.Encoder, error) {
+	key := encoderKey{k, m, serial}
+	if e, ok := encoders.Load(key); ok {
 		return e.(reedsolomon.Encoder), nil
 	}
-	e, err := reedsolomon.New(k, m)
+	var opts []reedsolomon.Option
+	if serial {
+		opts = append(opts, reedsolomon.WithMaxGoroutines(1))
+	}
+	e, err := reedsolomon.New(k, m, opts...)
 	if err != nil {
 		return nil, err
 	}
-	actual, _ := encoders.LoadOrStore([2]int{k, m}, e)
+	actual, _ := encoders.LoadOrStore(key, e)
 	return actual.(reedsolomon.Encoder), nil
 }
 
@@ -155,27 +180,47 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	}
 	have := 0
 	var firstErr error
+	var answers [MaxShards]func() error
 	for next := 0; have < r.l.K && next < len(cands); {
 		batch := cands[next:min(next+r.l.K-have, len(cands))]
 		next += len(batch)
+		// Peers' shards are asked first, all at once, and their answers
+		// read in this goroutine after the local reads: they arrive
+		// meanwhile, and no goroutine per shard is started and woken.
+		// Shards that cannot be asked ahead are read in goroutines.
 		errs := make([]error, len(batch))
 		var wg sync.WaitGroup
-		read := func(bi, i int) {
+		for bi, i := range batch {
 			b := growTo(rows[i], len(dst))
-			if _, errs[bi] = r.shards[i].ReadAt(b, off); errs[bi] == nil {
-				rows[i] = b
+			rows[i] = b
+			answers[bi] = nil
+			switch s := r.shards[i].(type) {
+			case *Shard:
+			case Asker:
+				answers[bi] = s.Ask(b, off)
+			default:
+				wg.Go(func() { _, errs[bi] = s.ReadAt(b, off) })
 			}
 		}
-		for bi, i := range batch[1:] {
-			wg.Go(func() { read(bi+1, i) })
+		for bi, i := range batch {
+			if s, local := r.shards[i].(*Shard); local {
+				_, errs[bi] = s.ReadAt(rows[i], off)
+			}
 		}
-		read(0, batch[0]) // this goroutine reads one itself
+		for bi := range batch {
+			if answers[bi] != nil {
+				errs[bi] = answers[bi]()
+			}
+		}
 		wg.Wait()
-		for _, err := range errs {
+		for bi, err := range errs {
 			if err == nil {
 				have++
-			} else if firstErr == nil {
-				firstErr = err
+			} else {
+				rows[batch[bi]] = rows[batch[bi]][:0] // missing to the decoder
+				if firstErr == nil {
+					firstErr = err
+				}
 			}
 		}
 	}

@@ -3,4 +3,6 @@
 // records every latency exactly (no sampling, no buckets), and reports
 // ops/s, MB/s and percentiles. The same GET loop measures a plain HTTP
 // server (nginx) serving the same files, so comparisons are like for like.
+// EC (`cairn bench ec`) measures erasure coding on data servers it starts
+// in its own process.
 package bench

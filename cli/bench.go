@@ -25,7 +25,7 @@ func benchCmd(o *options) *cobra.Command {
 	var profile *os.File
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure throughput and latency (get, put, stream, meta, mount)",
+		Short: "Measure throughput and latency (get, put, stream, meta, mount, ec)",
 		// The load generator shares the machine with what it measures;
 		// the servers' GC setting keeps its own CPU share down too.
 		PersistentPreRunE: func(*cobra.Command, []string) error {
@@ -51,7 +51,7 @@ func benchCmd(o *options) *cobra.Command {
 	// What the load generator itself costs is part of every figure on a
 	// machine it shares with the servers.
 	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
-	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o), benchMultipartCmd(o), benchMountCmd())
+	cmd.AddCommand(benchGetCmd(o), benchPutCmd(o), benchStreamCmd(o), benchMultipartCmd(o), benchMountCmd(), benchECCmd())
 	cmd.AddCommand(benchMetaCommands()...)
 	return cmd
 }

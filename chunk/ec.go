@@ -19,6 +19,8 @@ import (
 	"cairn/errors"
 	"cairn/proto/metapb"
 	"cairn/volume"
+
+	"golang.org/x/sys/unix"
 )
 
 // Erasure-coded volumes on a data server (tiers; package ec has the
@@ -113,6 +115,7 @@ type localShard struct {
 	s    *ec.Shard
 	size int64
 	fi   os.FileInfo // to know the file again when reopened by name
+	m    *shardMap   // nil: not mapped
 }
 
 func ecIndexPath(dir string, vid uint32) string {
@@ -178,7 +181,7 @@ func (s *Store) loadEC(vid uint32) error {
 			continue
 		}
 		if ls.s.Index != i || ls.s.Volume != vid {
-			ls.f.Close()
+			ls.close()
 			continue
 		}
 		ev.layout = ls.s.Layout
@@ -191,7 +194,7 @@ func (s *Store) loadEC(vid uint32) error {
 	if old := s.ec.vols[vid]; old != nil && old.servers != nil {
 		ev.servers = old.servers
 		for _, ls := range old.shards {
-			ls.f.Close() // a reader still holding it fails and rebuilds
+			ls.close() // a reader still holding it fails and rebuilds
 		}
 	}
 	s.ec.vols[vid] = ev
@@ -209,12 +212,98 @@ func openLocalShard(path string) (*localShard, error) {
 		f.Close()
 		return nil, err
 	}
-	sh, err := ec.OpenShard(f, fi.Size())
+	m := mapShard(f, fi.Size())
+	var under io.ReaderAt = f
+	if m != nil {
+		under = mappedFile{f, m}
+	}
+	sh, err := ec.OpenShard(under, fi.Size())
 	if err != nil {
+		m.release()
 		f.Close()
 		return nil, err
 	}
-	return &localShard{f: f, s: sh, size: fi.Size(), fi: fi}, nil
+	return &localShard{f: f, s: sh, size: fi.Size(), fi: fi, m: m}, nil
+}
+
+// close closes the shard's file and gives up its hold on the mapping
+// (unmapped once no reader holds it): the shard is dropped or replaced.
+func (ls *localShard) close() {
+	ls.f.Close()
+	ls.retireMap()
+}
+
+// retireMap gives up the shard's hold on its mapping, once.
+func (ls *localShard) retireMap() {
+	if ls.m != nil && ls.m.retired.CompareAndSwap(false, true) {
+		ls.m.release()
+	}
+}
+
+// shardMap is a local shard file mapped read-only: a rebuild here reads
+// the local shard's range in place (ec.Lender: no pread, no copy). The
+// mapping is unmapped when the shard is dropped or replaced and the last
+// reader lending from it is done: a reader never touches unmapped memory.
+// Shard files are never truncated or written in place (a rebuild or a
+// compaction renames a new file over the old), so the mapped bytes stay.
+type shardMap struct {
+	b       []byte
+	refs    atomic.Int64 // the shard's own hold, until retired, and lenders
+	retired atomic.Bool
+}
+
+// mapShard maps f (size bytes), or returns nil if it cannot: reads then
+// go through pread as before.
+func mapShard(f *os.File, size int64) *shardMap {
+	if size <= 0 || int64(int(size)) != size {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var b []byte
+	cerr := rc.Control(func(fd uintptr) {
+		b, err = unix.Mmap(int(fd), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	})
+	if cerr != nil || err != nil {
+		return nil
+	}
+	m := &shardMap{b: b}
+	m.refs.Store(1)
+	return m
+}
+
+func (m *shardMap) acquire() bool {
+	for {
+		r := m.refs.Load()
+		if r == 0 {
+			return false
+		}
+		if m.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+func (m *shardMap) release() {
+	if m != nil && m.refs.Add(-1) == 0 {
+		unix.Munmap(m.b)
+	}
+}
+
+// mappedFile is a shard file whose bytes can also be lent from its
+// mapping.
+type mappedFile struct {
+	*os.File
+	m *shardMap
+}
+
+func (f mappedFile) Lend(off, n int64) ([]byte, func(), bool) {
+	if off < 0 || n < 0 || off+n > int64(len(f.m.b)) || !f.m.acquire() {
+		return nil, nil, false
+	}
+	return f.m.b[off : off+n : off+n], f.m.release, true
 }
 
 func (s *Store) ecVolume(vid uint32) *ecVol {
@@ -302,7 +391,7 @@ func (s *Store) ecDropShards(drop []*metapb.ShardStat) {
 		if ls == nil {
 			continue
 		}
-		ls.f.Close() // a reader still holding it fails over to a rebuild
+		ls.close() // a reader still holding it fails over to a rebuild
 		if err := os.Remove(ecShardPath(s.cfg.Dir, vid, i)); err != nil && !os.IsNotExist(err) {
 			s.log.Warn("could not delete a stale shard", "volume", vid, "shard", i, "err", err)
 			continue
@@ -324,7 +413,7 @@ func (s *Store) ecDropVolume(vid uint32) {
 	s.ec.mu.Unlock()
 	if ev != nil {
 		for _, ls := range ev.shards {
-			ls.f.Close()
+			ls.close()
 		}
 	}
 	for i := range ec.MaxShards {
@@ -883,7 +972,9 @@ func (s *Store) scrubShard(ev *ecVol, i int) bool {
 	}
 	s.ec.mu.Unlock()
 	os.Remove(ecShardPath(s.cfg.Dir, ev.vid, i))
-	// ls.f stays open for readers still holding it; the collector closes it.
+	// ls.f stays open for readers still holding it; the collector closes
+	// it. The mapping goes when the last lender is done.
+	ls.retireMap()
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"cairn/errors"
 )
@@ -407,4 +408,82 @@ func TestRebuildAskers(t *testing.T) {
 	if _, err := r.ReadAt(make([]byte, 100), 0); !errors.Is(errors.Unavailable, err) {
 		t.Fatalf("rebuild with 2 of 4 shards answering: %v, want Unavailable", err)
 	}
+}
+
+// lendFile is a shard file that lends its bytes in place (as a mapped
+// file does), counting loans and their returns.
+type lendFile struct {
+	*bytes.Reader
+	b           []byte
+	lent, given *int
+}
+
+func (f lendFile) Lend(off, n int64) ([]byte, func(), bool) {
+	*f.lent++
+	return f.b[off : off+n : off+n], func() { *f.given++ }, true
+}
+
+// TestRebuildLends rebuilds ranges of a lost shard from shard files that
+// lend their bytes: the ranges read back, every loan is returned, and
+// the lent bytes are never written, neither by the rebuild nor by later
+// rebuilds that reuse its buffers (the pool must not keep a loan).
+func TestRebuildLends(t *testing.T) {
+	data := randomBytes(rand.New(rand.NewPCG(13, 14)), 100_000)
+	l, files := encoded(t, data, 4, 2, 1024)
+	orig := make([][]byte, len(files))
+	for i, f := range files {
+		orig[i] = bytes.Clone(f)
+	}
+	lent, given := 0, 0
+	shards := make([]io.ReaderAt, 6)
+	for i := 1; i < 6; i++ { // shard 0 lost
+		s, err := OpenShard(lendFile{bytes.NewReader(files[i]), files[i], &lent, &given}, l.FileSize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards[i] = s
+	}
+	lending, err := NewReader(l, shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := reader(t, l, files, 0) // shards read with ReadAt, into pooled rows
+	p := make([]byte, 900)
+	for round := range 3 {
+		for _, r := range []*Reader{lending, plain} {
+			for _, off := range []int64{0, 4096, 4096*4 + 100, 90_000} {
+				n, err := r.ReadAt(p, off)
+				if err != nil || !bytes.Equal(p[:n], data[off:off+int64(n)]) {
+					t.Fatalf("round %d: ReadAt(%d): %v, bytes equal %v", round, off, err, bytes.Equal(p[:n], data[off:off+int64(n)]))
+				}
+				// The rows pooled after the read hold no loan.
+				bufs := rowBufs.Get().(*[MaxShards][]byte)
+				for _, row := range bufs {
+					for i, f := range files {
+						if aliases(row, f) {
+							t.Fatalf("round %d: ReadAt(%d): a pooled row is a loan from shard %d", round, off, i)
+						}
+					}
+				}
+				rowBufs.Put(bufs)
+			}
+		}
+	}
+	if lent == 0 || lent != given {
+		t.Fatalf("%d loans, %d returned", lent, given)
+	}
+	for i := range files {
+		if !bytes.Equal(files[i], orig[i]) {
+			t.Fatalf("shard %d's lent bytes were written", i)
+		}
+	}
+}
+
+// aliases reports whether a's capacity and b share memory.
+func aliases(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }

@@ -181,6 +181,16 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	have := 0
 	var firstErr error
 	var answers [MaxShards]func() error
+	// pooled keeps the buffers of rows lent in place, to go back in the
+	// pool instead: it must never keep a lent (read-only) slice.
+	var pooled [MaxShards][]byte
+	defer func() {
+		for i, b := range pooled[:all] {
+			if b != nil {
+				rows[i] = b[:0]
+			}
+		}
+	}()
 	for next := 0; have < r.l.K && next < len(cands); {
 		batch := cands[next:min(next+r.l.K-have, len(cands))]
 		next += len(batch)
@@ -204,6 +214,13 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 		}
 		for bi, i := range batch {
 			if s, local := r.shards[i].(*Shard); local {
+				// A mapped shard file's range is used in place: the
+				// decoder only reads present shards.
+				if b, done, ok := s.Lend(off, int64(len(dst))); ok {
+					pooled[i], rows[i] = rows[i], b
+					defer done()
+					continue
+				}
 				_, errs[bi] = s.ReadAt(rows[i], off)
 			}
 		}
@@ -217,7 +234,7 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 			if err == nil {
 				have++
 			} else {
-				rows[batch[bi]] = rows[batch[bi]][:0] // missing to the decoder
+				rows[batch[bi]] = rows[batch[bi]][:0] // missing to the decoder (never a lent row: those do not fail)
 				if firstErr == nil {
 					firstErr = err
 				}

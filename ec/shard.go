@@ -105,6 +105,27 @@ func (s *Shard) ReadAt(p []byte, off int64) (int, error) {
 	return s.f.ReadAt(p, at)
 }
 
+// A Lender lends n bytes at offset off of what it holds in place (a
+// mapped file), for a reader to use without a copy until it calls done;
+// ok false: read them instead. The bytes must not be written to.
+type Lender interface {
+	Lend(off, n int64) (b []byte, done func(), ok bool)
+}
+
+// Lend lends n cell bytes at shard offset off when the shard file is a
+// Lender (see there).
+func (s *Shard) Lend(off, n int64) ([]byte, func(), bool) {
+	l, ok := s.f.(Lender)
+	if !ok {
+		return nil, nil, false
+	}
+	at, err := s.FileOffset(off, n)
+	if err != nil {
+		return nil, nil, false
+	}
+	return l.Lend(at, n)
+}
+
 // FileOffset is where n cell bytes at shard offset off lie in the shard
 // file, for a caller that copies them file to socket itself.
 func (s *Shard) FileOffset(off, n int64) (int64, error) {

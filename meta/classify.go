@@ -14,7 +14,8 @@ import (
 // S3SetTags, so an S3 copy over a file a mount had closed behind was
 // overwritten by the mount's later commit):
 //
-//   - A call is recalled for (dirty mounts commit what they wrote behind
+//   - A call is recalled for (dirty mounts whose queued changes concern
+//     the names it carries, its scope, commit what they wrote behind
 //     first, writebehind.go) when its request names a path in a
 //     namespace: a field naming the namespace (ns, *_ns, bucket) beside
 //     one naming a path in it (path, *_path, prefix, key, from, to), at

@@ -279,14 +279,15 @@ func (s *Service) recallDirty(ctx context.Context, method string, req any) (rele
 	if drain {
 		return func() {}
 	}
-	sc := requestScope(m.ProtoReflect())
 	if commandMethods[method] {
+		sc := requestScope(m.ProtoReflect())
 		return s.holdNames(ctx, self, &sc)
 	}
 	t := s.sessions()
 	if t.dirty.Load() == 0 {
-		return func() {}
+		return func() {} // a read while no mount is dirty: not even the scope
 	}
+	sc := requestScope(m.ProtoReflect())
 	t.mu.Lock()
 	rs := t.concerned(self, &sc)
 	t.mu.Unlock()

@@ -277,3 +277,76 @@ func TestRecallWhileOtherMountWrites(t *testing.T) {
 	}
 	t.Logf("B wrote %d files while A made 60 rounds; A's slowest round took %v", total, slowest)
 }
+
+// TestRecallOnlyWhatConcerns: mount A writes behind in directory da;
+// mount B's work in db (creates, look-ups, a listing, reads) does not
+// recall A, whose queued changes do not concern it, while B's listing
+// of da, and a walk from the directory above, show every file A closed
+// (close-to-open), recalling A first. Every data call recalled every
+// dirty mount: two mounts working in two directories recalled each
+// other on every look-up.
+func TestRecallOnlyWhatConcerns(t *testing.T) {
+	srv := store(t)
+	a, ma := mount(t, srv, "data", nil)
+	b, _ := mount(t, srv, "data", nil)
+	defer watchdog(t, 5*60e9, a, b)()
+	must(t, os.MkdirAll(filepath.Join(a, "top", "da"), 0o755))
+	must(t, os.Mkdir(filepath.Join(a, "top", "db"), 0o755))
+	// B's first look at db recalls A's mkdirs.
+	_, err := os.Stat(filepath.Join(b, "top", "db"))
+	must(t, err)
+	const n = 50
+	write := func(dir, prefix string) {
+		t.Helper()
+		for k := range n {
+			p := filepath.Join(dir, fmt.Sprintf("%s%d", prefix, k))
+			must(t, os.WriteFile(p, []byte(prefix), 0o644))
+		}
+	}
+	recalls := func() int64 { return ma.Stats().Op("recall").Calls.Load() }
+
+	write(filepath.Join(a, "top", "da"), "a")
+	before := recalls()
+	db := filepath.Join(b, "top", "db")
+	write(db, "b")
+	for k := range n {
+		if got := readFile(t, filepath.Join(db, fmt.Sprintf("b%d", k))); got != "b" {
+			t.Fatalf("db/b%d holds %q", k, got)
+		}
+	}
+	if got := len(strings.Split(names(t, db), ",")); got != n {
+		t.Fatalf("db lists %d files, want %d", got, n)
+	}
+	if _, err := os.Stat(filepath.Join(db, "none")); !os.IsNotExist(err) {
+		t.Fatalf("stat of a missing name: %v", err)
+	}
+	if r := recalls() - before; r != 0 {
+		t.Errorf("B's work in db recalled A %d times; A's queued changes are in da", r)
+	}
+
+	// B sees what A closed in da, through a listing of da...
+	da := filepath.Join(b, "top", "da")
+	if got := len(strings.Split(names(t, da), ",")); got != n {
+		t.Fatalf("da lists %d files on B, want %d", got, n)
+	}
+	for k := range n {
+		if got := readFile(t, filepath.Join(da, fmt.Sprintf("a%d", k))); got != "a" {
+			t.Fatalf("da/a%d holds %q on B", k, got)
+		}
+	}
+	if recalls() == before {
+		t.Error("B's listing of da did not recall A")
+	}
+	// ...and a walk from the directory above (its listing was cached).
+	write(filepath.Join(a, "top", "da"), "c")
+	files := 0
+	must(t, filepath.WalkDir(filepath.Join(b, "top"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Base(filepath.Dir(p)) == "da" {
+			files++
+		}
+		return err
+	}))
+	if files != 2*n {
+		t.Fatalf("a walk of top on B finds %d files in da, want %d", files, 2*n)
+	}
+}

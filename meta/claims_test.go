@@ -72,8 +72,8 @@ func TestSyncMkdirHonoursClaimGrantedMeanwhile(t *testing.T) {
 	b := newFakeMount(t, ts, "mount-b")
 	c := newFakeMount(t, ts, "mount-c")
 
-	// C is dirty with a change elsewhere: every data call waits for it.
-	if _, err := ts.cl.MountDirty(c.ctx(false), &metapb.MountDirtyRequest{Session: c.id, Epoch: 1, Ns: "data", Path: "other"}); err != nil {
+	// C is dirty with a change the mkdir names: the mkdir waits for it.
+	if _, err := ts.cl.MountDirty(c.ctx(false), &metapb.MountDirtyRequest{Session: c.id, Epoch: 1, Ns: "data", Path: "d"}); err != nil {
 		t.Fatal(err)
 	}
 	// A's synchronous mkdir of d waits for C's commit...
@@ -116,7 +116,7 @@ func TestClaimWaitsForSyncCreate(t *testing.T) {
 	mkns(t, ts.cl, "data")
 	_ = newFakeMount(t, ts, "mount-a")
 	b := newFakeMount(t, ts, "mount-b")
-	release := ts.svc.holdNames(bg, "Mkdir", &metapb.MkdirRequest{Ns: "data", Path: "/d/"})
+	release := ts.svc.recallDirty(bg, "Mkdir", &metapb.MkdirRequest{Ns: "data", Path: "/d/"})
 	claim := async(func() error {
 		_, err := ts.cl.MountDirty(b.ctx(false), &metapb.MountDirtyRequest{Session: b.id, Epoch: 1, Ns: "data", Path: "d", Create: true})
 		return err
@@ -129,9 +129,9 @@ func TestClaimWaitsForSyncCreate(t *testing.T) {
 	wantKind(t, <-claim, errors.Exist)
 }
 
-func BenchmarkRequestNames(b *testing.B) {
+func BenchmarkRequestScope(b *testing.B) {
 	req := &metapb.RenameRequest{Ns: "data", From: "a/b/c", To: "a/b/d"}
 	for b.Loop() {
-		requestNames(req.ProtoReflect(), nil, 0)
+		requestScope(req.ProtoReflect())
 	}
 }

@@ -158,8 +158,7 @@ func (s *Service) serve(ctx context.Context, method string, req any, h func(cont
 		return nil, err
 	}
 	ctx = WithCaller(ctx, c)
-	s.recallDirty(ctx, method)
-	release := s.holdNames(ctx, method, req) // writebehind.go: other mounts' create claims
+	release := s.recallDirty(ctx, method, req) // writebehind.go: what mounts wrote behind, their create claims
 	before := s.hub.lastSeq()
 	resp, err := h(ctx)
 	release()

@@ -70,9 +70,17 @@ type mountSession struct {
 	// unannounced is the last epoch that began with no other session: the
 	// mount announces no path in it (writebehind.go).
 	unannounced uint64
-	wake        chan struct{} // closed and replaced on every acknowledgement
-	dead        chan struct{}
-	out         *sessionStream
+	// What the announced changes concern (writebehind.go), each with the
+	// last epoch that announced it; clean drops what it covers. names
+	// holds the paths announced (by nameKey), dirs the directories above
+	// them, inos the files among them that meta had, by inode number.
+	names map[string]uint64
+	dirs  map[string]uint64
+	inos  map[uint64]uint64
+	asked uint64        // the last epoch meta asked to be committed unprompted (maxDirtyNames)
+	wake  chan struct{} // closed and replaced on every acknowledgement
+	dead  chan struct{}
+	out   *sessionStream
 }
 
 func (s *Service) sessions() *sessionTable {

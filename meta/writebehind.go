@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"cairn/pathname"
 
@@ -19,13 +18,28 @@ import (
 // Write-behind. A mount may answer close() before it has committed what
 // was written (small files cost one synchronous create instead of three
 // synchronous commits). It first tells meta it is dirty (MountDirty, one
-// round trip when it turns dirty). Before meta serves any other client's
-// read or change of namespace data, it asks every dirty mount to commit
-// everything (Event.mount_flush on the session) and waits for its clean
-// acknowledgement, so close-to-open holds across mounts and through the
-// HTTP API: whoever looks after a close sees what it closed. A mount's own
-// write-behind commits carry DrainHeader and never wait for others' flushes
-// (two dirty mounts would otherwise wait for each other).
+// round trip before the close is answered), naming the path it changed
+// behind. Before meta serves another client's read or change of namespace
+// data that the mount's queued changes concern, it asks that mount to
+// commit everything (Event.mount_flush on the session) and waits for its
+// clean acknowledgement, so close-to-open holds across mounts and through
+// the HTTP API: whoever looks after a close sees what it closed. A mount's
+// own write-behind commits carry DrainHeader and never wait for others'
+// flushes (two dirty mounts would otherwise wait for each other).
+//
+// Which calls a mount's queued changes concern is derived from the names
+// it announced (kept per session until a clean covers them) and the
+// names the call's request carries (classify.go's scope), like a CephFS
+// directory capability at the grain of a name: a call is concerned when
+// it names an announced path, a directory above one (a look-up, listing,
+// rmdir or rename of the directory), a path under one (a directory made
+// behind), a listing prefix that an announced path begins with, or an
+// announced file by inode number. A mount that announced no path in its
+// epoch (it was alone: no other mount could have cached anything) is
+// concerned by every call, and so is every dirty mount when the call's
+// names cannot be told. Two mounts working in two directories so never
+// recall each other, and a hard-linked file, whose other names meta
+// cannot tell from the path, is announced for its whole namespace.
 
 // DrainHeader marks a call made while committing written-behind changes.
 const DrainHeader = "cairn-drain"
@@ -55,22 +69,61 @@ func (s *Service) MountDirty(ctx context.Context, req *metapb.MountDirtyRequest)
 			others = append(others, ms)
 		}
 	}
+	key := nameKey(req.Ns, req.Path)
 	self.mu.Lock()
 	if req.Epoch > self.dirty {
 		self.dirty = req.Epoch
 	}
-	if len(others) == 0 && req.Epoch > self.unannounced {
+	switch {
+	case (len(others) == 0 || req.Ns == "") && req.Epoch > self.unannounced:
 		// Alone: the mount announces no further path in this epoch.
+		// (Or it named none: every call concerns it.)
 		self.unannounced = req.Epoch
+	case t.held[key] > 0:
+		// A command naming the path is in flight, and passed its recall
+		// before this: it may give the file another name (link, rename)
+		// that no announcement names. The whole namespace it is then.
+		self.mark(key, req.Epoch)
+		self.mark(nameKey(req.Ns, ""), req.Epoch)
+	default:
+		self.mark(key, req.Epoch)
 	}
+	flush := len(self.names) >= maxDirtyNames && self.asked < self.dirty
+	if flush {
+		self.asked = self.dirty
+	}
+	out := self.out
 	self.mu.Unlock()
 	t.dirty.Add(1)
 	t.notices++
 	id := t.notices
 	t.mu.Unlock()
+	if flush && out != nil {
+		// The names of a mount that no one recalls pile up: ask it to
+		// commit (and so to report clean), without waiting.
+		out.send(&metapb.Event{MountFlush: true})
+	}
 	resp := &metapb.MountDirtyResponse{Alone: len(others) == 0}
 	if req.Ns == "" {
 		return resp, nil
+	}
+	if !req.Create && len(others) > 0 {
+		// A file meta has may be named by inode number (an open file) or
+		// by another name (a hard link): it is concerned by the first,
+		// and by every name of its namespace for the second. (A create's
+		// name is free: the file is in meta only once committed.) Done
+		// before the close is answered, as the marks above.
+		if r, err := s.resolveView(&metapb.ResolveRequest{Ns: req.Ns, Path: req.Path}); err == nil {
+			self.mu.Lock()
+			if self.inos == nil {
+				self.inos = map[uint64]uint64{}
+			}
+			self.inos[r.Inode.Ino] = max(self.inos[r.Inode.Ino], req.Epoch)
+			if r.Inode.Type != metapb.FileType_DIRECTORY && r.Inode.Nlink > 1 {
+				self.mark(nameKey(req.Ns, ""), req.Epoch)
+			}
+			self.mu.Unlock()
+		}
 	}
 	// Every other mount drops the path before the close is answered, as
 	// for a committed change; its next look then reaches meta.
@@ -113,39 +166,166 @@ func (ms *mountSession) clean(e uint64) {
 	ms.mu.Lock()
 	if e > ms.cleaned {
 		ms.cleaned = e
+		for k, ke := range ms.names {
+			if ke <= e {
+				delete(ms.names, k)
+			}
+		}
+		for k, ke := range ms.dirs {
+			if ke <= e {
+				delete(ms.dirs, k)
+			}
+		}
+		for k, ke := range ms.inos {
+			if ke <= e {
+				delete(ms.inos, k)
+			}
+		}
 		close(ms.wake)
 		ms.wake = make(chan struct{})
 	}
 	ms.mu.Unlock()
 }
 
-// recallDirty makes every dirty mount other than the caller commit its
-// written-behind changes before a data call is served.
-func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
+// maxDirtyNames is how many announced names a session collects before
+// meta asks it to commit unprompted: a mount whose changes no one looks
+// at would otherwise be remembered name by name for ever.
+var maxDirtyNames = 1 << 14
+
+// mark records that the session's changes of epoch e concern the path of
+// key, and so every directory above it (ms.mu held).
+func (ms *mountSession) mark(key string, e uint64) {
+	if ms.names == nil {
+		ms.names, ms.dirs = map[string]uint64{}, map[string]uint64{}
+	}
+	ms.names[key] = max(ms.names[key], e)
+	for d, ok := parentKey(key); ok; d, ok = parentKey(d) {
+		ms.dirs[d] = max(ms.dirs[d], e)
+	}
+}
+
+// parentKey returns the key of the directory above key's path (the
+// namespace's root above a top-level name); false for the root itself.
+func parentKey(key string) (string, bool) {
+	i := strings.IndexByte(key, 0)
+	if i < 0 || i == len(key)-1 {
+		return "", false
+	}
+	if j := strings.LastIndexByte(key[i+1:], '/'); j >= 0 {
+		return key[:i+1+j], true
+	}
+	return key[:i+1], true
+}
+
+// concerns returns the epoch up to which the session must have committed
+// before a call of scope sc is served, or 0 when its queued changes do
+// not concern the call (ms.mu held). See the comment at the top.
+func (ms *mountSession) concerns(sc *scope) uint64 {
+	if ms.dirty <= ms.cleaned {
+		return 0
+	}
+	if sc.unknown || ms.unannounced > ms.cleaned {
+		return ms.dirty
+	}
+	var e uint64
+	for _, k := range sc.names {
+		// The name, or a directory above names announced.
+		e = max(e, ms.names[k], ms.dirs[k])
+		// A name announced above it: a directory made or renamed behind
+		// (or the whole namespace).
+		for d, ok := parentKey(k); ok; d, ok = parentKey(d) {
+			e = max(e, ms.names[d])
+		}
+	}
+	for _, p := range sc.prefixes {
+		// The directory the listing starts in, and those above it.
+		i := strings.IndexByte(p, 0)
+		dir := p[:i+1]
+		if j := strings.LastIndexByte(p[i+1:], '/'); j >= 0 {
+			dir = p[:i+1+j]
+		}
+		for d, ok := dir, true; ok; d, ok = parentKey(d) {
+			e = max(e, ms.names[d])
+		}
+		// Names that begin with the prefix are under its directory.
+		if ms.dirs[dir] > 0 {
+			for k, ke := range ms.names {
+				if strings.HasPrefix(k, p) {
+					e = max(e, ke)
+				}
+			}
+		}
+	}
+	for _, ino := range sc.inos {
+		e = max(e, ms.inos[ino])
+	}
+	if e <= ms.cleaned {
+		return 0
+	}
+	return e
+}
+
+// recallDirty makes the dirty mounts other than the caller whose queued
+// changes concern a data call commit them before it is served (see the
+// comment at the top; which calls and which names is read from the
+// request, classify.go). A command also honours other mounts' create
+// claims (holdNames); the returned release is run once it has run.
+func (s *Service) recallDirty(ctx context.Context, method string, req any) (release func()) {
+	m, ok := req.(proto.Message)
+	if !ok || !dataMethods[method] {
+		return func() {}
+	}
+	self, drain := callerSession(ctx)
+	if drain {
+		return func() {}
+	}
+	if commandMethods[method] {
+		sc := requestScope(m.ProtoReflect())
+		return s.holdNames(ctx, self, &sc)
+	}
 	t := s.sessions()
-	if t.dirty.Load() == 0 || !DataMethod(fullMethod) {
-		return
+	if t.dirty.Load() == 0 {
+		return func() {} // a read while no mount is dirty: not even the scope
 	}
-	var self string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if len(md.Get(DrainHeader)) > 0 {
-			return
-		}
-		if v := md.Get(SessionHeader); len(v) > 0 {
-			self = v[0]
-		}
-	}
+	sc := requestScope(m.ProtoReflect())
 	t.mu.Lock()
-	var dirty []recall
+	rs := t.concerned(self, &sc)
+	t.mu.Unlock()
+	s.recall(ctx, rs)
+	return func() {}
+}
+
+// callerSession returns the caller's mount session, and whether the call
+// is one of its write-behind commits (DrainHeader).
+func callerSession(ctx context.Context) (self string, drain bool) {
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok {
+		return "", false
+	}
+	if v := md.Get(SessionHeader); len(v) > 0 {
+		self = v[0]
+	}
+	return self, len(md.Get(DrainHeader)) > 0
+}
+
+// concerned returns the sessions other than self whose queued changes
+// concern a call of scope sc, each with the epoch it must report clean
+// (t.mu held). Only what was announced before the call began must be
+// seen: later closes on a busy mount do not hold it up.
+func (t *sessionTable) concerned(self string, sc *scope) []recall {
+	if t.dirty.Load() == 0 {
+		return nil
+	}
+	var rs []recall
 	any := false
 	for ms := range t.m {
 		ms.mu.Lock()
 		if ms.dirty > ms.cleaned {
 			any = true
 			if ms.id != self {
-				// Only what was closed before this call began must be
-				// seen: later closes on a busy mount do not hold it up.
-				dirty = append(dirty, recall{ms, ms.dirty, ms.out})
+				if e := ms.concerns(sc); e > 0 {
+					rs = append(rs, recall{ms, e, ms.out})
+				}
 			}
 		}
 		ms.mu.Unlock()
@@ -153,8 +333,7 @@ func (s *Service) recallDirty(ctx context.Context, fullMethod string) {
 	if !any {
 		t.dirty.Store(0) // nobody is: skip the scan until the next MountDirty
 	}
-	t.mu.Unlock()
-	s.recall(ctx, dirty)
+	return rs
 }
 
 // recall is the set of dirty sessions a call waits for: each must report
@@ -175,11 +354,16 @@ const RecallTimeout = SessionLease + 10*time.Second
 // reports clean at least its target, cutting off those that do not in
 // time.
 func (s *Service) recall(ctx context.Context, rs []recall) {
+	if len(rs) == 0 {
+		return
+	}
 	deadline, cancel := context.WithTimeout(ctx, RecallTimeout)
 	defer cancel()
 	for _, r := range rs {
+		done := s.ops.Start("recall") // per session recalled: how often, and how long it waits
 		if r.out == nil || r.out.send(&metapb.Event{MountFlush: true}) != nil {
 			r.ms.cancel()
+			done(errors.E(errors.Unavailable, "mount session gone"))
 			continue
 		}
 		for {
@@ -201,6 +385,7 @@ func (s *Service) recall(ctx context.Context, rs []recall) {
 			}
 			break
 		}
+		done(nil)
 	}
 }
 
@@ -314,39 +499,30 @@ func nameKey(ns, p string) string {
 	return ns + "\x00" + p
 }
 
-// holdNames makes a synchronous command honour the create claims of
-// other mounts, atomically with its own check: the check meta makes when
-// it applies the command (the name is free, a rename's target...) must
-// not race a claim granted meanwhile, which lets another mount answer a
+// holdNames serves a synchronous command's recall: the dirty mounts its
+// names concern (recallDirty), and the create claims of other mounts,
+// atomically with the command's own check. The check meta makes when it
+// applies the command (the name is free, a rename's target...) must not
+// race a claim granted meanwhile, which lets another mount answer a
 // create of the same name behind. So before the command runs, every live
 // claim another mount holds on a name the request names is recalled (the
 // holder commits its queued create; the command then meets it in meta),
 // and until the command has run no claim on those names is granted
-// (claimName waits). Which commands and which names is read from the
-// request (classify.go's rule: a command naming a path in a namespace),
-// not from a list. The caller's own claims and a mount's write-behind
-// commits (DrainHeader) pass. It returns the release, run once the
-// command is applied (or failed).
-func (s *Service) holdNames(ctx context.Context, method string, req any) func() {
-	m, ok := req.(proto.Message)
-	if !ok || !commandMethods[method] || !dataMethods[method] {
-		return func() {}
-	}
-	var self string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if len(md.Get(DrainHeader)) > 0 {
-			return func() {}
-		}
-		if v := md.Get(SessionHeader); len(v) > 0 {
-			self = v[0]
-		}
-	}
-	keys := requestNames(m.ProtoReflect(), nil, 0)
-	if len(keys) == 0 {
-		return func() {}
-	}
+// (claimName waits). Nor may a change announced meanwhile escape: a
+// mount that announces a name the command then links or renames would
+// leave the file's new name unannounced. So the last look at the dirty
+// mounts and the hold of the names are one step: a mount the look finds
+// concerned after the recall announced after the command began, which
+// need not wait for it, and the command's names become its own
+// (announced with its epoch); a mount announcing after the step sees the
+// hold (MountDirty). The caller's own changes concerned by its command
+// take its names too (its rename or link of a file it closed behind
+// gives that file a name it never announced). It returns the release,
+// run once the command is applied (or failed).
+func (s *Service) holdNames(ctx context.Context, self string, sc *scope) func() {
+	keys := sc.names
 	t := s.sessions()
-	for {
+	for attempt := 0; ; attempt++ {
 		var rs []recall
 		t.mu.Lock()
 		for _, k := range keys {
@@ -365,11 +541,31 @@ func (s *Service) holdNames(ctx context.Context, method string, req any) func() 
 				rs = append(rs, recall{c.ms, c.epoch, out})
 			}
 		}
-		if len(rs) == 0 {
+		dirty := t.concerned(self, sc)
+		if len(rs) == 0 && (len(dirty) == 0 || attempt > 0) {
+			for _, r := range dirty {
+				r.ms.mu.Lock()
+				for _, k := range keys {
+					r.ms.mark(k, r.ms.dirty)
+				}
+				r.ms.mu.Unlock()
+			}
+			if own := t.byID(self); own != nil && t.dirty.Load() != 0 {
+				own.mu.Lock()
+				if own.concerns(sc) > 0 {
+					for _, k := range keys {
+						own.mark(k, own.dirty)
+					}
+				}
+				own.mu.Unlock()
+			}
 			for _, k := range keys {
 				t.held[k]++
 			}
 			t.mu.Unlock()
+			if len(keys) == 0 {
+				return func() {}
+			}
 			return func() {
 				t.mu.Lock()
 				for _, k := range keys {
@@ -382,46 +578,19 @@ func (s *Service) holdNames(ctx context.Context, method string, req any) func() 
 				t.mu.Unlock()
 			}
 		}
+		if attempt == 0 {
+			for _, r := range dirty {
+				if i := slices.IndexFunc(rs, func(o recall) bool { return o.ms == r.ms }); i >= 0 {
+					rs[i].target = max(rs[i].target, r.target)
+				} else {
+					rs = append(rs, r)
+				}
+			}
+		}
 		t.mu.Unlock()
 		if ctx.Err() != nil {
 			return func() {} // the command fails on its own context
 		}
 		s.recall(ctx, rs)
 	}
-}
-
-// requestNames appends to keys the nameKey of every path m names: in each
-// message, a namespace field (ns, bucket, *_ns) with the path fields
-// beside it (path, key, from, to, *_path), at any depth.
-func requestNames(m protoreflect.Message, keys []string, depth int) []string {
-	if depth > 4 {
-		return keys
-	}
-	var ns string
-	var paths []string
-	m.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		n := string(f.Name())
-		switch {
-		case f.IsList() && f.Kind() == protoreflect.MessageKind:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				keys = requestNames(l.Get(i).Message(), keys, depth+1)
-			}
-		case f.IsMap() || f.IsList():
-		case f.Kind() == protoreflect.MessageKind:
-			keys = requestNames(v.Message(), keys, depth+1)
-		case f.Kind() != protoreflect.StringKind:
-		case n == "ns" || n == "bucket" || strings.HasSuffix(n, "_ns"):
-			ns = v.String()
-		case n == "path" || n == "key" || n == "from" || n == "to" || strings.HasSuffix(n, "_path"):
-			paths = append(paths, v.String())
-		}
-		return true
-	})
-	if ns != "" {
-		for _, p := range paths {
-			keys = append(keys, nameKey(ns, p))
-		}
-	}
-	return keys
 }

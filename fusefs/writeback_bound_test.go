@@ -290,3 +290,81 @@ func TestRecallOfFullQueue(t *testing.T) {
 	}
 	t.Log(m.Stats().String())
 }
+
+// BenchmarkDrainFullQueue is what the default bounds (Config.WritebackMax*)
+// are sized by: how long committing a full queue takes, per kind of entry,
+// which a recall must do within meta.RecallTimeout. Rewrites and chmods of
+// files in meta are held until the queue is full (1,024 entries; "bytes":
+// 64 rewrites of 1 MiB, the default 64 MiB), then drained (m.Sync);
+// creates (packed) and mkdirs (one at a time, in order) cannot be held, so
+// theirs is the time to make a queue's worth and drain it, an upper bound.
+func BenchmarkDrainFullQueue(b *testing.B) {
+	srv := store(b)
+	dir, m := mount(b, srv, "data", nil)
+	var round int
+	for _, kind := range []string{"rewrite", "bytes", "chmod", "create", "mkdir"} {
+		n, body := 1024, bytes.Repeat([]byte("x"), 4<<10) // the default bound
+		if kind == "bytes" {
+			n, body = 64, bytes.Repeat([]byte("x"), 1<<20)
+		}
+		b.Run(kind, func(b *testing.B) {
+			for range b.N {
+				round++
+				d := filepath.Join(dir, fmt.Sprint(kind, round))
+				if err := os.Mkdir(d, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				p := func(i int) string { return filepath.Join(d, fmt.Sprint(i)) }
+				var start time.Time
+				switch kind {
+				case "rewrite", "bytes", "chmod":
+					for i := range n {
+						if err := os.WriteFile(p(i), body, 0o644); err != nil {
+							b.Fatal(err)
+						}
+					}
+					m.Sync()
+					release := fusefs.HoldWriteBehind(m)
+					for i := range n {
+						var err error
+						if kind != "chmod" {
+							var f *os.File
+							if f, err = os.OpenFile(p(i), os.O_WRONLY, 0); err == nil {
+								if _, err = f.WriteAt(body, 0); err == nil {
+									err = f.Close()
+								}
+							}
+						} else {
+							err = os.Chmod(p(i), 0o600)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+					start = time.Now()
+					release()
+				case "create":
+					start = time.Now()
+					for i := range n {
+						if err := os.WriteFile(p(i), body, 0o644); err != nil {
+							b.Fatal(err)
+						}
+					}
+				case "mkdir":
+					start = time.Now()
+					for i := range n {
+						if err := os.Mkdir(p(i), 0o755); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				m.Sync()
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/drain")
+			}
+			if full := m.Stats().Op("writeback-full").Calls.Load(); full > 0 {
+				b.Logf("%d operations found the queue full", full)
+			}
+		})
+	}
+	b.Log("\n" + m.Stats().String())
+}

@@ -375,8 +375,8 @@ func (m *Mount) readOnly() error {
 type Stats struct {
 	mu  sync.Mutex
 	ops map[string]*OpStats
-	// gauges, if set, adds lines below the table (the write-behind
-	// queue's size and peaks).
+	// gauges, if set, adds lines below the table, each starting with
+	// "#" (the write-behind queue's size and peaks).
 	gauges func() string
 }
 

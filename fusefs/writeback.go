@@ -464,11 +464,12 @@ func (w *writeBehind) room(n *node, wk work) bool {
 	return more <= 0 || w.bytes == 0 || w.bytes+more <= w.m.cfg.WritebackMaxBytes
 }
 
-// gauges is the queue's lines of the stats file.
+// gauges is the queue's line of the stats file: a comment below the
+// table, which parsers of the table skip.
 func (w *writeBehind) gauges() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return fmt.Sprintf("write-behind: %d queued, %d bytes (bounds %d, %d); peaks %d, %d bytes; longest drain %v\n",
+	return fmt.Sprintf("# write-behind: %d queued, %d bytes (bounds %d, %d); peaks %d, %d bytes; longest drain %v\n",
 		w.pending, w.bytes, w.m.cfg.WritebackMaxEntries, w.m.cfg.WritebackMaxBytes, w.peakPending, w.peakBytes, w.longest.Round(time.Millisecond))
 }
 

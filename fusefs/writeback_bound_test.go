@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"cairn/fusefs"
+	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/proto/metapb"
 	"cairn/server"
@@ -59,6 +60,14 @@ func checkContent(t *testing.T, srv *server.Server, names []string, want func(i 
 			t.Fatalf("%s: %d bytes %.16q, want %d bytes %.16q", name, len(got), got, len(want(i)), want(i))
 		}
 	}
+}
+
+// settled drains m's queue and waits until its chains have ended (a
+// drain returns once their commits are done, a moment before).
+func settled(t *testing.T, m *fusefs.Mount) {
+	t.Helper()
+	m.Sync()
+	await.Until(t, time.Minute, "the write-behind queue to empty", func() bool { return fusefs.Queued(m) == 0 })
 }
 
 // rewrite writes body over the start of an existing file, without
@@ -108,7 +117,7 @@ func TestWriteBehindBound(t *testing.T) {
 				names[i] = fmt.Sprint("f", i)
 				must(t, os.WriteFile(filepath.Join(dir, names[i]), body(0, i), 0o644))
 			}
-			m.Sync()
+			settled(t, m)
 			before := make([]uint64, n)
 			for i, name := range names {
 				before[i] = peek(name).Version
@@ -189,8 +198,8 @@ func TestWriteBehindDirTimesWhenFull(t *testing.T) {
 	dir, m := mount(t, srv, "data", func(c *fusefs.Config) { c.WritebackMaxEntries = 1 })
 	d := filepath.Join(dir, "d")
 	must(t, os.Mkdir(d, 0o755))
-	m.Sync()
-	f, err := os.Create(filepath.Join(d, "kid")) // parked: the queue is full
+	settled(t, m)
+	f, err := os.Create(filepath.Join(d, "kid")) // parked, and the queue (one entry) is full
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,8 @@ type mountFlags struct {
 	capCache   string
 	timeout    time.Duration
 	syncClose  bool
+	wbEntries  int    // --writeback-max-entries
+	wbBytes    string // --writeback-max-bytes
 	admin      string // metrics (and with pprof, profiles) listener; "" or "off": none
 	pprof      bool
 	foreground bool // set in the re-executed child of -d
@@ -76,6 +78,8 @@ not moved by reads; the default is relatime).`,
 	fl.StringVar(&f.capCache, "cap-cache-size", "8MiB", "data-plane capabilities kept by needle (least recently used out; an evicted one costs a lookup)")
 	fl.DurationVar(&f.timeout, "attr-timeout", 10*time.Minute, "kernel entry/attribute timeout while the session is live")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit on close instead of behind it (close-to-open holds either way)")
+	fl.IntVar(&f.wbEntries, "writeback-max-entries", 1024, "files and directories with commits left behind at most (past it, closes and creates commit synchronously)")
+	fl.StringVar(&f.wbBytes, "writeback-max-bytes", "64MiB", "written bytes left behind at most (past it, closes commit synchronously)")
 	fl.StringVar(&f.admin, "admin", "off", `admin listen address (/metrics; /debug/pprof with --pprof), as the servers have; "off" disables`)
 	fl.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof and /debug/profile on the admin listener")
 	fl.BoolVar(&f.foreground, "foreground-child", false, "")
@@ -100,13 +104,13 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 	}
 	cfg := fusefs.Config{
 		Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose, DiskCache: f.diskCache,
-		MaxFiles: f.maxFiles, MaxListing: f.maxListing,
+		MaxFiles: f.maxFiles, MaxListing: f.maxListing, WritebackMaxEntries: f.wbEntries,
 	}
 	var capCache int64
 	for _, s := range []struct {
 		v   string
 		dst *int64
-	}{{f.cacheSize, &cfg.CacheSize}, {f.diskSize, &cfg.DiskCacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}, {f.capCache, &capCache}} {
+	}{{f.cacheSize, &cfg.CacheSize}, {f.diskSize, &cfg.DiskCacheSize}, {f.blockSize, &cfg.BlockSize}, {f.dirtyMax, &cfg.DirtyMax}, {f.capCache, &capCache}, {f.wbBytes, &cfg.WritebackMaxBytes}} {
 		n, err := bench.ParseSize(s.v)
 		if err != nil {
 			return errors.E(op, errors.Invalid, err)

@@ -75,3 +75,11 @@ func Listed(m *Mount) int {
 	walk(m.root)
 	return total
 }
+
+// Queued is the number of chains of work left behind, queued or running
+// (the entries Config.WritebackMaxEntries bounds).
+func Queued(m *Mount) int {
+	m.wb.mu.Lock()
+	defer m.wb.mu.Unlock()
+	return m.wb.pending
+}

@@ -67,6 +67,15 @@ type Config struct {
 	// SyncClose makes close() and attribute changes commit before they
 	// return, instead of behind (see writeback.go).
 	SyncClose bool
+	// WritebackMaxEntries and WritebackMaxBytes bound the work left
+	// behind: the files and directories with commits queued, and the
+	// written bytes those commits hold. Past either bound, close(),
+	// create, mkdir and attribute changes commit synchronously until the
+	// queue has room again, so that a recall (which meta waits for only
+	// meta.RecallTimeout) has a bounded amount to commit, and memory stays
+	// bounded. Defaults: 1,024 entries and 64 MiB (writeback.go: room).
+	WritebackMaxEntries int
+	WritebackMaxBytes   int64
 	// MaxFiles bounds the files the kernel keeps looked up (and the
 	// mount a node for each), open ones aside: past it the least
 	// recently used are dropped from the kernel's cache (forget.go).
@@ -107,6 +116,12 @@ func (c *Config) validate() error {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
+	}
+	if c.WritebackMaxEntries <= 0 {
+		c.WritebackMaxEntries = 1024
+	}
+	if c.WritebackMaxBytes <= 0 {
+		c.WritebackMaxBytes = 64 << 20
 	}
 	if c.MaxFiles <= 0 {
 		c.MaxFiles = 10_000
@@ -170,6 +185,7 @@ func New(cfg Config) (*Mount, error) {
 	m.blocks = newBlockCache(m, cfg.CacheSize)
 	m.sess = newSession(m)
 	m.wb = newWriteBehind(m)
+	m.stats.gauges = m.wb.gauges
 	var root fs.InodeEmbedder
 	if cfg.Namespace != "" {
 		ns, err := m.meta.GetNamespace(ctx, &metapb.NamespaceRequest{Name: cfg.Namespace})
@@ -359,6 +375,9 @@ func (m *Mount) readOnly() error {
 type Stats struct {
 	mu  sync.Mutex
 	ops map[string]*OpStats
+	// gauges, if set, adds lines below the table, each starting with
+	// "#" (the write-behind queue's size and peaks).
+	gauges func() string
 }
 
 // OpStats is one FUSE operation's counters.
@@ -413,6 +432,9 @@ func (s *Stats) String() string {
 			avg = float64(o.Nanos.Load()) / float64(c) / 1e3
 		}
 		fmt.Fprintf(&b, "%-12s %10d %10d %10d %10.3f %10.1f\n", k, c, mt, d, per, avg)
+	}
+	if s.gauges != nil {
+		b.WriteString(s.gauges())
 	}
 	return b.String()
 }

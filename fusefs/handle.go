@@ -200,14 +200,19 @@ func (n *node) flushBehind(ctx context.Context) error {
 	}
 	n.mu.Lock()
 	dirty := n.f.sized || n.f.creating // a close also starts a parked create
+	bytes := n.f.nDirty
 	n.mu.Unlock()
 	if !dirty {
 		return nil
 	}
-	if n.m.wb.enqueue(ctx, n, work{flush: true}) {
+	if n.m.wb.enqueue(ctx, n, work{flush: true, bytes: bytes}) {
 		return nil
 	}
-	return n.flush(ctx)
+	err = n.flush(ctx)
+	// A create parked here (the queue was full for this close's bytes)
+	// is in meta now: its chain has nothing left but to say so.
+	n.m.wb.unpark(n)
+	return err
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {

@@ -247,6 +247,9 @@ func statsTable(t *testing.T, p string) map[string][3]int64 {
 	}
 	out := map[string][3]int64{}
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "#") {
+			continue // the lines below the table
+		}
 		f := strings.Fields(sc.Text())
 		var v [3]int64
 		for i := range v {

@@ -390,6 +390,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if req.Size == nil && (n.isFile() || n.isDir()) && n.setAttrBehind(ctx, req, out) {
 		return 0
 	}
+	if req.MtimeNs != nil && n.isDir() {
+		n.m.wb.kidsQueued(n) // their creates move the mtime: before it is set
+	}
 	if err := n.settle(ctx); err != nil {
 		return errno(ctx, err)
 	}

@@ -228,12 +228,15 @@ func (s *session) follow(ctx context.Context, last *uint64) error {
 		}
 		s.heard.Store(time.Now().UnixNano())
 		if ev.MountFlush {
-			s.m.stats.Op("recall").Calls.Add(1) // shown in .cairn-stats: each waits for this mount's queue
+			o := s.m.stats.Op("recall")
+			o.Calls.Add(1) // shown in .cairn-stats: each waits for this mount's queue
 			// Another client is about to look: commit everything left
 			// behind, then say so (not on this goroutine, which must keep
 			// acknowledging the events those commits cause elsewhere).
 			go func() {
+				start := time.Now()
 				e := s.m.wb.drain()
+				o.Nanos.Add(int64(time.Since(start))) // avg-us: how long the caller waited for this mount
 				s.sendMu.Lock()
 				stream.Send(&metapb.MountSessionMsg{Clean: e})
 				s.sendMu.Unlock()

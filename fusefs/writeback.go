@@ -2,7 +2,9 @@ package fusefs
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -42,6 +44,14 @@ type writeBehind struct {
 	alone   bool            // no other session when this epoch began: paths need no notice
 	noticed map[string]bool // paths other mounts were told of in this epoch
 	pending int             // chains queued or running, all inodes
+	// bytes is the unflushed writes the queued flushes hold (chain.bytes
+	// summed): with pending, what a recall must commit (room).
+	bytes int64
+	// The peaks of pending and bytes, and the longest drain (recall or
+	// sync): what the bounds (Config.WritebackMax*) are measured by.
+	peakPending int
+	peakBytes   int64
+	longest     time.Duration
 	// units counts, by epoch, the work queued and not yet committed: each
 	// enqueue is one unit, counted from before its MountDirty is made
 	// (without w.mu) until the chain's commit that carries it is done.
@@ -248,6 +258,7 @@ type chain struct {
 	attrs  *metapb.SetAttrRequest // attribute changes to commit (merged)
 	done   chan struct{}          // non-nil while running; closed when idle
 	err    error                  // the first failure, reported by the next fsync/close
+	bytes  int64                  // unflushed bytes charged to writeBehind.bytes
 	units  map[uint64]int         // the work gathered, by epoch (writeBehind.units)
 }
 
@@ -256,6 +267,7 @@ type work struct {
 	create bool
 	in     *node // the directory a create is made in
 	flush  bool
+	bytes  int64 // the file's unflushed bytes when its flush was queued
 	attrs  *metapb.SetAttrRequest
 }
 
@@ -310,9 +322,14 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	if !w.enabled() {
 		return false
 	}
+	w.mu.Lock()
+	if !w.room(n, wk) {
+		w.mu.Unlock()
+		w.m.stats.Op("writeback-full").Calls.Add(1) // shown in .cairn-stats: each committed synchronously
+		return false
+	}
 	n.f.queuedAt.Store(&p)
 	k := ownKey(n.ns, p)
-	w.mu.Lock()
 	if w.epoch == w.cut {
 		// A drain closed the last epoch: this work opens the next.
 		w.epoch++
@@ -389,6 +406,11 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	if wk.attrs != nil {
 		c.attrs = mergeAttrs(c.attrs, wk.attrs)
 	}
+	if wk.bytes > c.bytes {
+		w.bytes += wk.bytes - c.bytes
+		c.bytes = wk.bytes
+	}
+	w.peakBytes = max(w.peakBytes, w.bytes)
 	if c.units == nil {
 		c.units = map[uint64]int{}
 	}
@@ -397,10 +419,12 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	case c.done == nil && !c.flush && c.attrs == nil:
 		c.done = make(chan struct{})
 		w.pending++
+		w.peakPending = max(w.peakPending, w.pending)
 		w.parked[n] = true
 	case c.done == nil:
 		c.done = make(chan struct{})
 		w.pending++
+		w.peakPending = max(w.peakPending, w.pending)
 		go w.run(n)
 	case w.parked[n] && c.flush:
 		// Attribute changes alone leave a create parked: tar sets the
@@ -412,6 +436,51 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	c.mu.Unlock()
 	w.mu.Unlock()
 	return true
+}
+
+// room reports whether wk may be queued for n (w.mu held). The queue is
+// bounded, in chains and in the bytes they hold, so that a recall (which
+// meta waits for only RecallTimeout before it cuts the session off, and
+// with it everything this mount answered) always has a bounded amount to
+// commit, and memory stays bounded however fast a program writes. Work
+// past the bound is not waited for here but done synchronously by the
+// caller: a wait would hold the caller's kernel locks, and the chains it
+// waits for may themselves be waiting (a parked create commits only at
+// its close, which may be this very caller's; a chain's calls wait for
+// the mkdirs answered before them). Work joining a chain that is already
+// queued takes no room but its new bytes: a created file's close always
+// may join its parked create, which therefore never deadlocks a full
+// queue. One file's bytes are always admitted into an empty queue
+// (Config.DirtyMax bounds them).
+func (w *writeBehind) room(n *node, wk work) bool {
+	c := &n.wb
+	c.mu.Lock()
+	chained := c.done != nil
+	more := wk.bytes - c.bytes
+	c.mu.Unlock()
+	if !chained && w.pending >= w.m.cfg.WritebackMaxEntries {
+		return false
+	}
+	return more <= 0 || w.bytes == 0 || w.bytes+more <= w.m.cfg.WritebackMaxBytes
+}
+
+// gauges is the queue's line of the stats file: a comment below the
+// table, which parsers of the table skip.
+func (w *writeBehind) gauges() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("# write-behind: %d queued, %d bytes (bounds %d, %d); peaks %d, %d bytes; longest drain %v\n",
+		w.pending, w.bytes, w.m.cfg.WritebackMaxEntries, w.m.cfg.WritebackMaxBytes, w.peakPending, w.peakBytes, w.longest.Round(time.Millisecond))
+}
+
+// kidsQueued waits until the creates queued so far in directory d are
+// committed: a directory's mtime set synchronously (the queue was full)
+// must still reach meta after them (timesAfterKids).
+func (w *writeBehind) kidsQueued(d *node) {
+	w.madeMu.Lock()
+	t := w.madeCount
+	w.madeMu.Unlock()
+	w.kidsBefore(d, t)
 }
 
 // unitsDone counts n units of epoch e committed (w.mu held).
@@ -458,21 +527,21 @@ func (w *writeBehind) run(n *node) {
 	ctx, finish := w.chainContext("writebehind")
 	for {
 		c.mu.Lock()
-		create, flush, attrs, units := c.create, c.flush, c.attrs, c.units
+		create, flush, attrs, units, bytes := c.create, c.flush, c.attrs, c.units, c.bytes
 		if create {
 			flush = true // the create is the first flush's commit
 		}
-		c.create, c.flush, c.attrs, c.units = false, false, nil, nil
+		c.create, c.flush, c.attrs, c.units, c.bytes = false, false, nil, nil, 0
 		if !flush && attrs == nil {
 			close(c.done)
 			c.done = nil
 			c.mu.Unlock()
-			w.commitUnits(units) // none, or an access time set quietly
+			w.commitUnits(units, bytes) // none, or an access time set quietly
 			break
 		}
 		c.mu.Unlock()
 		w.runOnce(ctx, n, create, flush, attrs)
-		w.commitUnits(units)
+		w.commitUnits(units, bytes)
 	}
 	finish()
 	w.unkeep(n)
@@ -483,12 +552,14 @@ func (w *writeBehind) run(n *node) {
 	w.mu.Unlock()
 }
 
-// commitUnits counts the units of a chain's round committed.
-func (w *writeBehind) commitUnits(units map[uint64]int) {
-	if len(units) == 0 {
+// commitUnits counts the units of a chain's round committed, and the
+// bytes it held.
+func (w *writeBehind) commitUnits(units map[uint64]int, bytes int64) {
+	if len(units) == 0 && bytes == 0 {
 		return
 	}
 	w.mu.Lock()
+	w.bytes -= bytes
 	for e, k := range units {
 		w.unitsDone(e, k)
 	}
@@ -676,6 +747,7 @@ func (w *writeBehind) sessionUp() {
 // epoch, announced to meta before it is answered, and a later recall
 // (whose target is that epoch) waits for it.
 func (w *writeBehind) drain() uint64 {
+	start := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// Only a drain that starts from now on covers what was queued
@@ -701,6 +773,7 @@ func (w *writeBehind) drain() uint64 {
 		w.idle.Wait()
 	}
 	w.draining = false
+	w.longest = max(w.longest, time.Since(start))
 	w.drainDone, w.drained = w.drainSeq, e
 	w.idle.Broadcast()
 	return e

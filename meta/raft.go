@@ -197,6 +197,8 @@ func (s *Service) startGroup(c GroupConfig) error {
 	}
 	g := &group{s: s, cfg: c, notify: make(chan bool, 16), done: make(chan struct{})}
 	g.props.depth = maxInflight
+	g.props.arrived = make(chan struct{}, 1)
+	g.props.noGather = gatherOff
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err

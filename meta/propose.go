@@ -58,15 +58,17 @@ const (
 // so each entry holds about n/2 commands and each caller waits out two
 // rounds of the log per command. Every entry costs each member an fsync
 // (about 190 us of CPU on this class of VM), an append on the wire and a
-// Raft round. So when an entry is answered while commands wait, the next
-// one is not sent at once: its first proposer waits, briefly, for the
-// callers just answered to send their next commands, and the entry takes
-// them too. It stops waiting when as many wait as the two entries held
-// (the callers are all back), when none arrives within gatherIdle of the
-// last, or after gatherMax: a caller that does not come back (a PUT
-// uploading its next body first) costs the waiting commands gatherIdle,
-// a small part of a round. Alone or with nothing waiting a command is
-// still proposed at once: no timer stands in a lone caller's way.
+// Raft round. So when an entry is answered while commands wait, or an
+// entry of several commands is answered and the first of its callers
+// comes back within a round, the next entry is not sent at once: its
+// first proposer waits, briefly, for the callers just answered to send
+// their next commands, and the entry takes them too. It stops waiting
+// when as many wait as the entries held (the callers are all back), when
+// none arrives within gatherIdle of the last, or after gatherMax: a
+// caller that does not come back (a PUT uploading its next body first)
+// costs the waiting commands gatherIdle, a small part of a round. A lone
+// caller (entries of one command) is still proposed at once: no timer
+// stands in its way.
 var (
 	// gatherIdle bounds the wait for the next arrival, and gatherMax the
 	// whole wait, each as a share of the last entry's round (Apply to its
@@ -74,6 +76,8 @@ var (
 	// longer, in proportion.
 	gatherIdle = 0.25
 	gatherMax  = 0.5
+	// maxGatherRound bounds the round gathering takes its waits from.
+	maxGatherRound = 40 * time.Millisecond
 	// gatherOff turns gathering off in groups started after it is set
 	// (a benchmark compares).
 	gatherOff = false
@@ -245,7 +249,13 @@ func (g *group) send(self *proposal, ps []*proposal) {
 	}
 	q := &g.props
 	q.mu.Lock()
-	q.round, q.lastSize, q.lastDone = round, len(ps), time.Now()
+	// A round that failed, or took long (a leader change, a stalled
+	// disk), says nothing of how soon callers come back: gathering then
+	// waits at most maxGatherRound's shares.
+	q.round, q.lastSize, q.lastDone = min(round, maxGatherRound), len(ps), time.Now()
+	if err != nil {
+		q.lastSize = 0
+	}
 	var next []*proposal
 	var gatherer *proposal
 	switch {

@@ -41,12 +41,16 @@ type needle struct {
 // rc, when not nil, serves point reads of keys the command has not written
 // (and an iterator over the store the rest): apply runs under the apply
 // mutex, so both hold the committed state and reading through them changes
-// no answer.
-func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readCache) (*result, error) {
+// no answer. shared, when not nil, is what the earlier commands of the
+// same batch wrote (applyShared), and then rc must be.
+func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readCache, shared *sharedBatch) (*result, error) {
 	v := &view{b: b}
 	if rc != nil {
 		if gen, ok := rc.snapshot(); ok {
 			v.db, v.rc, v.gen = db, rc, gen
+			if shared != nil {
+				v.shared, v.n0, v.off = shared, b.Count(), len(b.Repr())
+			}
 		}
 	}
 	defer v.close()

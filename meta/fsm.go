@@ -96,6 +96,8 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 	}
 	var undo reqUndo
 	b := s.db.NewIndexedBatch()
+	shared := newSharedBatch()
+	defer shared.close()
 	fail := func(err error) ([]applyAnswer, int, error) {
 		undo.revert()
 		b.Close()
@@ -108,6 +110,7 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 		var res *result
 		var cmdErr error
 		dup := false
+		off := len(b.Repr())
 		if id := e.cmd.RequestId; len(id) > 0 {
 			if res, cmdErr, dup, err = s.reqs.recall(b, id); err != nil {
 				return fail(err)
@@ -118,7 +121,7 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 				cmdErr = ferr
 			} else {
 				n0 := b.Count()
-				res, cmdErr = applyCommand(s.db, b, e.cmd, s.rc)
+				res, cmdErr = applyCommand(s.db, b, e.cmd, s.rc, shared)
 				if cmdErr != nil && b.Count() != n0 {
 					undo.revert()
 					b.Close()
@@ -133,6 +136,9 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 				if err := s.reqs.remember(b, id, res, cmdErr, &undo); err != nil {
 					return fail(err)
 				}
+			}
+			if i < len(es)-1 { // what the next commands read
+				shared.absorb(b, off)
 			}
 		}
 		answers[i], dups[i] = applyAnswer{res: res, err: cmdErr}, dup

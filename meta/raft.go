@@ -65,6 +65,10 @@ type GroupConfig struct {
 	// leader still answers reads that tolerate staleness (StaleOK).
 	// Default 1s.
 	StaleReadBound time.Duration
+	// CommitTimeout is Raft's: how long a leader whose log is idle waits
+	// before it sends the followers its commit index on its own, without
+	// new entries. Default 5ms.
+	CommitTimeout time.Duration
 }
 
 // Peer is one member of a group: its gRPC address (the Raft server id)
@@ -180,6 +184,9 @@ func (s *Service) startGroup(c GroupConfig) error {
 	if c.StaleReadBound == 0 {
 		c.StaleReadBound = time.Second
 	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 5 * time.Millisecond
+	}
 	dir := filepath.Join(s.cfg.Dir, "raft")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errors.E(op, errors.IO, err)
@@ -190,6 +197,8 @@ func (s *Service) startGroup(c GroupConfig) error {
 	}
 	g := &group{s: s, cfg: c, notify: make(chan bool, 16), done: make(chan struct{})}
 	g.props.depth = maxInflight
+	g.props.arrived = make(chan struct{}, 1)
+	g.props.noGather = gatherOff
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -217,7 +226,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 	// (they wait HeartbeatTimeout at least), so that reads it serves are
 	// not stale (see "Reads" in docs/architecture.md).
 	rc.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
-	rc.CommitTimeout = 5 * time.Millisecond
+	rc.CommitTimeout = c.CommitTimeout
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval

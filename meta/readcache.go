@@ -140,9 +140,9 @@ func (c *readCache) endWrite(b *pebble.Batch) {
 		}
 		switch kind {
 		case pebble.InternalKeyKindSet:
-			c.update(k, cacheEntry{val: bytes.Clone(v)})
+			c.update(k, cacheEntry{val: v}, true)
 		case pebble.InternalKeyKindDelete:
-			c.update(k, cacheEntry{absent: true})
+			c.update(k, cacheEntry{absent: true}, false)
 		default:
 			c.drop(k)
 		}
@@ -153,11 +153,16 @@ func (c *readCache) endWrite(b *pebble.Batch) {
 	c.gen.Add(1)
 }
 
-// update replaces the entry of k, if it has one.
-func (c *readCache) update(k []byte, e cacheEntry) {
+// update replaces the entry of k, if it has one; clone says that e.val
+// is the batch's and must be copied to be kept (most keys a batch writes
+// are not cached: the copy is made only for those that are).
+func (c *readCache) update(k []byte, e cacheEntry, clone bool) {
 	s := c.shard(k)
 	s.mu.Lock()
 	if old, ok := s.m[string(k)]; ok {
+		if clone {
+			e.val = bytes.Clone(e.val)
+		}
 		s.bytes += entrySize(string(k), e) - entrySize(string(k), old)
 		s.m[string(k)] = e
 		if s.bytes > c.maxB {

@@ -108,7 +108,7 @@ func TestReadCacheBoundedBytes(t *testing.T) {
 		k := []byte(fmt.Sprint(i))
 		c.put(gen, k, cacheEntry{val: val})
 		if i%3 == 0 {
-			c.update(k, cacheEntry{vals: [][]byte{val, val[:10]}})
+			c.update(k, cacheEntry{vals: [][]byte{val, val[:10]}}, false)
 		}
 		if i%7 == 0 {
 			c.drop(k)

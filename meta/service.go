@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/capability"
@@ -252,7 +253,7 @@ func (s *Service) proposeWait(cmd *metapb.Command, wait bool) (*result, error) {
 	default:
 	}
 	b := s.db.NewIndexedBatch()
-	res, err := applyCommand(s.db, b, cmd, s.rc)
+	res, err := applyCommand(s.db, b, cmd, s.rc, nil)
 	if err == nil {
 		err = s.cfg.space.admit(len(b.Repr())) // bounded while the disk is full (storespace.go)
 	}
@@ -311,6 +312,68 @@ type view struct {
 	gen       uint64
 	usedCache bool
 	mixed     bool
+
+	// Inside a shared apply batch (applyShared): what the earlier
+	// commands of the batch wrote, and where this command's own records
+	// start in the batch (its record count and offset then).
+	shared *sharedBatch
+	n0     uint32
+	off    int
+}
+
+// sharedBatch is what the commands applied in one Pebble batch share
+// (applyShared). A command reads the committed state through the read
+// cache and one iterator, and what the batch's earlier commands wrote
+// through written, a map: without it a command had to read through the
+// indexed batch (a merged Pebble Get per read) once the batch held more
+// than maxBatchScan records, which a Raft batch of a few entries
+// always does.
+type sharedBatch struct {
+	written map[string]cacheEntry // key -> last set value or deletion
+	scans   map[string]bool       // scan prefixes (scanPrefix) of written keys
+	// opaque: an earlier command wrote a record other than a set or a
+	// delete (a range deletion): read through the batch's index.
+	opaque bool
+	it     *pebble.Iterator // over the committed state, opened on first use
+}
+
+func newSharedBatch() *sharedBatch { return &sharedBatch{} }
+
+// absorb adds the records of b from offset off on (one command's) to
+// what later commands read.
+func (sb *sharedBatch) absorb(b *pebble.Batch, off int) {
+	r := batchrepr.Reader(b.Repr()[off:])
+	for {
+		kind, k, v, ok, err := r.Next()
+		if err != nil {
+			sb.opaque = true
+			return
+		}
+		if !ok {
+			return
+		}
+		if sb.written == nil { // a batch of one command needs none
+			sb.written, sb.scans = map[string]cacheEntry{}, map[string]bool{}
+		}
+		switch kind {
+		case pebble.InternalKeyKindSet:
+			sb.written[string(k)] = cacheEntry{val: v} // cloned when read
+		case pebble.InternalKeyKindDelete:
+			sb.written[string(k)] = cacheEntry{absent: true}
+		default:
+			sb.opaque = true
+		}
+		if scan := scanPrefix(k); scan != nil {
+			sb.scans[string(scan)] = true
+		}
+	}
+}
+
+func (sb *sharedBatch) close() {
+	if sb.it != nil {
+		sb.it.Close()
+		sb.it = nil
+	}
 }
 
 func (s *Service) readView() (*view, error) {
@@ -332,6 +395,19 @@ func (s *Service) cachedView() (*view, error) {
 
 // iter returns the view's iterator, opening it on first use.
 func (v *view) iter() (*pebble.Iterator, error) {
+	if v.it == nil && v.shared != nil {
+		// One iterator for every command of the batch: nothing reaches
+		// the store while they apply, and opening one costs more than
+		// most of a command's reads.
+		if v.shared.it == nil {
+			it, err := v.db.NewIter(nil)
+			if err != nil {
+				return nil, errors.E(errors.Op("meta.read"), errors.IO, err)
+			}
+			v.shared.it = it
+		}
+		return v.shared.it, nil
+	}
 	if v.it == nil {
 		it, err := v.db.NewIter(nil)
 		if err != nil {
@@ -372,15 +448,20 @@ func (v *view) close() {
 // get returns a copy of the value of key; found is false if it is absent.
 func (v *view) get(key []byte) (val []byte, found bool, err error) {
 	if v.b != nil {
-		if v.db == nil || v.b.Count() > maxBatchScan {
+		if v.db == nil || v.b.Count()-v.n0 > maxBatchScan || v.shared != nil && v.shared.opaque {
 			return v.batchGet(key)
 		}
-		if val, found, ok := batchRecord(v.b, key); ok {
+		if val, found, ok := batchRecord(v.b, v.off, key); ok {
 			return val, found, nil
 		}
-		// Not written by this command: read the committed state like any
+		if v.shared != nil {
+			if e, ok := v.shared.written[string(key)]; ok {
+				return bytes.Clone(e.val), !e.absent, nil
+			}
+		}
+		// Not written by this batch: read the committed state like any
 		// view, through the cache and one iterator kept for the whole
-		// command (apply runs under the apply mutex: no batch lands while
+		// batch (apply runs under the apply mutex: no batch lands while
 		// it reads, so both hold exactly the committed state).
 	}
 	if e, ok := v.cached(key); ok {
@@ -421,11 +502,14 @@ func (v *view) batchGet(key []byte) ([]byte, bool, error) {
 // larger one (a recursive delete) is read through its index instead.
 const maxBatchScan = 64
 
-// batchRecord looks key up among the records of b alone, the last one
-// winning; ok is false when b does not write key, or holds a record kind
-// other than set and delete.
-func batchRecord(b *pebble.Batch, key []byte) (val []byte, found, ok bool) {
+// batchRecord looks key up among the records of b from offset off on
+// (0: all of them), the last one winning; ok is false when they do not
+// write key, or hold a record kind other than set and delete.
+func batchRecord(b *pebble.Batch, off int, key []byte) (val []byte, found, ok bool) {
 	r := b.Reader()
+	if off > 0 {
+		r = batchrepr.Reader(b.Repr()[off:])
+	}
 	for {
 		kind, k, v, more, err := r.Next()
 		if err != nil {
@@ -560,7 +644,11 @@ func cutSlash(p string) (first, rest string, found bool) {
 // extents returns a file's extents in offset order.
 func (v *view) extents(n *metapb.Inode) ([]*metapb.Extent, error) {
 	p := extentsAt(n)
-	if e, ok := v.cached(p); ok {
+	// Inside apply, a list the batch wrote to is read through the batch,
+	// and neither read from nor left in the cache: the cache holds the
+	// committed state only.
+	dirty := v.batchWrote(p)
+	if e, ok := v.cached(p); ok && !dirty {
 		out := make([]*metapb.Extent, len(e.vals))
 		for i, val := range e.vals {
 			out[i] = &metapb.Extent{}
@@ -571,7 +659,10 @@ func (v *view) extents(n *metapb.Inode) ([]*metapb.Extent, error) {
 		return out, nil
 	}
 	var it *pebble.Iterator
-	if v.b == nil {
+	if v.b == nil || !dirty && v.db != nil {
+		// The batch wrote nothing here: the committed state is what it
+		// reads, through the view's iterator, with no batch iterator to
+		// build and merge.
 		var err error
 		if it, err = v.iter(); err != nil {
 			return nil, err
@@ -600,8 +691,37 @@ func (v *view) extents(n *metapb.Inode) ([]*metapb.Extent, error) {
 	if err := it.Error(); err != nil {
 		return nil, errors.E(errors.IO, err)
 	}
-	v.remember(p, cacheEntry{vals: vals})
+	if !dirty {
+		v.remember(p, cacheEntry{vals: vals})
+	}
 	return out, nil
+}
+
+// batchWrote reports whether the batch being applied wrote a key under
+// the scan prefix p (scanPrefix), or anything it cannot tell apart.
+func (v *view) batchWrote(p []byte) bool {
+	if v.b == nil {
+		return false
+	}
+	if v.shared != nil && (v.shared.opaque || v.shared.scans[string(p)]) {
+		return true
+	}
+	r := v.b.Reader()
+	if v.off > 0 {
+		r = batchrepr.Reader(v.b.Repr()[v.off:])
+	}
+	for {
+		kind, k, _, more, err := r.Next()
+		if err != nil {
+			return true
+		}
+		if !more {
+			return false
+		}
+		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete || bytes.HasPrefix(k, p) {
+			return true
+		}
+	}
 }
 
 // checkNS validates a namespace name and a path inside it, returning the

@@ -131,7 +131,7 @@ func TestMetaFailoverKeepsLeases(t *testing.T) {
 		} else {
 			leader.Start(t)
 		}
-		await.Until(t, 30*time.Second, "the faulted member back in the group", func() bool {
+		await.Until(t, 60*time.Second, "the faulted member back in the group", func() bool {
 			r, err := memberView(leader.Addr, c)
 			return err == nil && r.Leader == next.Addr
 		})

@@ -84,10 +84,16 @@ func (h *leaderHint) follow(leader string) {
 // that is not retriable fails as Unavailable: its outcome is unknown).
 const hangCheck = time.Second
 
-// watch cancels a call out to leader to once the client learns that
-// another member leads; stop ends the watch and reports whether it
-// cancelled the call.
-func (h *leaderHint) watch(to string, cancel context.CancelFunc, ask func(context.Context) (string, error)) (stop func() bool) {
+// picked is where the picker notes the member it sent a call's attempt
+// to (a context value), for watch.
+type picked struct{ addr atomic.Pointer[string] }
+
+type pickedKey struct{}
+
+// watch cancels an attempt once the client learns that a member other
+// than the one the attempt went to leads; stop ends the watch and reports
+// whether it cancelled the attempt.
+func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(context.Context) (string, error)) (stop func() bool) {
 	var moved atomic.Bool
 	done := make(chan struct{})
 	t := time.AfterFunc(hangCheck, func() {
@@ -101,7 +107,7 @@ func (h *leaderHint) watch(to string, cancel context.CancelFunc, ask func(contex
 		}()
 		for {
 			h.mu.Lock()
-			if h.leader != "" && h.leader != to {
+			if a := to.addr.Load(); a != nil && h.leader != "" && h.leader != *a {
 				h.mu.Unlock()
 				moved.Store(true)
 				cancel()
@@ -144,6 +150,7 @@ func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), hangCheck/2)
 		leader, err := ask(ctx)
+		hung := ctx.Err() == context.DeadlineExceeded
 		cancel()
 		h.mu.Lock()
 		cur := h.leader
@@ -151,7 +158,7 @@ func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
 		if err == nil && leader != "" && leader != cur {
 			h.follow(leader)
 		}
-		if ctx.Err() == nil { // answered (the member that hangs costs the timeout)
+		if !hung { // answered, or refused (the member that hangs cost the timeout)
 			t := time.NewTimer(hangCheck / 2)
 			<-t.C
 		}
@@ -192,12 +199,17 @@ func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error)
 	if p.hint != nil {
 		leader, rr = p.hint.get()
 	}
-	for i, a := range p.addrs {
+	i := rr % len(p.scs)
+	for j, a := range p.addrs {
 		if a == leader {
-			return balancer.PickResult{SubConn: p.scs[i]}, nil
+			i = j
+			break
 		}
 	}
-	return balancer.PickResult{SubConn: p.scs[rr%len(p.scs)]}, nil
+	if to, ok := info.Ctx.Value(pickedKey{}).(*picked); ok {
+		to.addr.Store(&p.addrs[i])
+	}
+	return balancer.PickResult{SubConn: p.scs[i]}, nil
 }
 
 // groupDialOptions are the options that make one connection reach every
@@ -238,10 +250,10 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 			return r.Leader, err
 		}
 		for {
-			to, _ := hint.get()
-			actx, cancel := context.WithCancel(ctx)
+			to := &picked{}
+			actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
 			stop := func() bool { return false }
-			if to != "" && !isStale(ctx) && !isAnyMember(ctx) {
+			if !isStale(ctx) && !isAnyMember(ctx) {
 				stop = hint.watch(to, cancel, ask)
 			}
 			err := fromStatus(inv(actx, method, req, reply, cc, opts...))
@@ -251,7 +263,7 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 				return nil
 			}
 			if moved && ctx.Err() == nil {
-				err = errors.E(errors.Op("meta"), errors.Unavailable, "the meta leader "+to+" did not answer; another member leads: "+err.Error())
+				err = errors.E(errors.Op("meta"), errors.Unavailable, "a meta member did not answer and another leads: "+err.Error())
 			}
 			leader, refused := LeaderOf(err)
 			retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))

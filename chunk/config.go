@@ -32,8 +32,9 @@ type Config struct {
 	Labels map[string]string
 	// Meta receives heartbeats. Nil: the server runs alone (tests).
 	Meta metapb.MetaClient
-	// HeartbeatInterval is the time between heartbeats, and between
-	// checks for volumes to compact. Default 1s.
+	// HeartbeatInterval is the time between heartbeats (shorter when
+	// meta's lease is: see leaseRenewals), and between checks for volumes
+	// to compact. Default 1s.
 	HeartbeatInterval time.Duration
 	// CompactRatio is the garbage ratio (garbage bytes / record bytes) past
 	// which the background compactor rewrites a volume. Default 0.5;

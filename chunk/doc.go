@@ -108,9 +108,11 @@
 //
 // # Background work
 //
-// Run sends a heartbeat to meta every HeartbeatInterval (server id, address,
-// labels, capacity and free space from statfs, every volume's stats) and
-// compacts, one at a time, volumes whose garbage ratio passes CompactRatio.
+// Run sends a heartbeat to meta (server id, address, labels, capacity and
+// free space from statfs, every volume's stats) every HeartbeatInterval,
+// or six times per lease if that is more often, and again soon after one
+// fails; and it compacts, one at a time, volumes whose garbage ratio
+// passes CompactRatio.
 // Run also serves local reads (local.go): clients on this host read
 // needles straight from the volume files, asking the server where each
 // lies. Every operation is counted in metrics.Ops (role "chunk": put,

@@ -28,6 +28,7 @@ type replication struct {
 	// off from meta stops serving before meta declares it dead and
 	// replaces its copies, so a stale copy is never read or written.
 	leaseUntil atomic.Int64
+	leaseLen   atomic.Int64  // ns, as meta last granted (0: none yet, or no leases); sets heartbeatPeriod
 	ready      chan struct{} // closed at the first lease
 	readyOnce  sync.Once
 
@@ -239,6 +240,7 @@ func (s *Store) heartbeatAnswer(sent time.Time, resp *metapb.HeartbeatResponse) 
 			s.log.Error("could not drop a stale volume", "volume", vid, "err", err)
 		}
 	}
+	s.repl.leaseLen.Store(resp.LeaseNs)
 	if resp.LeaseNs > 0 {
 		s.repl.leaseUntil.Store(sent.UnixNano() + resp.LeaseNs)
 	} else {

@@ -460,11 +460,14 @@ func (s *Store) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// heartbeats renews the lease every heartbeatPeriod. A heartbeat that
+// fails is sent again after heartbeatRetry, not a period later: meta may
+// be changing leaders, and the lease runs out meanwhile (the group client
+// finds the new leader; each attempt is bounded, see Heartbeat).
 func (s *Store) heartbeats(ctx context.Context) {
-	t := time.NewTicker(s.cfg.HeartbeatInterval)
-	defer t.Stop()
 	failing := false
 	for {
+		start := time.Now()
 		err := s.Heartbeat(ctx)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
@@ -474,15 +477,46 @@ func (s *Store) heartbeats(ctx context.Context) {
 			s.log.Info("heartbeat ok again")
 			failing = false
 		}
+		wait := time.Until(start.Add(s.heartbeatPeriod()))
+		if err != nil {
+			wait = heartbeatRetry
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// Heartbeat sends one heartbeat to meta.
+// heartbeatRetry is the pause before a failed heartbeat is sent again:
+// short against any lease, long enough not to spin on a meta that
+// refuses at once.
+const heartbeatRetry = 50 * time.Millisecond
+
+// leaseRenewals is how many heartbeats a lease spans at least: renewed
+// that often, a lease outlasts a meta failover (an election, then the new
+// leader's first answer) of up to five sixths of its length. Renewed every
+// HeartbeatInterval, the 2.25 s lease of a 3 s dead-after outlasted 1.25 s
+// in the worst case, and a failover takes 1-2 s.
+const leaseRenewals = 6
+
+// heartbeatPeriod is the time between heartbeats: HeartbeatInterval, or
+// less when meta's leases are short (a cluster with a short dead-after).
+func (s *Store) heartbeatPeriod() time.Duration {
+	p := s.cfg.HeartbeatInterval
+	if l := time.Duration(s.repl.leaseLen.Load()); l > 0 {
+		p = min(p, l/leaseRenewals)
+	}
+	return p
+}
+
+// Heartbeat sends one heartbeat to meta. One attempt is bounded by a
+// heartbeat period (half a second at least): a meta member that hangs
+// (stopped, or cut off with its connections open) costs that much, after
+// which the group client tries another member, rather than the lease.
 func (s *Store) Heartbeat(ctx context.Context) error {
 	if s.cfg.Meta == nil {
 		return nil
@@ -496,7 +530,7 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 		req.Capacity = fs.Blocks * uint64(fs.Bsize)
 		req.Free = fs.Bavail * uint64(fs.Bsize)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.cfg.HeartbeatInterval, time.Second))
+	ctx, cancel := context.WithTimeout(ctx, max(s.heartbeatPeriod(), 500*time.Millisecond))
 	defer cancel()
 	sent := time.Now()
 	resp, err := s.cfg.Meta.Heartbeat(ctx, req)

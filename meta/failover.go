@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"cairn/errors"
+	"cairn/proto/metapb"
 )
 
 // A client of a meta group dials every member on one gRPC connection
@@ -43,6 +44,13 @@ type leaderHint struct {
 	mu     sync.Mutex
 	leader string // "" unknown: round robin
 	rr     int
+
+	// A call that the leader leaves unanswered for hangCheck waits for
+	// the leader to change (watch): moved is closed when it does, and
+	// while any call waits one loop asks the members who leads (probe).
+	moved   chan struct{}
+	waiting int
+	probing bool
 }
 
 func (h *leaderHint) get() (string, int) {
@@ -62,6 +70,99 @@ func (h *leaderHint) follow(leader string) {
 		return
 	}
 	h.leader = leader
+	if h.moved != nil {
+		close(h.moved)
+		h.moved = nil
+	}
+}
+
+// hangCheck is how long a call to the leader goes unanswered before the
+// client asks the other members who leads. A leader that stopped, or was
+// cut off with its connections open, answers nothing, and a call to it
+// would wait for TCP to give up (keepalive: 40 s) while another member
+// leads. Once one names another leader, the call is sent there (a call
+// that is not retriable fails as Unavailable: its outcome is unknown).
+const hangCheck = time.Second
+
+// picked is where the picker notes the member it sent a call's attempt
+// to (a context value), for watch.
+type picked struct{ addr atomic.Pointer[string] }
+
+type pickedKey struct{}
+
+// watch cancels an attempt once the client learns that a member other
+// than the one the attempt went to leads; stop ends the watch and reports
+// whether it cancelled the attempt.
+func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(context.Context) (string, error)) (stop func() bool) {
+	var moved atomic.Bool
+	done := make(chan struct{})
+	t := time.AfterFunc(hangCheck, func() {
+		h.mu.Lock()
+		h.waiting++
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			h.waiting--
+			h.mu.Unlock()
+		}()
+		for {
+			h.mu.Lock()
+			if a := to.addr.Load(); a != nil && h.leader != "" && h.leader != *a {
+				h.mu.Unlock()
+				moved.Store(true)
+				cancel()
+				return
+			}
+			if h.moved == nil {
+				h.moved = make(chan struct{})
+			}
+			ch := h.moved
+			start := !h.probing
+			h.probing = true
+			h.mu.Unlock()
+			if start {
+				go h.probe(ask)
+			}
+			select {
+			case <-ch:
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() bool {
+		t.Stop()
+		close(done)
+		return moved.Load()
+	}
+}
+
+// probe asks the members in turn who leads, every half hangCheck, while
+// a call waits for the leader to change; one probe runs per client.
+func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
+	for {
+		h.mu.Lock()
+		if h.waiting == 0 {
+			h.probing = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), hangCheck/2)
+		leader, err := ask(ctx)
+		hung := ctx.Err() == context.DeadlineExceeded
+		cancel()
+		h.mu.Lock()
+		cur := h.leader
+		h.mu.Unlock()
+		if err == nil && leader != "" && leader != cur {
+			h.follow(leader)
+		}
+		if !hung { // answered, or refused (the member that hangs cost the timeout)
+			t := time.NewTimer(hangCheck / 2)
+			<-t.C
+		}
+	}
 }
 
 type hintKey struct{}
@@ -98,12 +199,17 @@ func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error)
 	if p.hint != nil {
 		leader, rr = p.hint.get()
 	}
-	for i, a := range p.addrs {
+	i := rr % len(p.scs)
+	for j, a := range p.addrs {
 		if a == leader {
-			return balancer.PickResult{SubConn: p.scs[i]}, nil
+			i = j
+			break
 		}
 	}
-	return balancer.PickResult{SubConn: p.scs[rr%len(p.scs)]}, nil
+	if to, ok := info.Ctx.Value(pickedKey{}).(*picked); ok {
+		to.addr.Store(&p.addrs[i])
+	}
+	return balancer.PickResult{SubConn: p.scs[i]}, nil
 }
 
 // groupDialOptions are the options that make one connection reach every
@@ -136,10 +242,28 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 		if dedupMethods[name] { // one id for every attempt (dedup.go)
 			ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, newRequestID())
 		}
+		// Who leads, as any member sees it, for watch: sent round robin
+		// (AnyMember), past this interceptor.
+		ask := func(ctx context.Context) (string, error) {
+			r := &metapb.MetaMembersResponse{}
+			err := inv(AnyMember(ctx), metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, r, cc)
+			return r.Leader, err
+		}
 		for {
-			err := fromStatus(inv(ctx, method, req, reply, cc, opts...))
+			to := &picked{}
+			actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
+			stop := func() bool { return false }
+			if !isStale(ctx) && !isAnyMember(ctx) {
+				stop = hint.watch(to, cancel, ask)
+			}
+			err := fromStatus(inv(actx, method, req, reply, cc, opts...))
+			moved := stop()
+			cancel()
 			if err == nil {
 				return nil
+			}
+			if moved && ctx.Err() == nil {
+				err = errors.E(errors.Op("meta"), errors.Unavailable, "a meta member did not answer and another leads: "+err.Error())
 			}
 			leader, refused := LeaderOf(err)
 			retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
@@ -152,7 +276,11 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 			if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
 				return err
 			}
-			hint.follow(leader)
+			if moved {
+				delay = 0 // the hint names the member that leads now
+			} else {
+				hint.follow(leader)
+			}
 			if refused && (isStale(ctx) || isAnyMember(ctx)) {
 				// A follower too far behind or without a leader (or
 				// the leader): the leader answers the next attempt at

@@ -219,10 +219,14 @@ func (s *Service) placementCandidates(now time.Time, exclude []string) []*dataSe
 func (s *Service) heartbeatAnswer(id string, reported []*metapb.VolumeStat) *metapb.HeartbeatResponse {
 	resp := &metapb.HeartbeatResponse{
 		MaxVolumeSize: s.cfg.MaxVolumeSize,
-		// Three quarters of DeadAfter, counted by the server from when it
-		// sent the heartbeat: it stops serving well before meta may call it
-		// dead and hand its volumes to others.
-		LeaseNs: int64(s.cfg.DeadAfter) * 3 / 4,
+		// DeadAfter less a tenth, counted by the server from when it sent
+		// the heartbeat, and by meta from when it took it (or, on a new
+		// leader, from its takeover: raft.go): the server stops serving
+		// before meta may call it dead and hand its volumes to others. The
+		// tenth covers clock rates and a call that passed the lease check
+		// at its last moment; the rest is what a data server rides out a
+		// meta failover on (chunk: leaseRenewals).
+		LeaseNs: int64(s.cfg.DeadAfter) * 9 / 10,
 	}
 	for _, v := range s.volumes {
 		if slices.Contains(v.ServerIds, id) {

@@ -308,9 +308,13 @@ func (g *group) takeOver(gen uint64) {
 		return
 	}
 	// Data servers heartbeat to the leader only: give them DeadAfter to
-	// find this one before any is taken for dead.
+	// find this one before any is taken for dead. What this member heard
+	// when it led before goes: a server it last heard from then may hold
+	// a lease from the leader between, which this one must honour, as it
+	// honours those of servers it never heard from (dead).
 	s.pmu.Lock()
 	s.cl.started = time.Now()
+	clear(s.servers)
 	s.pmu.Unlock()
 	if err := s.setupState(); err != nil {
 		s.log.Error("meta: new leader's set-up failed", "err", err)

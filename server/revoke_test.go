@@ -51,5 +51,5 @@ func TestRevokedDataServerStopsServing(t *testing.T) {
 	}
 	start := time.Now()
 	await.Until(t, 30*time.Second, "a read from the revoked data server fails", func() bool { return read() != nil })
-	t.Logf("reads refused %v after the revocation (the lease: 3/4 of --dead-after)", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("reads refused %v after the revocation (the lease: --dead-after less a tenth)", time.Since(start).Round(100*time.Millisecond))
 }

@@ -328,6 +328,24 @@ func (p *Proc) signal(t testing.TB, sig syscall.Signal) {
 	}
 }
 
+// Pause sends SIGSTOP: the process holds its connections but answers
+// nothing, as if cut off (peers see silence, not a closed socket). Resume
+// sends SIGCONT.
+func (p *Proc) Pause(t testing.TB) { p.send(t, syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (p *Proc) Resume(t testing.TB) { p.send(t, syscall.SIGCONT) }
+
+func (p *Proc) send(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if !p.Running() {
+		t.Fatalf("%s is not running", p.Name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
+	}
+}
+
 // Running reports whether the process is up.
 func (p *Proc) Running() bool {
 	if p.cmd == nil {

@@ -21,7 +21,7 @@ import (
 // servers can take them" until it lapsed: the soak's errors under load.)
 func TestSlowServersStayPlaceable(t *testing.T) {
 	// A long DeadAfter: the suspicion outlasts the test's writes, and the
-	// stopped servers' leases (3/4 of it) outlast the stop.
+	// stopped servers' leases (most of it) outlast the stop.
 	c := Start(t, Options{Bin: bin, DeadAfter: 40 * time.Second})
 	c.CreateNS(t, "slow", 3)
 	stopped := c.Chunks[:2]

@@ -98,3 +98,28 @@ func TestGroupClientLeavesHungLeader(t *testing.T) {
 		t.Fatalf("the directory the Mkdir made: %v", err)
 	}
 }
+
+// TestGroupLeaderCutOffGrantsNoLease: a leader that lost its group but
+// does not know it yet (its followers gone: it still calls itself leader
+// until its raft lease runs out) must not answer a data server's
+// heartbeat with a lease. Another member may lead by then, and count the
+// server's DeadAfter from its takeover, which a lease granted now would
+// outlast.
+func TestGroupLeaderCutOffGrantsNoLease(t *testing.T) {
+	g := newTestGroup(t, 3, nil)
+	l := g.awaitLeader()
+	for _, m := range g.members {
+		if m != l {
+			g.stop(m)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := l.svc.Heartbeat(ctx, &metapb.HeartbeatRequest{ServerId: "s1", Addr: "10.0.0.1:9000"})
+	if err == nil {
+		t.Fatalf("a leader without its majority granted a lease of %v", time.Duration(resp.LeaseNs))
+	}
+	if _, ok := LeaderOf(err); !ok {
+		t.Fatalf("refusal %v: want a not-leader answer, which sends the server to the members again", err)
+	}
+}

@@ -115,6 +115,21 @@ func (s *Service) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest) (
 		}
 		s.kickRepair()
 	}
+	if g := s.group; g != nil {
+		// A lease is a promise that no member moves the server's volumes
+		// before it ends. A leader cut off from the group (frozen, or
+		// partitioned, not yet aware that another member leads) could
+		// still answer, and its lease would outlast the DeadAfter the new
+		// leader gives the server from its takeover (raft.go). So the
+		// answer waits until a majority confirms, after the heartbeat came
+		// in, that this member still leads: the server counts the lease
+		// from before it sent the heartbeat, so no later leader can have
+		// taken over before the lease began. Raft shares one round among
+		// the heartbeats waiting at once.
+		if err := g.r.VerifyLeader().Error(); err != nil {
+			return nil, errors.E(op, g.notLeader())
+		}
+	}
 	keys := s.capKeys()
 	s.pmu.Lock()
 	defer s.pmu.Unlock()

@@ -72,9 +72,9 @@ type nsEntry struct {
 // heap a filled cache really takes.
 const (
 	fileOverhead    = 96 + int64(unsafe.Sizeof(File{})) + int64(unsafe.Sizeof(metapb.Inode{}))
-	extentCost      = 8 + int64(unsafe.Sizeof(metapb.Extent{})) // the pointer and the message
-	mapItemCost     = 64                                        // an entry of one of an inode's maps
-	dirRefCost      = 48                                        // a dirRefs slot, besides its key
+	extentCost      = int64(unsafe.Sizeof(metapb.Extent{})) // a message, besides its pointer (cap counts those)
+	mapItemCost     = 64                                    // an entry of one of an inode's maps
+	dirRefCost      = 48                                    // a dirRefs slot, besides its key
 	nsEntryOverhead = 96 + int64(unsafe.Sizeof(metapb.Namespace{}))
 )
 
@@ -82,7 +82,7 @@ const (
 // proto.Size stands for the variable part of the inode (strings, map
 // contents, part sizes): its wire form is about as long as their bytes.
 func fileCost(k string, f *File) int64 {
-	n := fileOverhead + int64(len(k)+len(f.NS)+len(f.Path)) + int64(len(f.Extents))*extentCost
+	n := fileOverhead + int64(len(k)+len(f.NS)+len(f.Path)) + int64(len(f.Extents))*extentCost + int64(cap(f.Extents))*8
 	if ino := f.Inode; ino != nil {
 		n += int64(proto.Size(ino))
 		n += mapItemCost * int64(len(ino.UserMeta)+len(ino.Headers)+len(ino.Tags)+len(ino.Xattrs))
@@ -134,12 +134,14 @@ func (c *cache) put(f *File, epoch uint64) {
 	if c.max < 0 {
 		return
 	}
+	k := fileKey(f.NS, f.Path)
+	cost := fileCost(k, f) // outside the lock: it walks the inode
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if epoch != c.epoch {
 		return
 	}
-	c.insertLocked(f, 0)
+	c.insertLocked(k, f, 0, cost)
 }
 
 // putWritten caches the answer to the client's own write, whose last event
@@ -148,6 +150,8 @@ func (c *cache) putWritten(f *File, seq uint64) {
 	if c.max < 0 {
 		return
 	}
+	k := fileKey(f.NS, f.Path)
+	cost := fileCost(k, f)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Resolves that started before the write must not insert what they
@@ -157,7 +161,7 @@ func (c *cache) putWritten(f *File, seq uint64) {
 		c.invalidateLocked(f.NS, f.Path, 0)
 		return
 	}
-	c.insertLocked(f, seq)
+	c.insertLocked(k, f, seq, cost)
 }
 
 // touchedSince reports whether an event after seq may have changed ns/p,
@@ -184,9 +188,8 @@ func (c *cache) recordLocked(seq uint64, ns, p string, namespace bool) {
 	c.lastSeq = max(c.lastSeq, seq)
 }
 
-func (c *cache) insertLocked(f *File, seq uint64) {
-	k := fileKey(f.NS, f.Path)
-	cost := fileCost(k, f)
+// insertLocked caches f under its key k; cost is fileCost(k, f).
+func (c *cache) insertLocked(k string, f *File, seq uint64, cost int64) {
 	if c.maxBytes > 0 && cost > c.maxBytes/8 {
 		// One entry may not take a large share of the cache (a file of
 		// a million extents): it would evict many others to fit.

@@ -64,8 +64,13 @@ trap 'exit 130' INT TERM
 
 ms() { date +%s%3N; }
 
-# pids: the processes to sample, rewritten whenever one (re)starts.
-save_pids() { for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids"; }
+# pids: the processes to sample, rewritten whenever one (re)starts; by a
+# rename, so that the sampler never reads half a file (a torn "unt PID"
+# line once showed up as a process of its own).
+save_pids() {
+	for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids.new"
+	mv "$OUT/pids.new" "$OUT/pids"
+}
 
 start_chunk() { # $1 = 1..4
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \

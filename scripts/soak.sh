@@ -12,8 +12,9 @@
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
 # stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
 # (keep the store's files), PPROF (serve pprof on meta's, the gateway's
-# and the mount's admin ports, BASE_PORT+3, +4 and +5, and save their heap
-# profiles in OUT/heap every PPROF seconds; the live heap each shows, as
+# and the mount's admin ports, BASE_PORT+3, +4 and +5, and the data
+# servers', +6 to +9, and save their heap profiles in OUT/heap every
+# PPROF seconds; the live heap each shows, as
 # of the process's last collection, goes to OUT/heap.log and gets a
 # summary of its own: RSS rises with garbage too, the live heap only with
 # what is kept).
@@ -73,8 +74,10 @@ save_pids() {
 }
 
 start_chunk() { # $1 = 1..4
+	local admin=(--admin off)
+	[ -z "${PPROF:-}" ] || admin=(--admin 127.0.0.1:$((BASE_PORT + 5 + $1)) --pprof)
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
-		--admin off --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
+		"${admin[@]}" --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
 	PID[chunk$1]=$!
 	save_pids
 }
@@ -148,14 +151,15 @@ save_pids
 ) >"$OUT/rss.log" &
 BG+=($!)
 # heap NAME PORT: save NAME's heap profile and log its live heap (the
-# profile's in-use total, in kB, as rss.log has RSS).
+# profile's in-use total, in kB, and the pid, as rss.log has RSS).
 heap() {
-	local t f
+	local t f pid
 	t=$(ms)
+	pid=$(awk -v n="$1" '$1 == n { print $2 }' "$OUT/pids")
 	f=$OUT/heap/$1.$((t / 1000)).pb.gz
 	curl -sf -o "$f" "http://127.0.0.1:$2/debug/pprof/heap" || return 0
 	go tool pprof -top -unit=kB -inuse_space "$f" 2>/dev/null |
-		awk -v t="$t" -v n="$1" '/ total$/ { v = $(NF - 1); sub(/kB$/, "", v); printf "%s %s %.0f\n", t, n, v; exit }'
+		awk -v t="$t" -v n="$1" -v p="$pid" '/ total$/ { v = $(NF - 1); sub(/kB$/, "", v); printf "%s %s %.0f %s\n", t, n, v, p; exit }'
 }
 if [ -n "${PPROF:-}" ]; then
 	mkdir -p "$OUT/heap"
@@ -165,6 +169,7 @@ if [ -n "${PPROF:-}" ]; then
 			heap meta $((BASE_PORT + 3))
 			heap gateway $((BASE_PORT + 4))
 			[ ${#MOUNTARG[@]} -eq 0 ] || heap mount $((BASE_PORT + 5))
+			for i in 1 2 3 4; do heap chunk$i $((BASE_PORT + 5 + i)); done
 		done
 	) >"$OUT/heap.log" &
 	BG+=($!)

@@ -73,7 +73,9 @@ const (
 	// a stale location can do is read a needle's bytes from the file a
 	// compaction replaced, for at most this long.
 	localTrust = 2 * time.Second
-	// localMaxLocs bounds the locations a client keeps per volume file.
+	// localMaxLocs bounds the locations a client keeps per data server,
+	// all its volume files together (some 3 MiB of maps): per file, a
+	// client that reads from many volumes would keep as many times that.
 	localMaxLocs = 1 << 16
 	// localRetry is how long a client waits before asking a data server
 	// again for local reads after they were refused or failed.
@@ -290,6 +292,7 @@ type localReader struct {
 	mu    sync.Mutex
 	idle  []*localConn
 	files map[uint32]*sharedFile
+	nlocs int         // locations kept in files' locs, at most localMaxLocs
 	timer *time.Timer // the janitor, while there is anything to close
 }
 
@@ -436,11 +439,29 @@ func (l *localReader) known(vid uint32, key uint64) (*sharedFile, volume.Locatio
 func (l *localReader) remember(sf *sharedFile, key uint64, loc volume.Location) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(sf.locs) >= localMaxLocs {
-		clear(sf.locs)
+	if sf.gone {
+		return // replaced: known no longer finds it
+	}
+	if _, ok := sf.locs[key]; !ok {
+		if l.nlocs >= localMaxLocs {
+			l.forgetLocsLocked()
+		}
+		if sf.locs == nil {
+			sf.locs = map[uint64]volume.Location{}
+		}
+		l.nlocs++
 	}
 	sf.locs[key] = loc
 	sf.confirmed = time.Now()
+}
+
+// forgetLocsLocked drops every location kept. The maps are replaced, not
+// cleared: a cleared map keeps the room it grew to.
+func (l *localReader) forgetLocsLocked() {
+	for _, sf := range l.files {
+		sf.locs = nil
+	}
+	l.nlocs = 0
 }
 
 // file returns volume vid's file of the given instance, asking the server
@@ -464,7 +485,7 @@ func (l *localReader) file(ctx context.Context, vid uint32, instance uint64) (*s
 		f.Close()
 		return nil, errLocalDown{err}
 	}
-	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, shard: shard, used: time.Now(), locs: map[uint64]volume.Location{}}
+	sf := &sharedFile{f: f, vid: vid, instance: a.loc.Instance, shard: shard, used: time.Now()}
 	l.mu.Lock()
 	if old := l.files[vid]; old != nil {
 		l.dropLocked(old)
@@ -495,6 +516,8 @@ func (l *localReader) dropLocked(sf *sharedFile) {
 		delete(l.files, sf.vid)
 	}
 	sf.gone = true
+	l.nlocs -= len(sf.locs)
+	sf.locs = nil
 	if sf.refs == 0 {
 		sf.f.Close()
 	}

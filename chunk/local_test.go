@@ -253,3 +253,52 @@ func FuzzLocalAnswer(f *testing.F) {
 		}
 	})
 }
+
+// TestLocalLocationsBounded: the needle locations a local reader keeps
+// are bounded across all its volume files, not per file (a reader of many
+// volumes kept localMaxLocs for each), and a dropped file's go with it.
+func TestLocalLocationsBounded(t *testing.T) {
+	l := &localReader{files: map[uint32]*sharedFile{}}
+	for vid := uint32(1); vid <= 4; vid++ {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.files[vid] = &sharedFile{f: f, vid: vid}
+	}
+	total := func() (n int) {
+		for _, sf := range l.files {
+			n += len(sf.locs)
+		}
+		return n
+	}
+	for i := range 3 * localMaxLocs {
+		vid := uint32(i%4 + 1)
+		key := uint64(i)
+		l.remember(l.files[vid], key, volume.Location{Data: int64(i)})
+		if i%1000 == 0 && l.files[vid].locs[key].Data != int64(i) {
+			t.Fatalf("location %d not kept just after it was located", i)
+		}
+		if n := total(); n > localMaxLocs || n != l.nlocs {
+			t.Fatalf("after %d locations: %d kept (counted %d), bound %d", i+1, n, l.nlocs, localMaxLocs)
+		}
+	}
+	// Locating a needle again adds nothing.
+	sf := l.files[1]
+	for k := range sf.locs {
+		n := l.nlocs
+		l.remember(sf, k, volume.Location{})
+		if l.nlocs != n {
+			t.Fatalf("a location remembered twice counted twice")
+		}
+		break
+	}
+	l.mu.Lock()
+	l.dropLocked(sf)
+	l.mu.Unlock()
+	l.remember(sf, 1<<60, volume.Location{}) // a reader that had it still in hand
+	if n := total(); n != l.nlocs || sf.locs != nil {
+		t.Fatalf("after a drop: %d kept, counted %d, dropped file holds %d", n, l.nlocs, len(sf.locs))
+	}
+	l.close()
+}

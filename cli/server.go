@@ -400,11 +400,15 @@ func gatewayCmd() *cobra.Command {
 	s3cfg := s3.Config{}
 	gcfg := gateway.Config{PublicMaxAge: 60 * time.Second, HotCacheSize: 256 << 20, HotObjectMax: 1 << 20}
 	var extent int64 = 8 << 20
+	var metaCache int64 = 64 << 20
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "Run the HTTP gateway",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if metaCache <= 0 { // the hot cache relies on the metadata cache's change stream
+				return errors.E(errors.Op("gateway"), errors.Invalid, "--meta-cache-size must be above zero")
+			}
 			userTLS, err := users.config()
 			if err != nil {
 				return err
@@ -422,7 +426,7 @@ func gatewayCmd() *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(),
+			cl, err := client.New(client.Config{Meta: mc, ExtentSize: extent, Logger: logger(), CacheBytes: metaCache,
 				Dial: revokedChunks(cmd.Context(), mc, clusterTLS)}) // tls.go
 			if err != nil {
 				return err
@@ -504,6 +508,7 @@ func gatewayCmd() *cobra.Command {
 	fs.DurationVar(&gcfg.PublicMaxAge, "public-max-age", gcfg.PublicMaxAge, "Cache-Control max-age for objects in public namespaces")
 	sizeFlag(fs, &gcfg.HotCacheSize, "hot-cache-size", "hot-object cache size (0 disables)")
 	sizeFlag(fs, &gcfg.HotObjectMax, "hot-object-max", "largest object the hot cache keeps")
+	sizeFlag(fs, &metaCache, "meta-cache-size", "file metadata (inodes, extent lists) kept to answer without asking meta")
 	sizeFlag(fs, &extent, "extent-size", "largest needle one write creates")
 	s3Listen = ":9000"
 	s3Flags(fs, &s3Listen, &s3cfg.Domain, &s3cfg.UploadMaxAge)

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
+
+	"google.golang.org/protobuf/proto"
 
 	"cairn/proto/metapb"
 )
@@ -21,9 +24,17 @@ import (
 // before it answers, so the write's own events often arrive first: recent
 // remembers the last events applied, and the answer is cached only if
 // none after the write touched its path (lastSeq is the newest applied).
+//
+// The cache is bounded by entries (max) and by bytes (maxBytes, against
+// used: an estimate of what the files, the directory counts and the
+// namespace records keep alive, see fileCost). A count alone does not
+// bound memory: a file's entry holds its decoded inode and extent list,
+// from a few hundred bytes to megabytes for a long extent list.
 type cache struct {
 	mu        sync.RWMutex
 	max       int
+	maxBytes  int64
+	used      int64
 	ttl       time.Duration
 	watching  bool
 	epoch     uint64
@@ -42,19 +53,52 @@ type recentEvent struct {
 }
 
 type fileEntry struct {
-	f   *File
-	at  time.Time
-	seq uint64 // events at or below seq are already reflected in f
+	f    *File
+	at   time.Time
+	seq  uint64 // events at or below seq are already reflected in f
+	cost int64  // fileCost, counted in cache.used
 }
 
 type nsEntry struct {
-	n  *metapb.Namespace
-	at time.Time
+	n    *metapb.Namespace
+	at   time.Time
+	cost int64
 }
 
-func newCache(max int, ttl time.Duration) *cache {
+// What the cache's entries cost besides their strings and their protos'
+// contents, on 64-bit Go: a map slot (key header, value, hash bits and
+// the map's slack at its load factor) plus the structs allocated per
+// entry, rounded up. TestCacheCostEstimate holds the estimate against the
+// heap a filled cache really takes.
+const (
+	fileOverhead    = 96 + int64(unsafe.Sizeof(File{})) + int64(unsafe.Sizeof(metapb.Inode{}))
+	extentCost      = int64(unsafe.Sizeof(metapb.Extent{})) // a message, besides its pointer (cap counts those)
+	mapItemCost     = 64                                    // an entry of one of an inode's maps
+	dirRefCost      = 48                                    // a dirRefs slot, besides its key
+	nsEntryOverhead = 96 + int64(unsafe.Sizeof(metapb.Namespace{}))
+)
+
+// fileCost estimates the bytes an entry for f under key k keeps alive.
+// proto.Size stands for the variable part of the inode (strings, map
+// contents, part sizes): its wire form is about as long as their bytes.
+func fileCost(k string, f *File) int64 {
+	n := fileOverhead + int64(len(k)+len(f.NS)+len(f.Path)) + int64(len(f.Extents))*extentCost + int64(cap(f.Extents))*8
+	if ino := f.Inode; ino != nil {
+		n += int64(proto.Size(ino))
+		n += mapItemCost * int64(len(ino.UserMeta)+len(ino.Headers)+len(ino.Tags)+len(ino.Xattrs))
+	}
+	return n
+}
+
+func nsCost(name string, n *metapb.Namespace) int64 {
+	return nsEntryOverhead + int64(len(name)) + int64(proto.Size(n))
+}
+
+// newCache returns a cache of at most max files (-1: none cached) and
+// about maxBytes bytes (0: no byte bound).
+func newCache(max int, maxBytes int64, ttl time.Duration) *cache {
 	return &cache{
-		max: max, ttl: ttl,
+		max: max, maxBytes: maxBytes, ttl: ttl,
 		files:   map[string]fileEntry{},
 		dirRefs: map[string]int{},
 		ns:      map[string]nsEntry{},
@@ -90,12 +134,14 @@ func (c *cache) put(f *File, epoch uint64) {
 	if c.max < 0 {
 		return
 	}
+	k := fileKey(f.NS, f.Path)
+	cost := fileCost(k, f) // outside the lock: it walks the inode
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if epoch != c.epoch {
 		return
 	}
-	c.insertLocked(f, 0)
+	c.insertLocked(k, f, 0, cost)
 }
 
 // putWritten caches the answer to the client's own write, whose last event
@@ -104,6 +150,8 @@ func (c *cache) putWritten(f *File, seq uint64) {
 	if c.max < 0 {
 		return
 	}
+	k := fileKey(f.NS, f.Path)
+	cost := fileCost(k, f)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Resolves that started before the write must not insert what they
@@ -113,7 +161,7 @@ func (c *cache) putWritten(f *File, seq uint64) {
 		c.invalidateLocked(f.NS, f.Path, 0)
 		return
 	}
-	c.insertLocked(f, seq)
+	c.insertLocked(k, f, seq, cost)
 }
 
 // touchedSince reports whether an event after seq may have changed ns/p,
@@ -140,35 +188,56 @@ func (c *cache) recordLocked(seq uint64, ns, p string, namespace bool) {
 	c.lastSeq = max(c.lastSeq, seq)
 }
 
-func (c *cache) insertLocked(f *File, seq uint64) {
-	k := fileKey(f.NS, f.Path)
-	if _, ok := c.files[k]; !ok {
-		if len(c.files) >= c.max {
-			c.evictLocked()
-		}
-		c.forEachParent(f.NS, f.Path, func(d string) { c.dirRefs[d]++ })
+// insertLocked caches f under its key k; cost is fileCost(k, f).
+func (c *cache) insertLocked(k string, f *File, seq uint64, cost int64) {
+	if c.maxBytes > 0 && cost > c.maxBytes/8 {
+		// One entry may not take a large share of the cache (a file of
+		// a million extents): it would evict many others to fit.
+		c.invalidateLocked(f.NS, f.Path, 0)
+		return
 	}
-	c.files[k] = fileEntry{f: f, at: time.Now(), seq: seq}
+	// A replaced entry goes first, so that eviction cannot pick it
+	// while its successor is counted.
+	if old, ok := c.files[k]; ok {
+		c.removeLocked(k, old)
+	}
+	if len(c.files) >= c.max || c.over(cost) {
+		c.evictLocked(cost)
+	}
+	c.forEachParent(f.NS, f.Path, func(d string) {
+		if c.dirRefs[d]++; c.dirRefs[d] == 1 {
+			c.used += dirRefCost + int64(len(d))
+		}
+	})
+	c.used += cost
+	c.files[k] = fileEntry{f: f, at: time.Now(), seq: seq, cost: cost}
 }
 
-// evictLocked drops about a tenth of the cache; Go's map iteration order
-// makes that a random sample, which is as good as LRU for this purpose
-// and costs no bookkeeping on the read path.
-func (c *cache) evictLocked() {
+// over reports whether adding cost bytes would take the cache past its
+// byte bound.
+func (c *cache) over(cost int64) bool { return c.maxBytes > 0 && c.used+cost > c.maxBytes }
+
+// evictLocked drops about a tenth of the cache, and more until cost more
+// bytes fit; Go's map iteration order makes that a random sample, which
+// is as good as LRU for this purpose and costs no bookkeeping on the read
+// path.
+func (c *cache) evictLocked(cost int64) {
 	n := len(c.files)/10 + 1
 	for k, e := range c.files {
-		c.removeLocked(k, e.f)
-		if n--; n == 0 {
+		c.removeLocked(k, e)
+		if n--; n <= 0 && !c.over(cost) {
 			return
 		}
 	}
 }
 
-func (c *cache) removeLocked(k string, f *File) {
+func (c *cache) removeLocked(k string, e fileEntry) {
 	delete(c.files, k)
-	c.forEachParent(f.NS, f.Path, func(d string) {
+	c.used -= e.cost
+	c.forEachParent(e.f.NS, e.f.Path, func(d string) {
 		if c.dirRefs[d]--; c.dirRefs[d] <= 0 {
 			delete(c.dirRefs, d)
+			c.used -= dirRefCost + int64(len(d))
 		}
 	})
 }
@@ -202,7 +271,7 @@ func (c *cache) invalidateLocked(ns, p string, seq uint64) {
 	stale := func(e fileEntry) bool { return seq == 0 || e.seq < seq }
 	k := fileKey(ns, p)
 	if e, ok := c.files[k]; ok && stale(e) {
-		c.removeLocked(k, e.f)
+		c.removeLocked(k, e)
 	}
 	if c.dirRefs[k] > 0 {
 		prefix := k
@@ -211,7 +280,7 @@ func (c *cache) invalidateLocked(ns, p string, seq uint64) {
 		}
 		for fk, e := range c.files {
 			if strings.HasPrefix(fk, prefix) && stale(e) {
-				c.removeLocked(fk, e.f)
+				c.removeLocked(fk, e)
 			}
 		}
 	}
@@ -238,9 +307,17 @@ func (c *cache) getNS(name string) (*metapb.Namespace, bool) {
 func (c *cache) putNS(name string, n *metapb.Namespace, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if epoch == c.epoch {
-		c.ns[name] = nsEntry{n: n, at: time.Now()}
+	if epoch != c.epoch {
+		return
 	}
+	// Namespaces are few next to files: their records count in used (so
+	// that files make room for them) but are not evicted.
+	if old, ok := c.ns[name]; ok {
+		c.used -= old.cost
+	}
+	e := nsEntry{n: n, at: time.Now(), cost: nsCost(name, n)}
+	c.used += e.cost
+	c.ns[name] = e
 }
 
 // invalidateNS drops a namespace record. Files cached in it stay: only an
@@ -249,7 +326,10 @@ func (c *cache) putNS(name string, n *metapb.Namespace, epoch uint64) {
 func (c *cache) invalidateNS(name string) {
 	c.mu.Lock()
 	c.epoch++
-	delete(c.ns, name)
+	if e, ok := c.ns[name]; ok {
+		c.used -= e.cost
+		delete(c.ns, name)
+	}
 	c.mu.Unlock()
 }
 
@@ -263,6 +343,7 @@ func (c *cache) reset(watching bool) {
 	c.files = map[string]fileEntry{}
 	c.dirRefs = map[string]int{}
 	c.ns = map[string]nsEntry{}
+	c.used = 0
 }
 
 func (c *cache) notify(ev *metapb.Event) {

@@ -26,9 +26,14 @@ type Config struct {
 	// Parallel bounds concurrent needle uploads of one write and concurrent
 	// range reads of one read. Default 4.
 	Parallel int
-	// CacheEntries bounds the metadata cache. Default 1,000,000; -1
-	// disables.
+	// CacheEntries bounds the metadata cache in files. Default
+	// 1,000,000; -1 disables.
 	CacheEntries int
+	// CacheBytes bounds the metadata cache in bytes (an estimate of the
+	// inodes, extent lists and paths it keeps, cache.go), whichever of it
+	// and CacheEntries comes first. Default 64 MiB (some 90,000 small
+	// files); -1: no byte bound.
+	CacheBytes int64
 	// CacheTTL is how long a cached entry is trusted while the change
 	// stream is down. Default 1s.
 	CacheTTL time.Duration
@@ -54,6 +59,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CacheEntries == 0 {
 		c.CacheEntries = 1_000_000
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = 64 << 20
 	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Second
@@ -99,7 +107,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:     cfg,
 		meta:    &capMeta{MetaClient: cfg.Meta, caps: caps},
 		caps:    caps,
-		cache:   newCache(cfg.CacheEntries, cfg.CacheTTL),
+		cache:   newCache(cfg.CacheEntries, max(cfg.CacheBytes, 0), cfg.CacheTTL),
 		chunks:  map[string]cairn.Chunks{},
 		volumes: map[uint32]*metapb.Volume{},
 		assign:  map[string]*metapb.Volume{},

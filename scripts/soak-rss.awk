@@ -18,6 +18,12 @@
 # fitted rise over the two thirds is under 5% of the RSS at a third, or
 # under 16 MiB; else "RISING" (a cache still filling, or a leak: see the
 # heap profiles).
+#
+# -v what=NAME names what the samples are (default RSS): soak.sh runs it
+# again on heap.log, the live heap from each heap profile, which rises
+# only with what a process keeps (a cache filling, or a leak), not with
+# the garbage between collections that RSS also holds.
+BEGIN { if (what == "") what = "RSS" }
 until != "" && $1 + 0 > until + 0 {
 	if ($3 + 0 > after[$2]) after[$2] = $3 + 0
 	next
@@ -39,7 +45,7 @@ function at(n, frac,   i, tt) { # value of n's first sample at or after frac of 
 END {
 	for (i = 1; i <= nn; i++) sorted[i] = names[i]
 	for (i = 1; i <= nn; i++) for (j = i + 1; j <= nn; j++) if (sorted[j] < sorted[i]) { x = sorted[i]; sorted[i] = sorted[j]; sorted[j] = x }
-	printf "== RSS in MiB (load: load average)%s\n  %-8s %7s %7s %7s %7s %7s %7s%s\n", until != "" ? ", of the load; read-back: the most while every write was read back" : "",
+	printf "== %s in MiB%s%s\n  %-8s %7s %7s %7s %7s %7s %7s%s\n", what, ("load" in cnt) ? " (load: load average)" : "", until != "" ? ", of the load; read-back: the most while every write was read back" : "",
 		"name", "first", "1/4", "1/2", "3/4", "last", "max", until != "" ? "  read-back" : ""
 	for (k = 1; k <= nn; k++) {
 		n = sorted[k]; d = n == "load" ? 100 : 1024; m = 0
@@ -52,7 +58,7 @@ END {
 	cut = first + (last - first) / 3
 	warm = 180000 # ms of a restarted life left out
 	span = (last - cut) / 60000 # minutes
-	printf "== RSS over the last two thirds (%.0f min): MiB at 1/3 -> end, slope (level: rise under 5%% or 16 MiB)\n", span
+	printf "== %s over the last two thirds (%.0f min): MiB at 1/3 -> end, slope (level: rise under 5%% or 16 MiB)\n", what, span
 	for (k = 1; k <= nn; k++) {
 		n = sorted[k]
 		if (n == "load") continue

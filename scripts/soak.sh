@@ -12,14 +12,21 @@
 # after the restart. Knobs: KILL_EVERY (120), DOWN (5: seconds a server
 # stays dead), GRACE (30), BASE_PORT (19400), OUT (a new directory), KEEP
 # (keep the store's files), PPROF (serve pprof on meta's, the gateway's
-# and the mount's admin ports, BASE_PORT+3, +4 and +5, and save their heap
-# profiles in OUT/heap every PPROF seconds).
+# and the mount's admin ports, BASE_PORT+3, +4 and +5, and the data
+# servers', +6 to +9, and save their heap profiles in OUT/heap every
+# PPROF seconds; the live heap each shows, as
+# of the process's last collection, goes to OUT/heap.log and gets a
+# summary of its own: RSS rises with garbage too, the live heap only with
+# what is kept).
 # Cache sizes (empty: the product's defaults): META_BLOCK_CACHE (meta
 # --block-cache-size, 256MiB), META_READ_CACHE (meta --read-cache-size,
 # 64MiB), META_MEMTABLE (meta --memtable-size, 64MiB: Pebble doubles its
-# write buffer from 256 KiB up to it, flush by flush), HOT_CACHE (gateway --hot-cache-size, 256MiB), MOUNT_CACHE (mount
-# --cache-size, 512MiB). Small ones fill in the first minutes, so that a
-# 30-minute run shows whether memory is level once they are full.
+# write buffer from 256 KiB up to it, flush by flush), HOT_CACHE (gateway
+# --hot-cache-size, 256MiB), GW_META_CACHE (gateway --meta-cache-size,
+# 64MiB: the inodes and extent lists of files it wrote or resolved),
+# MOUNT_CACHE (mount --cache-size, 512MiB). Small ones fill in the first
+# minutes, so that a 30-minute run shows whether memory is level once they
+# are full.
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${1:?usage: soak.sh DURATION (e.g. 30m)}
@@ -58,12 +65,19 @@ trap 'exit 130' INT TERM
 
 ms() { date +%s%3N; }
 
-# pids: the processes to sample, rewritten whenever one (re)starts.
-save_pids() { for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids"; }
+# pids: the processes to sample, rewritten whenever one (re)starts; by a
+# rename, so that the sampler never reads half a file (a torn "unt PID"
+# line once showed up as a process of its own).
+save_pids() {
+	for name in "${!PID[@]}"; do echo "$name ${PID[$name]}"; done >"$OUT/pids.new"
+	mv "$OUT/pids.new" "$OUT/pids"
+}
 
 start_chunk() { # $1 = 1..4
+	local admin=(--admin off)
+	[ -z "${PPROF:-}" ] || admin=(--admin 127.0.0.1:$((BASE_PORT + 5 + $1)) --pprof)
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
-		--admin off --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
+		"${admin[@]}" --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
 	PID[chunk$1]=$!
 	save_pids
 }
@@ -83,7 +97,7 @@ wait_alive() { # $1 = how many
 sizearg() { [ -z "$2" ] || echo "$1=$2"; }
 META_CACHES=($(sizearg --block-cache-size "${META_BLOCK_CACHE:-}") $(sizearg --read-cache-size "${META_READ_CACHE:-}")
 	$(sizearg --memtable-size "${META_MEMTABLE:-}"))
-GW_CACHES=($(sizearg --hot-cache-size "${HOT_CACHE:-}"))
+GW_CACHES=($(sizearg --hot-cache-size "${HOT_CACHE:-}") $(sizearg --meta-cache-size "${GW_META_CACHE:-}"))
 MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}"))
 
 META_ADMIN=(--admin off)
@@ -136,17 +150,28 @@ save_pids
 	done
 ) >"$OUT/rss.log" &
 BG+=($!)
+# heap NAME PORT: save NAME's heap profile and log its live heap (the
+# profile's in-use total, in kB, and the pid, as rss.log has RSS).
+heap() {
+	local t f pid
+	t=$(ms)
+	pid=$(awk -v n="$1" '$1 == n { print $2 }' "$OUT/pids")
+	f=$OUT/heap/$1.$((t / 1000)).pb.gz
+	curl -sf -o "$f" "http://127.0.0.1:$2/debug/pprof/heap" || return 0
+	go tool pprof -top -unit=kB -inuse_space "$f" 2>/dev/null |
+		awk -v t="$t" -v n="$1" -v p="$pid" '/ total$/ { v = $(NF - 1); sub(/kB$/, "", v); printf "%s %s %.0f %s\n", t, n, v, p; exit }'
+}
 if [ -n "${PPROF:-}" ]; then
 	mkdir -p "$OUT/heap"
 	(
 		while :; do
 			sleep "$PPROF"
-			t=$(date +%s)
-			curl -sf -o "$OUT/heap/meta.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 3))/debug/pprof/heap" || true
-			curl -sf -o "$OUT/heap/gateway.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 4))/debug/pprof/heap" || true
-			[ ${#MOUNTARG[@]} -eq 0 ] || curl -sf -o "$OUT/heap/mount.$t.pb.gz" "http://127.0.0.1:$((BASE_PORT + 5))/debug/pprof/heap" || true
+			heap meta $((BASE_PORT + 3))
+			heap gateway $((BASE_PORT + 4))
+			[ ${#MOUNTARG[@]} -eq 0 ] || heap mount $((BASE_PORT + 5))
+			for i in 1 2 3 4; do heap chunk$i $((BASE_PORT + 5 + i)); done
 		done
-	) &
+	) >"$OUT/heap.log" &
 	BG+=($!)
 fi
 
@@ -198,4 +223,5 @@ awk 'NR == FNR { from[NR] = $1; to[NR] = $2; k = NR; next }
 	  if (!inside) { out++; if (out <= 10) print "  outside: " $0 }; total++ }
 	END { printf "%d / %d\n", out, total; exit out > 0 }' "$OUT/kills.log" "$OUT/errors.log" || rc=1
 awk -v until="$LOAD_END" -f scripts/soak-rss.awk "$OUT/rss.log"
+[ -z "${PPROF:-}" ] || awk -v until="$LOAD_END" -v what="live heap" -f scripts/soak-rss.awk "$OUT/heap.log"
 exit $rc

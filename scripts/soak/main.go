@@ -107,8 +107,11 @@ func main() {
 	}
 	retire := func(p string) error {
 		a.mu.Lock()
-		sum := a.whole[p]
+		sum, ok := a.whole[p]
 		a.mu.Unlock()
+		if !ok {
+			return nil // its PUT failed: nothing was acknowledged, nothing to retire
+		}
 		body, err := get(hc, p)
 		if err != nil {
 			return err // still in the model: verified at the end

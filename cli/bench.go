@@ -29,7 +29,7 @@ func benchCmd(o *options) *cobra.Command {
 		// The load generator shares the machine with what it measures;
 		// the servers' GC setting keeps its own CPU share down too.
 		PersistentPreRunE: func(*cobra.Command, []string) error {
-			tuneGC()
+			tuneGC(garbageHeadroom)
 			if cpuProfile == "" {
 				return nil
 			}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -36,6 +37,7 @@ type mountFlags struct {
 	maxFiles   int
 	maxListing int
 	capCache   string
+	gcHeadroom int64
 	timeout    time.Duration
 	syncClose  bool
 	wbEntries  int    // --writeback-max-entries
@@ -75,6 +77,7 @@ not moved by reads; the default is relatime).`,
 	fl.StringVar(&f.dirtyMax, "dirty-max", "64MiB", "write-back buffer per file before it is flushed early")
 	fl.IntVar(&f.maxFiles, "max-files", 10000, "files the kernel keeps looked up, open ones aside (past it the least recently used are dropped from its cache)")
 	fl.IntVar(&f.maxListing, "max-listing", 10000, "entries of a directory listing kept to answer lookups and readdir (a larger directory is listed by meta)")
+	gcHeadroomFlag(fl, &f.gcHeadroom, mountGarbageHeadroom)
 	fl.StringVar(&f.capCache, "cap-cache-size", "8MiB", "data-plane capabilities kept by needle (least recently used out; an evicted one costs a lookup)")
 	fl.DurationVar(&f.timeout, "attr-timeout", 10*time.Minute, "kernel entry/attribute timeout while the session is live")
 	fl.BoolVar(&f.syncClose, "sync-close", false, "commit on close instead of behind it (close-to-open holds either way)")
@@ -100,7 +103,7 @@ func runMount(ctx context.Context, o *options, f *mountFlags, args []string) err
 		// The block cache (--cache-size) is live heap: at the default GOGC
 		// the heap grew to twice it, a 512 MiB cache made a 1.09 GB
 		// mount in the soak. See limitGarbage.
-		defer limitGarbage(mountGarbageHeadroom)()
+		defer limitGarbage(uint64(cmp.Or(f.gcHeadroom, mountGarbageHeadroom)))()
 	}
 	cfg := fusefs.Config{
 		Namespace: ns, Mountpoint: dir, Readahead: f.readahead, Parallel: f.parallel, Timeout: f.timeout, SyncClose: f.syncClose, DiskCache: f.diskCache,

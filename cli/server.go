@@ -36,9 +36,18 @@ import (
 func serverCommands() []*cobra.Command {
 	cmds := []*cobra.Command{serverCmd(), metaCmd(), chunkCmd(), gatewayCmd()}
 	for _, c := range cmds {
-		c.PreRun = func(*cobra.Command, []string) { tuneGC() }
+		var headroom int64
+		gcHeadroomFlag(c.Flags(), &headroom, garbageHeadroom)
+		c.PreRun = func(*cobra.Command, []string) { tuneGC(uint64(cmp.Or(headroom, garbageHeadroom))) }
 	}
 	return cmds
+}
+
+// gcHeadroomFlag is --gc-headroom, the most garbage a process lets pile up
+// between collections (limitGarbage): its resident memory settles at its
+// live heap plus about this much (0: def).
+func gcHeadroomFlag(fs *pflag.FlagSet, p *int64, def int64) {
+	sizeFlag(fs, p, "gc-headroom", fmt.Sprintf("most garbage held between collections: memory settles at the live heap plus about this; ignored when GOMEMLIMIT is set (default %s)", bench.FormatSize(def)))
 }
 
 // tuneGC makes the garbage collector run a quarter as often as Go's
@@ -47,14 +56,15 @@ func serverCommands() []*cobra.Command {
 // share of the CPU collecting: at GOGC=400 a meta Resolve over gRPC cost
 // about a fifth less CPU and doubled throughput on 2 loaded cores
 // (BenchmarkResolveGRPC, 200,000 calls). Unless GOMEMLIMIT says
-// otherwise, the garbage is also held under garbageHeadroom (gc.go), so
+// otherwise, the garbage is also held under headroom (--gc-headroom,
+// garbageHeadroom by default; gc.go), so
 // that a large live heap is not multiplied by five.
-func tuneGC() {
+func tuneGC(headroom uint64) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		limitGarbage(garbageHeadroom)
+		limitGarbage(headroom)
 	}
 }
 

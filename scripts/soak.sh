@@ -24,7 +24,10 @@
 # write buffer from 256 KiB up to it, flush by flush), HOT_CACHE (gateway
 # --hot-cache-size, 256MiB), GW_META_CACHE (gateway --meta-cache-size,
 # 64MiB: the inodes and extent lists of files it wrote or resolved),
-# MOUNT_CACHE (mount --cache-size, 512MiB). Small ones fill in the first
+# MOUNT_CACHE (mount --cache-size, 512MiB), GC_HEADROOM (every process's
+# --gc-headroom, 256MiB and the mount's 128MiB: resident memory settles at
+# the live heap plus about that much, which a 30-minute run at the
+# default may not yet reach). Small ones fill in the first
 # minutes, so that a 30-minute run shows whether memory is level once they
 # are full.
 # Everything it starts it stops by PID.
@@ -77,7 +80,7 @@ start_chunk() { # $1 = 1..4
 	local admin=(--admin off)
 	[ -z "${PPROF:-}" ] || admin=(--admin 127.0.0.1:$((BASE_PORT + 5 + $1)) --pprof)
 	"$CAIRN" chunk --data "$OUT/chunk$1" --listen 127.0.0.1:$((BASE_PORT + 10 + $1)) --meta "$META" \
-		"${admin[@]}" --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
+		"${admin[@]}" "${GC[@]}" --join "$JOIN" >>"$OUT/chunk$1.log" 2>&1 &
 	PID[chunk$1]=$!
 	save_pids
 }
@@ -98,7 +101,8 @@ sizearg() { [ -z "$2" ] || echo "$1=$2"; }
 META_CACHES=($(sizearg --block-cache-size "${META_BLOCK_CACHE:-}") $(sizearg --read-cache-size "${META_READ_CACHE:-}")
 	$(sizearg --memtable-size "${META_MEMTABLE:-}"))
 GW_CACHES=($(sizearg --hot-cache-size "${HOT_CACHE:-}") $(sizearg --meta-cache-size "${GW_META_CACHE:-}"))
-MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}"))
+MOUNT_CACHES=($(sizearg --cache-size "${MOUNT_CACHE:-}") $(sizearg --gc-headroom "${GC_HEADROOM:-}"))
+GC=($(sizearg --gc-headroom "${GC_HEADROOM:-}"))
 
 META_ADMIN=(--admin off)
 GW_ADMIN=(--admin off)
@@ -108,7 +112,7 @@ if [ -n "${PPROF:-}" ]; then
 	GW_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 4)) --pprof)
 	MOUNT_ADMIN=(--admin 127.0.0.1:$((BASE_PORT + 5)) --pprof)
 fi
-"$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" "${META_CACHES[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
+"$CAIRN" meta --data "$OUT/meta" --listen "$META" "${META_ADMIN[@]}" "${META_CACHES[@]}" "${GC[@]}" --dead-after 5s >"$OUT/meta.log" 2>&1 &
 PID[meta]=$!
 # Servers join with a token (the cluster CA is meta's; see README).
 export CAIRN_CA=$OUT/meta/ca.pem
@@ -119,7 +123,7 @@ for _ in $(seq 100); do
 done
 [ -n "$JOIN" ] || { echo "soak: meta gave no join token; see $OUT/meta.log" >&2; exit 1; }
 for i in 1 2 3 4; do start_chunk "$i"; done
-"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" "${GW_ADMIN[@]}" "${GW_CACHES[@]}" --console off --data "$OUT/gateway" \
+"$CAIRN" gateway --meta "$META" --http 127.0.0.1:$BASE_PORT --s3 "$S3" "${GW_ADMIN[@]}" "${GW_CACHES[@]}" "${GC[@]}" --console off --data "$OUT/gateway" \
 	--join "$("$CAIRN" admin join-token --meta "$META" --role gateway)" >"$OUT/gateway.log" 2>&1 &
 PID[gateway]=$!
 wait_alive 4

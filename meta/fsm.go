@@ -73,39 +73,96 @@ func (s *Service) applyEntry(cmd *metapb.Command, index uint64, sync bool) (res 
 // (the state one by one would give, in one batch still: the commands of
 // one log entry are applied together or not at all).
 func (s *Service) applyEntries(es []entry, sync bool) ([]applyAnswer, error) {
+	ev, err := s.evaluate(es)
+	if err != nil {
+		return nil, err
+	}
+	b := ev.b
+	if ev.last != 0 {
+		if err := b.Set(keyApplied, be64(ev.last), nil); err != nil {
+			ev.discard()
+			return nil, errors.E(errors.Op("meta.apply"), errors.IO, err)
+		}
+	}
+	if b.Empty() {
+		b.Close()
+		return ev.answers, nil
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	s.rc.beginWrite()
+	err = s.db.Apply(b, opts)
+	s.rc.endWrite(b)
+	b.Close()
+	if err != nil {
+		ev.undo.revert()
+		return nil, errors.E(errors.Op("meta.apply"), diskKind(err), err)
+	}
+	for i, a := range ev.answers {
+		if a.res != nil && !ev.dups[i] {
+			s.published(a.res)
+			if es[i].index != 0 || sync {
+				s.kickGC(a.res)
+			}
+		}
+	}
+	return ev.answers, nil
+}
+
+// evaluation is commands run against the applied state into one indexed
+// batch that is not applied yet: applyEntries applies it, a group's
+// leader sends it to the members as a write set (writeset.go).
+type evaluation struct {
+	b       *pebble.Batch
+	answers []applyAnswer
+	dups    []bool // answered from the request table: nothing to publish
+	// undo reverts what the commands changed in the request table's
+	// index (s.reqs), should b not be applied.
+	undo reqUndo
+	last uint64 // the highest index of the entries
+}
+
+// discard drops an evaluation that is not applied.
+func (ev *evaluation) discard() {
+	ev.undo.revert()
+	ev.b.Close()
+}
+
+// evaluate runs es, in order, against the applied state in one batch
+// (see applyEntries for a command that fails partway). Called with s.mu
+// held.
+func (s *Service) evaluate(es []entry) (*evaluation, error) {
 	var failed map[int]error
 	for {
-		answers, partial, err := s.applyShared(es, sync, failed)
+		ev, partial, partialErr, err := s.evaluateOnce(es, failed)
 		if err != nil || partial < 0 {
-			return answers, err
+			return ev, err
 		}
 		if failed == nil {
 			failed = map[int]error{}
 		}
-		failed[partial] = answers[partial].err
+		failed[partial] = partialErr
 	}
 }
 
-// applyShared is applyEntries' one batch. partial >= 0 names an entry
-// that failed after writing (nothing was applied; its answer is in
-// answers[partial]). failed holds the entries known to fail, with their
-// errors: they are not run again, only their outcomes recorded.
-func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answers []applyAnswer, partial int, err error) {
+// evaluateOnce is evaluate's one batch. partial >= 0 names an entry that
+// failed, with partialErr, after writing (the batch is dropped). failed
+// holds the entries known to fail, with their errors: they are not run
+// again, only their outcomes recorded.
+func (s *Service) evaluateOnce(es []entry, failed map[int]error) (ev *evaluation, partial int, partialErr, err error) {
 	if err := s.reqs.load(s.db); err != nil {
-		return nil, -1, err
+		return nil, -1, nil, err
 	}
-	var undo reqUndo
-	b := s.db.NewIndexedBatch()
+	ev = &evaluation{b: s.db.NewIndexedBatch(), answers: make([]applyAnswer, len(es)), dups: make([]bool, len(es))}
+	b := ev.b
 	shared := newSharedBatch()
 	defer shared.close()
-	fail := func(err error) ([]applyAnswer, int, error) {
-		undo.revert()
-		b.Close()
-		return nil, -1, err
+	fail := func(err error) (*evaluation, int, error, error) {
+		ev.discard()
+		return nil, -1, nil, err
 	}
-	answers = make([]applyAnswer, len(es))
-	dups := make([]bool, len(es))
-	var last uint64
 	for i, e := range es {
 		var res *result
 		var cmdErr error
@@ -123,17 +180,15 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 				n0 := b.Count()
 				res, cmdErr = applyCommand(s.db, b, e.cmd, s.rc, shared)
 				if cmdErr != nil && b.Count() != n0 {
-					undo.revert()
-					b.Close()
-					answers[i] = applyAnswer{err: cmdErr}
-					return answers, i, nil
+					ev.discard()
+					return nil, i, cmdErr, nil
 				}
 			}
 			if cmdErr != nil {
 				res = nil
 			}
 			if id := e.cmd.RequestId; len(id) > 0 {
-				if err := s.reqs.remember(b, id, res, cmdErr, &undo); err != nil {
+				if err := s.reqs.remember(b, id, res, cmdErr, &ev.undo); err != nil {
 					return fail(err)
 				}
 			}
@@ -141,39 +196,10 @@ func (s *Service) applyShared(es []entry, sync bool, failed map[int]error) (answ
 				shared.absorb(b, off)
 			}
 		}
-		answers[i], dups[i] = applyAnswer{res: res, err: cmdErr}, dup
-		last = max(last, e.index)
+		ev.answers[i], ev.dups[i] = applyAnswer{res: res, err: cmdErr}, dup
+		ev.last = max(ev.last, e.index)
 	}
-	if last != 0 {
-		if err := b.Set(keyApplied, be64(last), nil); err != nil {
-			return fail(errors.E(errors.Op("meta.apply"), errors.IO, err))
-		}
-	}
-	if b.Empty() {
-		b.Close()
-		return answers, -1, nil
-	}
-	opts := pebble.NoSync
-	if sync {
-		opts = pebble.Sync
-	}
-	s.rc.beginWrite()
-	err = s.db.Apply(b, opts)
-	s.rc.endWrite(b)
-	b.Close()
-	if err != nil {
-		undo.revert()
-		return nil, -1, errors.E(errors.Op("meta.apply"), diskKind(err), err)
-	}
-	for i, a := range answers {
-		if a.res != nil && !dups[i] {
-			s.published(a.res)
-			if es[i].index != 0 || sync {
-				s.kickGC(a.res)
-			}
-		}
-	}
-	return answers, -1, nil
+	return ev, -1, nil, nil
 }
 
 // published does what follows a visible command on every replica: its

@@ -21,7 +21,9 @@ import (
 // entry: the busier meta is, the more commands each entry carries, with
 // no timer (a command that finds nothing in flight is proposed at once).
 //
-// An entry holding one command is that command's encoding, as before; one
+// With one entry in flight (the default) an entry is the leader's
+// evaluation of its commands, a write set (writeset.go). Otherwise, an
+// entry holding one command is that command's encoding, as before; one
 // holding several is batchMarker followed by each encoded command behind
 // its length (a uvarint). No encoded Command starts with a zero byte (a
 // protobuf field tag is never 0), so the two cannot be confused. The
@@ -87,9 +89,12 @@ var (
 type proposer struct {
 	depth    int  // maxInflight when the group started
 	noGather bool // gatherOff when the group started
-	mu       sync.Mutex
-	waiting  []*proposal
-	inflight int // entries between Apply and their answers
+	// writeSets: the leader proposes its evaluations (writeset.go), with
+	// one entry in flight and writeSetsOff unset when the group started.
+	writeSets bool
+	mu        sync.Mutex
+	waiting   []*proposal
+	inflight  int // entries between Apply and their answers
 	// arrived is signalled (without blocking) by each command queued
 	// while a proposer gathers.
 	arrived   chan struct{}
@@ -101,7 +106,9 @@ type proposer struct {
 
 // proposal is one command on its way through the log.
 type proposal struct {
-	data []byte
+	cmd  *metapb.Command
+	size int    // the command's encoded size
+	data []byte // its encoding, for an entry of commands (nil with write sets)
 	// wake is signalled once: when the command is answered, or when this
 	// proposal is to send the entry lead (which holds it) itself.
 	wake chan struct{}
@@ -122,15 +129,20 @@ type proposal struct {
 func (g *group) propose(cmd *metapb.Command) (*result, error) {
 	const op = errors.Op("meta.propose")
 	cmd.NowNs = time.Now().UnixNano()
-	data, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, errors.E(op, errors.Invalid, err)
+	q := &g.props
+	p := &proposal{cmd: cmd, wake: make(chan struct{}, 1)}
+	if q.writeSets {
+		p.size = proto.Size(cmd)
+	} else {
+		data, err := proto.Marshal(cmd)
+		if err != nil {
+			return nil, errors.E(op, errors.Invalid, err)
+		}
+		p.data, p.size = data, len(data)
 	}
-	if err := g.s.cfg.space.admit(len(data)); err != nil { // bounded while the disk is full (storespace.go)
+	if err := g.s.cfg.space.admit(p.size); err != nil { // bounded while the disk is full (storespace.go)
 		return nil, err
 	}
-	p := &proposal{data: data, wake: make(chan struct{}, 1)}
-	q := &g.props
 	q.mu.Lock()
 	q.waiting = append(q.waiting, p)
 	var lead []*proposal
@@ -181,7 +193,7 @@ func (g *group) propose(cmd *metapb.Command) (*result, error) {
 func (q *proposer) take() []*proposal {
 	n, size := 0, 0
 	for n < len(q.waiting) && n < maxEntryCommands {
-		size += len(q.waiting[n].data)
+		size += q.waiting[n].size
 		if n > 0 && size > maxEntryBytes {
 			break
 		}
@@ -284,15 +296,28 @@ func (g *group) send(self *proposal, ps []*proposal) {
 // apply appends ps as one entry and returns the state machine's answers,
 // one per proposal, or the error that answers them all.
 func (g *group) apply(ps []*proposal) ([]applyAnswer, error) {
+	if g.props.writeSets {
+		return g.proposeWriteSet(ps) // writeset.go
+	}
+	return g.proposeCommands(ps)
+}
+
+// proposeCommands appends ps as one entry of commands, which every member
+// runs, and returns the state machine's answers.
+func (g *group) proposeCommands(ps []*proposal) ([]applyAnswer, error) {
 	const op = errors.Op("meta.propose")
+	for _, p := range ps {
+		if p.data == nil { // proposed for a write set first
+			data, err := proto.Marshal(p.cmd)
+			if err != nil {
+				return nil, errors.E(op, errors.Invalid, err)
+			}
+			p.data = data
+		}
+	}
 	f := g.r.Apply(encodeEntry(ps), 10*time.Second)
 	if err := f.Error(); err != nil {
-		switch err {
-		case raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress:
-			return nil, g.notLeader() // never appended: safe to send again
-		}
-		// Appended perhaps, committed perhaps: the caller cannot know.
-		return nil, errors.E(op, errors.Unavailable, "meta leadership changed while the command was in flight; it may or may not have been applied", err)
+		return nil, g.appendError(err)
 	}
 	switch a := f.Response().(type) {
 	case applyAnswer:
@@ -308,6 +333,17 @@ func (g *group) apply(ps []*proposal) ([]applyAnswer, error) {
 		}
 	}
 	return nil, errors.E(op, errors.IO, "no answer from the state machine")
+}
+
+// appendError is the answer to the commands of an entry whose append
+// failed.
+func (g *group) appendError(err error) error {
+	switch err {
+	case raft.ErrNotLeader, raft.ErrLeadershipTransferInProgress:
+		return g.notLeader() // never appended: safe to send again
+	}
+	// Appended perhaps, committed perhaps: the caller cannot know.
+	return errors.E(errors.Op("meta.propose"), errors.Unavailable, "meta leadership changed while the command was in flight; it may or may not have been applied", err)
 }
 
 // encodeEntry is the log entry of ps: the one command as it is, or the

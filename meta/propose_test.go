@@ -136,12 +136,8 @@ func TestGroupBatchesProposals(t *testing.T) {
 		if e.Type != raft.LogCommand {
 			continue
 		}
-		cmds, err := decodeEntry(e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
 		entries++
-		most = max(most, len(cmds))
+		most = max(most, commandsIn(t, e.Data))
 	}
 	if entries >= n || most != n-q.depth {
 		t.Fatalf("%d commands went to the log as %d entries, the largest holding %d (want %d)", n, entries, most, n-q.depth)

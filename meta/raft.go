@@ -199,6 +199,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 	g.props.depth = maxInflight
 	g.props.arrived = make(chan struct{}, 1)
 	g.props.noGather = gatherOff
+	g.props.writeSets = maxInflight == 1 && !writeSetsOff
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -464,50 +465,103 @@ var _ raft.BatchingFSM = (*raftFSM)(nil)
 // Apply applies one committed entry (Raft calls ApplyBatch).
 func (f *raftFSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies committed entries, in one Pebble batch (applyEntries).
-// Entries the store already holds (a restart replays the log from the
-// last snapshot) are skipped. The batch is not synced: the entries are in
-// the synced Raft log, and a store that lost its last batches in a crash
-// has an applied index that says so, from which they are applied again.
+// ApplyBatch applies committed entries: the runs of write sets
+// (writeset.go) each in one Pebble batch (applyWriteSets), the runs of
+// entries of commands each in one batch too (applyEntries). Entries the
+// store already holds (a restart replays the log from the last snapshot)
+// are skipped. The batches are not synced: the entries are in the synced
+// Raft log, and a store that lost its last batches in a crash has an
+// applied index that says so, from which they are applied again.
 func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	g := (*group)(f)
 	out := make([]any, len(logs))
-	es := make([]entry, 0, len(logs))
-	at := make([]int, 0, len(logs))  // es[j] is a command of logs[at[j]] ...
-	sub := make([]int, 0, len(logs)) // ... its sub[j]-th, when it holds several
+	var cmds commandRun
+	var sets []writeSetLog
+	var failed error // the store's: nothing after it is applied
+	flushSets := func() {
+		if len(sets) > 0 && failed == nil {
+			if failed = g.applyWriteSets(sets, out); failed != nil {
+				g.storeFailed(sets[0].index, failed)
+				for _, w := range sets {
+					out[w.i] = applyAnswer{err: failed}
+				}
+			}
+		}
+		sets = sets[:0]
+	}
 	applied := g.applied.Load()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand || l.Index <= applied {
 			continue
 		}
-		cmds, err := decodeEntry(l.Data)
+		if failed != nil {
+			out[i] = applyAnswer{err: failed}
+			continue
+		}
+		if isWriteSet(l.Data) {
+			ws, err := decodeWriteSet(l.Data)
+			if err != nil {
+				g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
+				out[i] = applyAnswer{err: err}
+				continue
+			}
+			if failed = g.applyCommands(&cmds, out); failed != nil {
+				out[i] = applyAnswer{err: failed}
+				continue
+			}
+			sets = append(sets, writeSetLog{i: i, index: l.Index, ws: ws})
+			continue
+		}
+		if flushSets(); failed != nil {
+			out[i] = applyAnswer{err: failed}
+			continue
+		}
+		cs, err := decodeEntry(l.Data)
 		if err != nil {
 			g.s.log.Error("meta: unreadable log entry", "index", l.Index, "err", err)
 			out[i] = applyAnswer{err: errors.E(errors.Op("meta.apply"), errors.Corrupt, err)}
 			continue
 		}
-		if len(cmds) > 1 {
-			out[i] = make([]applyAnswer, len(cmds))
+		if len(cs) > 1 {
+			out[i] = make([]applyAnswer, len(cs))
 		}
-		for k, cmd := range cmds {
-			es, at, sub = append(es, entry{cmd, l.Index}), append(at, i), append(sub, k)
+		for k, cmd := range cs {
+			cmds.es, cmds.at, cmds.sub = append(cmds.es, entry{cmd, l.Index}), append(cmds.at, i), append(cmds.sub, k)
 		}
 	}
+	if flushSets(); failed == nil {
+		failed = g.applyCommands(&cmds, out)
+	}
+	return out
+}
+
+// commandRun is a run of entries of commands to apply in one batch:
+// es[j] is a command of logs[at[j]], its sub[j]-th when it holds several.
+type commandRun struct {
+	es      []entry
+	at, sub []int
+}
+
+// applyCommands applies run (applyEntries) and answers its entries in
+// out. An error is the store's: nothing was applied.
+func (g *group) applyCommands(run *commandRun, out []any) error {
+	es, at, sub := run.es, run.at, run.sub
+	*run = commandRun{}
 	if len(es) == 0 {
-		return out
+		return nil
 	}
 	g.s.mu.Lock()
 	answers, err := g.s.applyEntries(es, false)
+	if err == nil {
+		g.noteApplied(es[len(es)-1].index)
+	}
 	g.s.mu.Unlock()
 	if err != nil {
-		// The store cannot take what the majority agreed: this member
-		// must not go on applying later entries over a gap.
-		g.s.log.Error("meta: store failed applying committed entries; leaving the group", "first", es[0].index, "err", err)
-		go g.shutdown()
+		g.storeFailed(es[0].index, err)
 		for _, i := range at {
 			out[i] = applyAnswer{err: err}
 		}
-		return out
+		return err
 	}
 	for j, i := range at {
 		if several, ok := out[i].([]applyAnswer); ok {
@@ -516,8 +570,15 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 			out[i] = answers[j]
 		}
 	}
-	g.noteApplied(es[len(es)-1].index)
-	return out
+	return nil
+}
+
+// storeFailed leaves the group: the store cannot take what the majority
+// agreed, and this member must not go on applying later entries over a
+// gap.
+func (g *group) storeFailed(first uint64, err error) {
+	g.s.log.Error("meta: store failed applying committed entries; leaving the group", "first", first, "err", err)
+	go g.shutdown()
 }
 
 // Snapshot takes a Pebble snapshot, consistent with the entries applied

@@ -17,7 +17,11 @@
 #
 # Knobs: DURATION (6s), CONCURRENCY (10), SIZE (4KiB), ROUNDS (2), DATA
 # (2), BASE_PORT (49500: each cluster takes 20 ports from there), CAIRN (a
-# binary to measure instead of building this tree's), CAIRN_OLD.
+# binary to measure instead of building this tree's), CAIRN_OLD, PROFILE
+# (a directory: each meta serves pprof, and every run writes a CPU profile
+# of each meta there, NAME-metaI-rR.prof), IDLE (seconds: before each run,
+# the CPU each process spends per second with no load, such as a group's
+# heartbeats and commit-index appends).
 # Everything it starts it stops by PID.
 set -euo pipefail
 DURATION=${DURATION:-6s}
@@ -53,6 +57,9 @@ start() {
 	all=$(IFS=,; echo "${addrs[*]}")
 	for ((i = 0; i < metas; i++)); do
 		local args=(meta --data "$dir/meta$i" --listen "${addrs[i]}" --admin off --replication 1 --dead-after 5s)
+		if [[ -n ${PROFILE:-} ]]; then
+			args+=(--admin "127.0.0.1:$((port + 15 + i))" --pprof)
+		fi
 		if ((metas > 1)); then
 			args+=(--raft-listen "127.0.0.1:$((port + 2 + 2 * i))")
 			if ((i == 0)); then
@@ -108,10 +115,32 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() {
 	local bin=$1 name=$2 ep ca pids out before=() after=() i=0 role pid
 	ep=${name}_EP ca=${name}_CA pids=${name}_PIDS
+	if [[ -n ${IDLE:-} ]]; then
+		local idle0=() j=0 il
+		il=$(printf '%-14s idle CPU ms/s:' "$name")
+		for role in ${!pids}; do idle0+=("$(cpu "${role#*=}")"); done
+		sleep "$IDLE"
+		for role in ${!pids}; do
+			il+=" ${role%%=*} $(( ($(cpu "${role#*=}") - idle0[j]) * 10 / IDLE ))"
+			j=$((j + 1))
+		done
+		echo "$il"
+	fi
 	for role in ${!pids}; do before+=("$(cpu "${role#*=}")"); done
+	local profs=()
+	if [[ -n ${PROFILE:-} ]]; then
+		local port=${!ep##*:} secs=${DURATION%s} m=0
+		for role in ${!pids}; do
+			[[ $role == meta* ]] || continue
+			curl -s -o "$PROFILE/$name-${role%%=*}-r$r.prof" "http://127.0.0.1:$((port + 15 + m))/debug/pprof/profile?seconds=$((secs - 1))" &
+			profs+=($!)
+			m=$((m + 1))
+		done
+	fi
 	out=$(CAIRN_CA=${!ca} /usr/bin/time -f 'client %U %S' "$bin" bench put --endpoint "${!ep}" --size "$SIZE" \
 		--concurrency "$CONCURRENCY" --duration "$DURATION" --warmup 0s --ns "b$name" 2>&1)
 	for role in ${!pids}; do after+=("$(cpu "${role#*=}")"); done
+	for pid in "${profs[@]}"; do wait "$pid" || true; done
 	local ops n load
 	# The row's name holds a space ("put 4KiB"): count from its end
 	# (... OPS/S MB/S P50 P90 P99 MAX OPS ERRORS).

@@ -4705,6 +4705,169 @@ func (x *CommandOutcome) GetServer() *ClusterServerState {
 	return nil
 }
 
+// WriteSet is a log entry of a group evaluated by the leader (fsm.go,
+// "Write sets"): the changes its commands made to the state, as a Pebble
+// batch, and what every member does once it holds them. A member applies
+// the batch only if its applied index is still base, the state the leader
+// evaluated against; otherwise the entry changes nothing (but the applied
+// index) and the leader evaluates its commands again. (Field numbers from
+// the band 1020-1029 of the session that added it.)
+type WriteSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Base          uint64                 `protobuf:"varint,1020,opt,name=base,proto3" json:"base,omitempty"`
+	Batch         []byte                 `protobuf:"bytes,1021,opt,name=batch,proto3" json:"batch,omitempty"`     // a Pebble batch's repr
+	Effects       []*WriteEffect         `protobuf:"bytes,1022,rep,name=effects,proto3" json:"effects,omitempty"` // in command order; commands that had none are left out
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteSet) Reset() {
+	*x = WriteSet{}
+	mi := &file_proto_meta_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteSet) ProtoMessage() {}
+
+func (x *WriteSet) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteSet.ProtoReflect.Descriptor instead.
+func (*WriteSet) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *WriteSet) GetBase() uint64 {
+	if x != nil {
+		return x.Base
+	}
+	return 0
+}
+
+func (x *WriteSet) GetBatch() []byte {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+func (x *WriteSet) GetEffects() []*WriteEffect {
+	if x != nil {
+		return x.Effects
+	}
+	return nil
+}
+
+// WriteEffect is what one command's apply does beyond the store, on every
+// member (published in fsm.go): its events to watchers, the caches of
+// volumes, draining servers, orphans, revocations and secrets, and the
+// collector's wake-up.
+type WriteEffect struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1020,rep,name=events,proto3" json:"events,omitempty"`
+	Orphans       []uint64               `protobuf:"varint,1021,rep,packed,name=orphans,proto3" json:"orphans,omitempty"`
+	Volume        *Volume                `protobuf:"bytes,1022,opt,name=volume,proto3" json:"volume,omitempty"`
+	Server        *ClusterServerState    `protobuf:"bytes,1023,opt,name=server,proto3" json:"server,omitempty"`
+	Garbage       bool                   `protobuf:"varint,1024,opt,name=garbage,proto3" json:"garbage,omitempty"`
+	Revoked       bool                   `protobuf:"varint,1025,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Secrets       bool                   `protobuf:"varint,1026,opt,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteEffect) Reset() {
+	*x = WriteEffect{}
+	mi := &file_proto_meta_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteEffect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteEffect) ProtoMessage() {}
+
+func (x *WriteEffect) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteEffect.ProtoReflect.Descriptor instead.
+func (*WriteEffect) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *WriteEffect) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WriteEffect) GetOrphans() []uint64 {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *WriteEffect) GetVolume() *Volume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+func (x *WriteEffect) GetServer() *ClusterServerState {
+	if x != nil {
+		return x.Server
+	}
+	return nil
+}
+
+func (x *WriteEffect) GetGarbage() bool {
+	if x != nil {
+		return x.Garbage
+	}
+	return false
+}
+
+func (x *WriteEffect) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *WriteEffect) GetSecrets() bool {
+	if x != nil {
+		return x.Secrets
+	}
+	return false
+}
+
 // MountSessionMsg is what a mount sends on its session stream: the first
 // message names the session, every later one acknowledges that the mount
 // has applied every event up to ack (dropped its caches and the kernel's).
@@ -4718,7 +4881,7 @@ type ReclaimOrphansCommand struct {
 
 func (x *ReclaimOrphansCommand) Reset() {
 	*x = ReclaimOrphansCommand{}
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4730,7 +4893,7 @@ func (x *ReclaimOrphansCommand) String() string {
 func (*ReclaimOrphansCommand) ProtoMessage() {}
 
 func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[47]
+	mi := &file_proto_meta_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4743,7 +4906,7 @@ func (x *ReclaimOrphansCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimOrphansCommand.ProtoReflect.Descriptor instead.
 func (*ReclaimOrphansCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{47}
+	return file_proto_meta_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ReclaimOrphansCommand) GetInos() []uint64 {
@@ -4774,7 +4937,7 @@ type MountSessionMsg struct {
 
 func (x *MountSessionMsg) Reset() {
 	*x = MountSessionMsg{}
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4786,7 +4949,7 @@ func (x *MountSessionMsg) String() string {
 func (*MountSessionMsg) ProtoMessage() {}
 
 func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[48]
+	mi := &file_proto_meta_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4799,7 +4962,7 @@ func (x *MountSessionMsg) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSessionMsg.ProtoReflect.Descriptor instead.
 func (*MountSessionMsg) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{48}
+	return file_proto_meta_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MountSessionMsg) GetSession() string {
@@ -4870,7 +5033,7 @@ type MountDirtyRequest struct {
 
 func (x *MountDirtyRequest) Reset() {
 	*x = MountDirtyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +5045,7 @@ func (x *MountDirtyRequest) String() string {
 func (*MountDirtyRequest) ProtoMessage() {}
 
 func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[49]
+	mi := &file_proto_meta_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +5058,7 @@ func (x *MountDirtyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyRequest.ProtoReflect.Descriptor instead.
 func (*MountDirtyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{49}
+	return file_proto_meta_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *MountDirtyRequest) GetSession() string {
@@ -4946,7 +5109,7 @@ type MountSymlinkRequest struct {
 
 func (x *MountSymlinkRequest) Reset() {
 	*x = MountSymlinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4958,7 +5121,7 @@ func (x *MountSymlinkRequest) String() string {
 func (*MountSymlinkRequest) ProtoMessage() {}
 
 func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[50]
+	mi := &file_proto_meta_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4971,7 +5134,7 @@ func (x *MountSymlinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountSymlinkRequest.ProtoReflect.Descriptor instead.
 func (*MountSymlinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{50}
+	return file_proto_meta_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MountSymlinkRequest) GetNs() string {
@@ -5021,7 +5184,7 @@ type MountLinkRequest struct {
 
 func (x *MountLinkRequest) Reset() {
 	*x = MountLinkRequest{}
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5196,7 @@ func (x *MountLinkRequest) String() string {
 func (*MountLinkRequest) ProtoMessage() {}
 
 func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[51]
+	mi := &file_proto_meta_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5209,7 @@ func (x *MountLinkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLinkRequest.ProtoReflect.Descriptor instead.
 func (*MountLinkRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{51}
+	return file_proto_meta_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *MountLinkRequest) GetNs() string {
@@ -5085,7 +5248,7 @@ type MountXattrRequest struct {
 
 func (x *MountXattrRequest) Reset() {
 	*x = MountXattrRequest{}
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5097,7 +5260,7 @@ func (x *MountXattrRequest) String() string {
 func (*MountXattrRequest) ProtoMessage() {}
 
 func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[52]
+	mi := &file_proto_meta_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5110,7 +5273,7 @@ func (x *MountXattrRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountXattrRequest.ProtoReflect.Descriptor instead.
 func (*MountXattrRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{52}
+	return file_proto_meta_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *MountXattrRequest) GetNs() string {
@@ -5175,7 +5338,7 @@ type MountDirtyResponse struct {
 
 func (x *MountDirtyResponse) Reset() {
 	*x = MountDirtyResponse{}
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5187,7 +5350,7 @@ func (x *MountDirtyResponse) String() string {
 func (*MountDirtyResponse) ProtoMessage() {}
 
 func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[53]
+	mi := &file_proto_meta_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5200,7 +5363,7 @@ func (x *MountDirtyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountDirtyResponse.ProtoReflect.Descriptor instead.
 func (*MountDirtyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{53}
+	return file_proto_meta_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MountDirtyResponse) GetAlone() bool {
@@ -5221,7 +5384,7 @@ type MountReserveRequest struct {
 
 func (x *MountReserveRequest) Reset() {
 	*x = MountReserveRequest{}
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5233,7 +5396,7 @@ func (x *MountReserveRequest) String() string {
 func (*MountReserveRequest) ProtoMessage() {}
 
 func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[54]
+	mi := &file_proto_meta_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5246,7 +5409,7 @@ func (x *MountReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveRequest.ProtoReflect.Descriptor instead.
 func (*MountReserveRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{54}
+	return file_proto_meta_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MountReserveRequest) GetCount() uint32 {
@@ -5266,7 +5429,7 @@ type MountReserveResponse struct {
 
 func (x *MountReserveResponse) Reset() {
 	*x = MountReserveResponse{}
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5278,7 +5441,7 @@ func (x *MountReserveResponse) String() string {
 func (*MountReserveResponse) ProtoMessage() {}
 
 func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[55]
+	mi := &file_proto_meta_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5291,7 +5454,7 @@ func (x *MountReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountReserveResponse.ProtoReflect.Descriptor instead.
 func (*MountReserveResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{55}
+	return file_proto_meta_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MountReserveResponse) GetFirst() uint64 {
@@ -5322,7 +5485,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5334,7 +5497,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[56]
+	mi := &file_proto_meta_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5347,7 +5510,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{56}
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -5382,7 +5545,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5394,7 +5557,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[57]
+	mi := &file_proto_meta_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5407,7 +5570,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{57}
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -5429,7 +5592,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5604,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5617,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -5481,7 +5644,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5493,7 +5656,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5506,7 +5669,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -5543,7 +5706,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5555,7 +5718,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5568,7 +5731,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -5667,7 +5830,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5679,7 +5842,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5692,7 +5855,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -5738,7 +5901,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5750,7 +5913,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5763,7 +5926,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -5833,7 +5996,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5845,7 +6008,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5858,7 +6021,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -5945,7 +6108,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5957,7 +6120,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5970,7 +6133,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *StorageClass) GetName() string {
@@ -6019,7 +6182,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6031,7 +6194,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6044,7 +6207,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *S3User) GetName() string {
@@ -6070,7 +6233,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6082,7 +6245,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6095,7 +6258,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -6114,7 +6277,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6126,7 +6289,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6139,7 +6302,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -6166,7 +6329,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6178,7 +6341,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6191,7 +6354,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -6245,7 +6408,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6257,7 +6420,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6270,7 +6433,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -6290,7 +6453,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6302,7 +6465,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6315,7 +6478,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -6343,7 +6506,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6355,7 +6518,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6368,7 +6531,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -6406,7 +6569,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6418,7 +6581,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6431,7 +6594,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -6479,7 +6642,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6491,7 +6654,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6504,7 +6667,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -6530,7 +6693,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6542,7 +6705,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6555,7 +6718,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -6579,7 +6742,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6591,7 +6754,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6604,7 +6767,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -6671,7 +6834,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6683,7 +6846,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6696,7 +6859,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -6767,7 +6930,7 @@ type S3LifecycleRule struct {
 
 func (x *S3LifecycleRule) Reset() {
 	*x = S3LifecycleRule{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6779,7 +6942,7 @@ func (x *S3LifecycleRule) String() string {
 func (*S3LifecycleRule) ProtoMessage() {}
 
 func (x *S3LifecycleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6792,7 +6955,7 @@ func (x *S3LifecycleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LifecycleRule.ProtoReflect.Descriptor instead.
 func (*S3LifecycleRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3LifecycleRule) GetId() string {
@@ -6871,7 +7034,7 @@ type S3PublicAccessBlock struct {
 
 func (x *S3PublicAccessBlock) Reset() {
 	*x = S3PublicAccessBlock{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6883,7 +7046,7 @@ func (x *S3PublicAccessBlock) String() string {
 func (*S3PublicAccessBlock) ProtoMessage() {}
 
 func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6896,7 +7059,7 @@ func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PublicAccessBlock.ProtoReflect.Descriptor instead.
 func (*S3PublicAccessBlock) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3PublicAccessBlock) GetBlockPublicAcls() bool {
@@ -6950,7 +7113,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6962,7 +7125,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6975,7 +7138,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -7080,7 +7243,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7092,7 +7255,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7105,7 +7268,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -7151,7 +7314,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7163,7 +7326,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7176,7 +7339,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -7260,7 +7423,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7272,7 +7435,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7285,7 +7448,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -7323,7 +7486,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7335,7 +7498,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7348,7 +7511,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -7397,7 +7560,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7409,7 +7572,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7422,7 +7585,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -7456,7 +7619,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7468,7 +7631,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7481,7 +7644,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -7513,7 +7676,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7525,7 +7688,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7538,7 +7701,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -7587,7 +7750,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7599,7 +7762,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7612,7 +7775,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -7647,7 +7810,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7659,7 +7822,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7672,7 +7835,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -7709,7 +7872,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7721,7 +7884,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7734,7 +7897,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7782,7 +7945,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7794,7 +7957,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7807,7 +7970,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -7839,7 +8002,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7851,7 +8014,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7864,7 +8027,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -7914,7 +8077,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7926,7 +8089,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7939,7 +8102,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -7970,7 +8133,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7982,7 +8145,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7995,7 +8158,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -8043,7 +8206,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8055,7 +8218,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8068,7 +8231,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -8097,7 +8260,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8109,7 +8272,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8122,7 +8285,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -8164,7 +8327,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8176,7 +8339,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8189,7 +8352,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -8224,7 +8387,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8236,7 +8399,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8249,7 +8412,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -8275,7 +8438,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8287,7 +8450,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8300,7 +8463,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -8321,7 +8484,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8333,7 +8496,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8346,7 +8509,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -8375,7 +8538,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8387,7 +8550,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8400,7 +8563,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -8476,7 +8639,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8488,7 +8651,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8501,7 +8664,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -8576,7 +8739,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8588,7 +8751,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8601,7 +8764,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -8696,7 +8859,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8708,7 +8871,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8721,7 +8884,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8773,7 +8936,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8785,7 +8948,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8798,7 +8961,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -8832,7 +8995,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8844,7 +9007,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8857,7 +9020,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -8881,7 +9044,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8893,7 +9056,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8906,7 +9069,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *MetaMember) GetId() string {
@@ -8949,7 +9112,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8961,7 +9124,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8974,7 +9137,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -9015,7 +9178,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9027,7 +9190,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9040,7 +9203,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -9066,7 +9229,7 @@ type MetaReadIndexResponse struct {
 
 func (x *MetaReadIndexResponse) Reset() {
 	*x = MetaReadIndexResponse{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9078,7 +9241,7 @@ func (x *MetaReadIndexResponse) String() string {
 func (*MetaReadIndexResponse) ProtoMessage() {}
 
 func (x *MetaReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9091,7 +9254,7 @@ func (x *MetaReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*MetaReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *MetaReadIndexResponse) GetIndex() uint64 {
@@ -9111,7 +9274,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9123,7 +9286,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9136,7 +9299,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -9160,7 +9323,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9172,7 +9335,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9185,7 +9348,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -9229,7 +9392,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9241,7 +9404,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9254,7 +9417,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -9317,7 +9480,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9329,7 +9492,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9342,7 +9505,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *S3Version) GetKey() string {
@@ -9427,7 +9590,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9439,7 +9602,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9452,7 +9615,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{114}
+	return file_proto_meta_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -9506,7 +9669,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9518,7 +9681,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9531,7 +9694,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{115}
+	return file_proto_meta_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -9609,7 +9772,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9621,7 +9784,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9634,7 +9797,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{116}
+	return file_proto_meta_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -9667,7 +9830,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9679,7 +9842,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9692,7 +9855,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{117}
+	return file_proto_meta_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9766,7 +9929,7 @@ type TierRule struct {
 
 func (x *TierRule) Reset() {
 	*x = TierRule{}
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9778,7 +9941,7 @@ func (x *TierRule) String() string {
 func (*TierRule) ProtoMessage() {}
 
 func (x *TierRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9791,7 +9954,7 @@ func (x *TierRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRule.ProtoReflect.Descriptor instead.
 func (*TierRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{118}
+	return file_proto_meta_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *TierRule) GetTo() string {
@@ -9848,7 +10011,7 @@ type TierPolicy struct {
 
 func (x *TierPolicy) Reset() {
 	*x = TierPolicy{}
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9860,7 +10023,7 @@ func (x *TierPolicy) String() string {
 func (*TierPolicy) ProtoMessage() {}
 
 func (x *TierPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9873,7 +10036,7 @@ func (x *TierPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicy.ProtoReflect.Descriptor instead.
 func (*TierPolicy) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{119}
+	return file_proto_meta_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *TierPolicy) GetNs() string {
@@ -9920,7 +10083,7 @@ type TierPolicyRequest struct {
 
 func (x *TierPolicyRequest) Reset() {
 	*x = TierPolicyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9932,7 +10095,7 @@ func (x *TierPolicyRequest) String() string {
 func (*TierPolicyRequest) ProtoMessage() {}
 
 func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9945,7 +10108,7 @@ func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyRequest.ProtoReflect.Descriptor instead.
 func (*TierPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{120}
+	return file_proto_meta_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *TierPolicyRequest) GetNs() string {
@@ -9964,7 +10127,7 @@ type TierPolicyList struct {
 
 func (x *TierPolicyList) Reset() {
 	*x = TierPolicyList{}
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9976,7 +10139,7 @@ func (x *TierPolicyList) String() string {
 func (*TierPolicyList) ProtoMessage() {}
 
 func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9989,7 +10152,7 @@ func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyList.ProtoReflect.Descriptor instead.
 func (*TierPolicyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{121}
+	return file_proto_meta_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *TierPolicyList) GetPolicies() []*TierPolicy {
@@ -10010,7 +10173,7 @@ type TierClassBytes struct {
 
 func (x *TierClassBytes) Reset() {
 	*x = TierClassBytes{}
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10022,7 +10185,7 @@ func (x *TierClassBytes) String() string {
 func (*TierClassBytes) ProtoMessage() {}
 
 func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10035,7 +10198,7 @@ func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierClassBytes.ProtoReflect.Descriptor instead.
 func (*TierClassBytes) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{122}
+	return file_proto_meta_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *TierClassBytes) GetClass() string {
@@ -10084,7 +10247,7 @@ type TierStatusResponse struct {
 
 func (x *TierStatusResponse) Reset() {
 	*x = TierStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10096,7 +10259,7 @@ func (x *TierStatusResponse) String() string {
 func (*TierStatusResponse) ProtoMessage() {}
 
 func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10109,7 +10272,7 @@ func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStatusResponse.ProtoReflect.Descriptor instead.
 func (*TierStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{123}
+	return file_proto_meta_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *TierStatusResponse) GetClasses() []*TierClassBytes {
@@ -10227,7 +10390,7 @@ type TierMoveCommand struct {
 
 func (x *TierMoveCommand) Reset() {
 	*x = TierMoveCommand{}
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10239,7 +10402,7 @@ func (x *TierMoveCommand) String() string {
 func (*TierMoveCommand) ProtoMessage() {}
 
 func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10252,7 +10415,7 @@ func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierMoveCommand.ProtoReflect.Descriptor instead.
 func (*TierMoveCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{124}
+	return file_proto_meta_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *TierMoveCommand) GetNs() string {
@@ -10330,7 +10493,7 @@ type TierAccessCommand struct {
 
 func (x *TierAccessCommand) Reset() {
 	*x = TierAccessCommand{}
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10342,7 +10505,7 @@ func (x *TierAccessCommand) String() string {
 func (*TierAccessCommand) ProtoMessage() {}
 
 func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10355,7 +10518,7 @@ func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierAccessCommand.ProtoReflect.Descriptor instead.
 func (*TierAccessCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{125}
+	return file_proto_meta_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *TierAccessCommand) GetInos() []uint64 {
@@ -10383,7 +10546,7 @@ type TierReleaseCommand struct {
 
 func (x *TierReleaseCommand) Reset() {
 	*x = TierReleaseCommand{}
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10395,7 +10558,7 @@ func (x *TierReleaseCommand) String() string {
 func (*TierReleaseCommand) ProtoMessage() {}
 
 func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10408,7 +10571,7 @@ func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{126}
+	return file_proto_meta_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *TierReleaseCommand) GetKeys() [][]byte {
@@ -10433,7 +10596,7 @@ type TierIntent struct {
 
 func (x *TierIntent) Reset() {
 	*x = TierIntent{}
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10445,7 +10608,7 @@ func (x *TierIntent) String() string {
 func (*TierIntent) ProtoMessage() {}
 
 func (x *TierIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10458,7 +10621,7 @@ func (x *TierIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntent.ProtoReflect.Descriptor instead.
 func (*TierIntent) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{127}
+	return file_proto_meta_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *TierIntent) GetIno() uint64 {
@@ -10494,7 +10657,7 @@ type TierIntentCommand struct {
 
 func (x *TierIntentCommand) Reset() {
 	*x = TierIntentCommand{}
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10506,7 +10669,7 @@ func (x *TierIntentCommand) String() string {
 func (*TierIntentCommand) ProtoMessage() {}
 
 func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10519,7 +10682,7 @@ func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntentCommand.ProtoReflect.Descriptor instead.
 func (*TierIntentCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{128}
+	return file_proto_meta_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *TierIntentCommand) GetIno() uint64 {
@@ -10549,7 +10712,7 @@ type TierReleaseIntentsCommand struct {
 
 func (x *TierReleaseIntentsCommand) Reset() {
 	*x = TierReleaseIntentsCommand{}
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10561,7 +10724,7 @@ func (x *TierReleaseIntentsCommand) String() string {
 func (*TierReleaseIntentsCommand) ProtoMessage() {}
 
 func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10574,7 +10737,7 @@ func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseIntentsCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseIntentsCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{129}
+	return file_proto_meta_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *TierReleaseIntentsCommand) GetInos() []uint64 {
@@ -10602,7 +10765,7 @@ type TierReadsRequest struct {
 
 func (x *TierReadsRequest) Reset() {
 	*x = TierReadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10614,7 +10777,7 @@ func (x *TierReadsRequest) String() string {
 func (*TierReadsRequest) ProtoMessage() {}
 
 func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10627,7 +10790,7 @@ func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReadsRequest.ProtoReflect.Descriptor instead.
 func (*TierReadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{130}
+	return file_proto_meta_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *TierReadsRequest) GetNs() string {
@@ -10660,7 +10823,7 @@ type SecretsState struct {
 
 func (x *SecretsState) Reset() {
 	*x = SecretsState{}
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10672,7 +10835,7 @@ func (x *SecretsState) String() string {
 func (*SecretsState) ProtoMessage() {}
 
 func (x *SecretsState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10685,7 +10848,7 @@ func (x *SecretsState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsState.ProtoReflect.Descriptor instead.
 func (*SecretsState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{131}
+	return file_proto_meta_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *SecretsState) GetCaCert() []byte {
@@ -10729,7 +10892,7 @@ type SecretsCapKey struct {
 
 func (x *SecretsCapKey) Reset() {
 	*x = SecretsCapKey{}
-	mi := &file_proto_meta_proto_msgTypes[132]
+	mi := &file_proto_meta_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10741,7 +10904,7 @@ func (x *SecretsCapKey) String() string {
 func (*SecretsCapKey) ProtoMessage() {}
 
 func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[132]
+	mi := &file_proto_meta_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10754,7 +10917,7 @@ func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsCapKey.ProtoReflect.Descriptor instead.
 func (*SecretsCapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{132}
+	return file_proto_meta_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *SecretsCapKey) GetId() uint32 {
@@ -11194,7 +11357,19 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\tjoin_role\x18\t \x01(\tR\bjoinRole\x12/\n" +
 	"\aversion\x18\n" +
 	" \x01(\v2\x15.cairn.meta.S3VersionR\aversion\x126\n" +
-	"\x06server\x18\v \x01(\v2\x1e.cairn.meta.ClusterServerStateR\x06server\"+\n" +
+	"\x06server\x18\v \x01(\v2\x1e.cairn.meta.ClusterServerStateR\x06server\"j\n" +
+	"\bWriteSet\x12\x13\n" +
+	"\x04base\x18\xfc\a \x01(\x04R\x04base\x12\x15\n" +
+	"\x05batch\x18\xfd\a \x01(\fR\x05batch\x122\n" +
+	"\aeffects\x18\xfe\a \x03(\v2\x17.cairn.meta.WriteEffectR\aeffects\"\x8b\x02\n" +
+	"\vWriteEffect\x12*\n" +
+	"\x06events\x18\xfc\a \x03(\v2\x11.cairn.meta.EventR\x06events\x12\x19\n" +
+	"\aorphans\x18\xfd\a \x03(\x04R\aorphans\x12+\n" +
+	"\x06volume\x18\xfe\a \x01(\v2\x12.cairn.meta.VolumeR\x06volume\x127\n" +
+	"\x06server\x18\xff\a \x01(\v2\x1e.cairn.meta.ClusterServerStateR\x06server\x12\x19\n" +
+	"\agarbage\x18\x80\b \x01(\bR\agarbage\x12\x19\n" +
+	"\arevoked\x18\x81\b \x01(\bR\arevoked\x12\x19\n" +
+	"\asecrets\x18\x82\b \x01(\bR\asecrets\"+\n" +
 	"\x15ReclaimOrphansCommand\x12\x12\n" +
 	"\x04inos\x18\x01 \x03(\x04R\x04inos\"\xd3\x01\n" +
 	"\x0fMountSessionMsg\x12\x18\n" +
@@ -11836,7 +12011,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 155)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 157)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                   // 0: cairn.meta.Visibility
 	(FileType)(0),                     // 1: cairn.meta.FileType
@@ -11889,128 +12064,130 @@ var file_proto_meta_proto_goTypes = []any{
 	(*GarbageDone)(nil),               // 48: cairn.meta.GarbageDone
 	(*Command)(nil),                   // 49: cairn.meta.Command
 	(*CommandOutcome)(nil),            // 50: cairn.meta.CommandOutcome
-	(*ReclaimOrphansCommand)(nil),     // 51: cairn.meta.ReclaimOrphansCommand
-	(*MountSessionMsg)(nil),           // 52: cairn.meta.MountSessionMsg
-	(*MountDirtyRequest)(nil),         // 53: cairn.meta.MountDirtyRequest
-	(*MountSymlinkRequest)(nil),       // 54: cairn.meta.MountSymlinkRequest
-	(*MountLinkRequest)(nil),          // 55: cairn.meta.MountLinkRequest
-	(*MountXattrRequest)(nil),         // 56: cairn.meta.MountXattrRequest
-	(*MountDirtyResponse)(nil),        // 57: cairn.meta.MountDirtyResponse
-	(*MountReserveRequest)(nil),       // 58: cairn.meta.MountReserveRequest
-	(*MountReserveResponse)(nil),      // 59: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),              // 60: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),       // 61: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),        // 62: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),       // 63: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),             // 64: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),             // 65: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),             // 66: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),     // 67: cairn.meta.ClusterStatusResponse
-	(*StorageClass)(nil),              // 68: cairn.meta.StorageClass
-	(*S3User)(nil),                    // 69: cairn.meta.S3User
-	(*S3UserRequest)(nil),             // 70: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),                // 71: cairn.meta.S3UserList
-	(*S3Key)(nil),                     // 72: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),              // 73: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),        // 74: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),            // 75: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),                 // 76: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),               // 77: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),                 // 78: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),                // 79: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),            // 80: cairn.meta.S3BucketConfig
-	(*S3LifecycleRule)(nil),           // 81: cairn.meta.S3LifecycleRule
-	(*S3PublicAccessBlock)(nil),       // 82: cairn.meta.S3PublicAccessBlock
-	(*S3CopyRequest)(nil),             // 83: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),             // 84: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                  // 85: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),           // 86: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                    // 87: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),          // 88: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),            // 89: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),         // 90: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),        // 91: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),                // 92: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),      // 93: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),              // 94: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),           // 95: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),       // 96: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),    // 97: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),   // 98: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),               // 99: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),              // 100: cairn.meta.JoinResponse
-	(*CapKey)(nil),                    // 101: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),          // 102: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),         // 103: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),                // 104: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),         // 105: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),          // 106: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),         // 107: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),               // 108: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),              // 109: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),                // 110: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),       // 111: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),         // 112: cairn.meta.MetaMemberRequest
-	(*MetaReadIndexResponse)(nil),     // 113: cairn.meta.MetaReadIndexResponse
-	(*MetaSnapshotChunk)(nil),         // 114: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),               // 115: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),       // 116: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),                 // 117: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),          // 118: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),     // 119: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),             // 120: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),             // 121: cairn.meta.S3LockRequest
-	(*TierRule)(nil),                  // 122: cairn.meta.TierRule
-	(*TierPolicy)(nil),                // 123: cairn.meta.TierPolicy
-	(*TierPolicyRequest)(nil),         // 124: cairn.meta.TierPolicyRequest
-	(*TierPolicyList)(nil),            // 125: cairn.meta.TierPolicyList
-	(*TierClassBytes)(nil),            // 126: cairn.meta.TierClassBytes
-	(*TierStatusResponse)(nil),        // 127: cairn.meta.TierStatusResponse
-	(*TierMoveCommand)(nil),           // 128: cairn.meta.TierMoveCommand
-	(*TierAccessCommand)(nil),         // 129: cairn.meta.TierAccessCommand
-	(*TierReleaseCommand)(nil),        // 130: cairn.meta.TierReleaseCommand
-	(*TierIntent)(nil),                // 131: cairn.meta.TierIntent
-	(*TierIntentCommand)(nil),         // 132: cairn.meta.TierIntentCommand
-	(*TierReleaseIntentsCommand)(nil), // 133: cairn.meta.TierReleaseIntentsCommand
-	(*TierReadsRequest)(nil),          // 134: cairn.meta.TierReadsRequest
-	(*SecretsState)(nil),              // 135: cairn.meta.SecretsState
-	(*SecretsCapKey)(nil),             // 136: cairn.meta.SecretsCapKey
-	nil,                               // 137: cairn.meta.Inode.UserMetaEntry
-	nil,                               // 138: cairn.meta.Inode.HeadersEntry
-	nil,                               // 139: cairn.meta.Inode.TagsEntry
-	nil,                               // 140: cairn.meta.Inode.XattrsEntry
-	nil,                               // 141: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                               // 142: cairn.meta.CommitRequest.HeadersEntry
-	nil,                               // 143: cairn.meta.CommitRequest.TagsEntry
-	nil,                               // 144: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                               // 145: cairn.meta.AuthResponse.GrantsEntry
-	nil,                               // 146: cairn.meta.ClusterServer.LabelsEntry
-	nil,                               // 147: cairn.meta.S3Key.GrantsEntry
-	nil,                               // 148: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                               // 149: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                               // 150: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                               // 151: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                               // 152: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                               // 153: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                               // 154: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                               // 155: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                               // 156: cairn.meta.S3Upload.UserMetaEntry
-	nil,                               // 157: cairn.meta.S3Upload.HeadersEntry
-	nil,                               // 158: cairn.meta.S3Upload.TagsEntry
+	(*WriteSet)(nil),                  // 51: cairn.meta.WriteSet
+	(*WriteEffect)(nil),               // 52: cairn.meta.WriteEffect
+	(*ReclaimOrphansCommand)(nil),     // 53: cairn.meta.ReclaimOrphansCommand
+	(*MountSessionMsg)(nil),           // 54: cairn.meta.MountSessionMsg
+	(*MountDirtyRequest)(nil),         // 55: cairn.meta.MountDirtyRequest
+	(*MountSymlinkRequest)(nil),       // 56: cairn.meta.MountSymlinkRequest
+	(*MountLinkRequest)(nil),          // 57: cairn.meta.MountLinkRequest
+	(*MountXattrRequest)(nil),         // 58: cairn.meta.MountXattrRequest
+	(*MountDirtyResponse)(nil),        // 59: cairn.meta.MountDirtyResponse
+	(*MountReserveRequest)(nil),       // 60: cairn.meta.MountReserveRequest
+	(*MountReserveResponse)(nil),      // 61: cairn.meta.MountReserveResponse
+	(*InfoResponse)(nil),              // 62: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),       // 63: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),        // 64: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),       // 65: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),             // 66: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),             // 67: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),             // 68: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),     // 69: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),              // 70: cairn.meta.StorageClass
+	(*S3User)(nil),                    // 71: cairn.meta.S3User
+	(*S3UserRequest)(nil),             // 72: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),                // 73: cairn.meta.S3UserList
+	(*S3Key)(nil),                     // 74: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),              // 75: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),        // 76: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),            // 77: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),                 // 78: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),               // 79: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),                 // 80: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),                // 81: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),            // 82: cairn.meta.S3BucketConfig
+	(*S3LifecycleRule)(nil),           // 83: cairn.meta.S3LifecycleRule
+	(*S3PublicAccessBlock)(nil),       // 84: cairn.meta.S3PublicAccessBlock
+	(*S3CopyRequest)(nil),             // 85: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),             // 86: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                  // 87: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),           // 88: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                    // 89: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),          // 90: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),            // 91: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),         // 92: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),        // 93: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),                // 94: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),      // 95: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),              // 96: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),           // 97: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),       // 98: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),    // 99: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),   // 100: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),               // 101: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),              // 102: cairn.meta.JoinResponse
+	(*CapKey)(nil),                    // 103: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),          // 104: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),         // 105: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),                // 106: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),         // 107: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),          // 108: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),         // 109: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),               // 110: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),              // 111: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),                // 112: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),       // 113: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),         // 114: cairn.meta.MetaMemberRequest
+	(*MetaReadIndexResponse)(nil),     // 115: cairn.meta.MetaReadIndexResponse
+	(*MetaSnapshotChunk)(nil),         // 116: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),               // 117: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),       // 118: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),                 // 119: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),          // 120: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),     // 121: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),             // 122: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),             // 123: cairn.meta.S3LockRequest
+	(*TierRule)(nil),                  // 124: cairn.meta.TierRule
+	(*TierPolicy)(nil),                // 125: cairn.meta.TierPolicy
+	(*TierPolicyRequest)(nil),         // 126: cairn.meta.TierPolicyRequest
+	(*TierPolicyList)(nil),            // 127: cairn.meta.TierPolicyList
+	(*TierClassBytes)(nil),            // 128: cairn.meta.TierClassBytes
+	(*TierStatusResponse)(nil),        // 129: cairn.meta.TierStatusResponse
+	(*TierMoveCommand)(nil),           // 130: cairn.meta.TierMoveCommand
+	(*TierAccessCommand)(nil),         // 131: cairn.meta.TierAccessCommand
+	(*TierReleaseCommand)(nil),        // 132: cairn.meta.TierReleaseCommand
+	(*TierIntent)(nil),                // 133: cairn.meta.TierIntent
+	(*TierIntentCommand)(nil),         // 134: cairn.meta.TierIntentCommand
+	(*TierReleaseIntentsCommand)(nil), // 135: cairn.meta.TierReleaseIntentsCommand
+	(*TierReadsRequest)(nil),          // 136: cairn.meta.TierReadsRequest
+	(*SecretsState)(nil),              // 137: cairn.meta.SecretsState
+	(*SecretsCapKey)(nil),             // 138: cairn.meta.SecretsCapKey
+	nil,                               // 139: cairn.meta.Inode.UserMetaEntry
+	nil,                               // 140: cairn.meta.Inode.HeadersEntry
+	nil,                               // 141: cairn.meta.Inode.TagsEntry
+	nil,                               // 142: cairn.meta.Inode.XattrsEntry
+	nil,                               // 143: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                               // 144: cairn.meta.CommitRequest.HeadersEntry
+	nil,                               // 145: cairn.meta.CommitRequest.TagsEntry
+	nil,                               // 146: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                               // 147: cairn.meta.AuthResponse.GrantsEntry
+	nil,                               // 148: cairn.meta.ClusterServer.LabelsEntry
+	nil,                               // 149: cairn.meta.S3Key.GrantsEntry
+	nil,                               // 150: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                               // 151: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                               // 152: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                               // 153: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                               // 154: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                               // 155: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                               // 156: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                               // 157: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                               // 158: cairn.meta.S3Upload.UserMetaEntry
+	nil,                               // 159: cairn.meta.S3Upload.HeadersEntry
+	nil,                               // 160: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	115, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	117, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	137, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	138, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	139, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	140, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	115, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	139, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	140, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	141, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	142, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	117, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -12020,26 +12197,26 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	141, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	142, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	143, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	115, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	143, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	144, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	145, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	117, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	144, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	146, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	104, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	106, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	101, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	108, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	103, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	110, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
 	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
-	145, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	147, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -12054,256 +12231,260 @@ var file_proto_meta_proto_depIdxs = []int32{
 	46,  // 52: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	48,  // 53: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	21,  // 54: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	61,  // 55: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	62,  // 56: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	72,  // 57: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	73,  // 58: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	69,  // 59: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	70,  // 60: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	80,  // 61: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	83,  // 62: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	85,  // 63: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	88,  // 64: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	90,  // 65: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	86,  // 66: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	84,  // 67: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
-	54,  // 68: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
-	55,  // 69: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
-	56,  // 70: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
-	58,  // 71: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	105, // 72: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	95,  // 73: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	96,  // 74: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	108, // 75: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	116, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	118, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	118, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	121, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	51,  // 80: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	128, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
-	129, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
-	123, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
-	130, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	132, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
-	133, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
-	135, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
-	136, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
+	63,  // 55: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	64,  // 56: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	74,  // 57: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	75,  // 58: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	71,  // 59: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	72,  // 60: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	82,  // 61: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	85,  // 62: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	87,  // 63: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	90,  // 64: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	92,  // 65: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	88,  // 66: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	86,  // 67: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	56,  // 68: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
+	57,  // 69: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
+	58,  // 70: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
+	60,  // 71: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
+	107, // 72: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	97,  // 73: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	98,  // 74: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	110, // 75: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	118, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	120, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	120, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	123, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	53,  // 80: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	130, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
+	131, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
+	125, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
+	132, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
+	134, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
+	135, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
+	137, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
+	138, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
 	42,  // 89: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
 	4,   // 90: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
 	10,  // 91: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
 	28,  // 92: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
 	10,  // 93: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	117, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	62,  // 95: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	106, // 96: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	146, // 97: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	104, // 98: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 99: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	64,  // 100: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	65,  // 101: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	66,  // 102: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	68,  // 103: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	69,  // 104: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	147, // 105: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	148, // 106: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 107: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	149, // 108: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	76,  // 109: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	76,  // 110: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	79,  // 111: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	150, // 112: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	81,  // 113: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	82,  // 114: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	151, // 115: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	152, // 116: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	153, // 117: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	154, // 118: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	155, // 119: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	156, // 120: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	157, // 121: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	158, // 122: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 123: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	86,  // 124: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 125: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	86,  // 126: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 127: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	86,  // 128: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	87,  // 129: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	85,  // 130: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	85,  // 131: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 132: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	108, // 133: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	110, // 134: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 135: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	115, // 136: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 137: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 138: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	117, // 139: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	115, // 140: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	122, // 141: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	123, // 142: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	126, // 143: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	123, // 144: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 145: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 146: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	9,   // 147: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
-	9,   // 148: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
-	136, // 149: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
-	2,   // 150: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 151: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 152: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 153: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 154: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 155: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 156: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 157: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 158: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 159: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 160: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 161: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 162: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 163: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 164: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 165: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 166: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 167: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 168: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 169: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 170: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 171: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 172: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 173: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 174: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 175: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 176: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	63,  // 177: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 178: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	69,  // 179: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	70,  // 180: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 181: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	74,  // 182: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	73,  // 183: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	70,  // 184: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	75,  // 185: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	73,  // 186: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 187: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	80,  // 188: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	83,  // 189: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	84,  // 190: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	85,  // 191: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	86,  // 192: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	88,  // 193: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	90,  // 194: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	86,  // 195: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	91,  // 196: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	93,  // 197: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	116, // 198: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	118, // 199: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	118, // 200: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	118, // 201: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	119, // 202: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	121, // 203: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	52,  // 204: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	54,  // 205: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	55,  // 206: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	56,  // 207: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	53,  // 208: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	58,  // 209: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 210: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	97,  // 211: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	99,  // 212: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 213: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	112, // 214: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	112, // 215: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 216: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	43,  // 217: cairn.meta.Meta.MetaReadIndex:input_type -> cairn.meta.Empty
-	102, // 218: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	105, // 219: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	106, // 220: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	108, // 221: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	123, // 222: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	124, // 223: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 224: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	134, // 225: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
-	43,  // 226: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
-	4,   // 227: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 228: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 229: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 230: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 231: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 232: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 233: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 234: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 235: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 236: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 237: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 238: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 239: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 240: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 241: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 242: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 243: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 244: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 245: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 246: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 247: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	60,  // 248: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	67,  // 249: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 250: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 251: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	69,  // 252: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 253: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	71,  // 254: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	77,  // 255: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 256: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	78,  // 257: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	76,  // 258: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	77,  // 259: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	80,  // 260: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	80,  // 261: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 262: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 263: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	85,  // 264: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	85,  // 265: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	87,  // 266: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 267: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 268: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	92,  // 269: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	94,  // 270: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 271: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	117, // 272: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	117, // 273: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	117, // 274: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	120, // 275: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	117, // 276: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 277: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 278: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 279: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 280: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	57,  // 281: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	59,  // 282: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 283: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	98,  // 284: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	100, // 285: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	111, // 286: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 287: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 288: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	114, // 289: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	113, // 290: cairn.meta.Meta.MetaReadIndex:output_type -> cairn.meta.MetaReadIndexResponse
-	103, // 291: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 292: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	107, // 293: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	109, // 294: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	123, // 295: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	125, // 296: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	127, // 297: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	43,  // 298: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
-	109, // 299: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
-	227, // [227:300] is the sub-list for method output_type
-	154, // [154:227] is the sub-list for method input_type
-	154, // [154:154] is the sub-list for extension type_name
-	154, // [154:154] is the sub-list for extension extendee
-	0,   // [0:154] is the sub-list for field type_name
+	119, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	64,  // 95: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	52,  // 96: cairn.meta.WriteSet.effects:type_name -> cairn.meta.WriteEffect
+	41,  // 97: cairn.meta.WriteEffect.events:type_name -> cairn.meta.Event
+	28,  // 98: cairn.meta.WriteEffect.volume:type_name -> cairn.meta.Volume
+	64,  // 99: cairn.meta.WriteEffect.server:type_name -> cairn.meta.ClusterServerState
+	108, // 100: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
+	148, // 101: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	106, // 102: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 103: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	66,  // 104: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	67,  // 105: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	68,  // 106: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	70,  // 107: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	71,  // 108: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	149, // 109: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	150, // 110: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 111: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	151, // 112: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	78,  // 113: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	78,  // 114: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	81,  // 115: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	152, // 116: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	83,  // 117: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	84,  // 118: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	153, // 119: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	154, // 120: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	155, // 121: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	156, // 122: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	157, // 123: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	158, // 124: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	159, // 125: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	160, // 126: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 127: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	88,  // 128: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 129: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	88,  // 130: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	91,  // 131: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	88,  // 132: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	89,  // 133: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	87,  // 134: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	87,  // 135: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 136: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	110, // 137: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	112, // 138: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 139: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	117, // 140: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 141: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 142: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	119, // 143: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	117, // 144: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	124, // 145: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	125, // 146: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	128, // 147: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	125, // 148: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 149: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 150: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	9,   // 151: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
+	9,   // 152: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
+	138, // 153: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
+	2,   // 154: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 155: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 156: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 157: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 158: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 159: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 160: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 161: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 162: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 163: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 164: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 165: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 166: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 167: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 168: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 169: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 170: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 171: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 172: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 173: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 174: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 175: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 176: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 177: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 178: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 179: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 180: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	65,  // 181: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 182: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	71,  // 183: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	72,  // 184: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 185: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	76,  // 186: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	75,  // 187: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	72,  // 188: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	77,  // 189: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	75,  // 190: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 191: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	82,  // 192: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	85,  // 193: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	86,  // 194: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	87,  // 195: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	88,  // 196: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	90,  // 197: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	92,  // 198: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	88,  // 199: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	93,  // 200: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	95,  // 201: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	118, // 202: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	120, // 203: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	120, // 204: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	120, // 205: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	121, // 206: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	123, // 207: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	54,  // 208: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	56,  // 209: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	57,  // 210: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	58,  // 211: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	55,  // 212: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	60,  // 213: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	43,  // 214: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	99,  // 215: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	101, // 216: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 217: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	114, // 218: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	114, // 219: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 220: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	43,  // 221: cairn.meta.Meta.MetaReadIndex:input_type -> cairn.meta.Empty
+	104, // 222: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	107, // 223: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	108, // 224: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	110, // 225: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	125, // 226: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	126, // 227: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 228: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	136, // 229: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
+	43,  // 230: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
+	4,   // 231: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 232: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 233: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 234: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 235: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 236: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 237: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 238: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 239: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 240: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 241: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 242: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 243: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 244: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 245: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 246: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 247: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 248: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 249: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 250: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 251: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	62,  // 252: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	69,  // 253: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 254: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 255: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	71,  // 256: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 257: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	73,  // 258: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	79,  // 259: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 260: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	80,  // 261: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	78,  // 262: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	79,  // 263: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	82,  // 264: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	82,  // 265: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 266: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 267: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	87,  // 268: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	87,  // 269: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	89,  // 270: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 271: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 272: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	94,  // 273: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	96,  // 274: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 275: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	119, // 276: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	119, // 277: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	119, // 278: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	122, // 279: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	119, // 280: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 281: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 282: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 283: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 284: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	59,  // 285: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	61,  // 286: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 287: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	100, // 288: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	102, // 289: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	113, // 290: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 291: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 292: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	116, // 293: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	115, // 294: cairn.meta.Meta.MetaReadIndex:output_type -> cairn.meta.MetaReadIndexResponse
+	105, // 295: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 296: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	109, // 297: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	111, // 298: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	125, // 299: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	127, // 300: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	129, // 301: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	43,  // 302: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
+	111, // 303: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
+	231, // [231:304] is the sub-list for method output_type
+	158, // [158:231] is the sub-list for method input_type
+	158, // [158:158] is the sub-list for extension type_name
+	158, // [158:158] is the sub-list for extension extendee
+	0,   // [0:158] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -12367,7 +12548,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   155,
+			NumMessages:   157,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -615,6 +615,16 @@ func (n *node) createBehind(ctx context.Context, p, name string, flags, mode, ui
 	}
 	cn := n.m.newNode(n.ns, a)
 	cn.f.creating, cn.f.extsOK = true, true
+	// The record is the whole truth while the session is live: no other
+	// client can have the file before its create reaches meta (a look
+	// there recalls it first). So the session vouches for it from now on,
+	// as for an answer of meta: the commit's answer is then trusted
+	// (answerEpoch) and the next open of the file on this mount asks meta
+	// nothing, until an event about it says otherwise (invalidate). It
+	// was never vouched for, and every open after a write and close paid
+	// a Resolve (bench mount small: reading back 5,000 files just written
+	// ran at 1/6 of the speed it had).
+	cn.valid, cn.gen = n.m.sess.live(), n.m.sess.generation()
 	if !n.m.wb.enqueueAt(ctx, cn, join(p, name), work{create: true, in: n}) {
 		return nil, nil, false
 	}

@@ -18,8 +18,34 @@ const encodeMemory = 96 << 20
 // then written by every shard's writer; the last writer done with it
 // hands it back for the next row.
 type encodeRow struct {
+	buf     *[]byte // the cells' memory, from encodeBufs
 	cells   [][]byte
 	pending atomic.Int32 // writers yet to write it
+}
+
+// encodeBufs keeps rows' memory between encodes, by size (int64 -> *sync.Pool
+// of *[]byte): a data server encodes volume after volume, and fresh rows
+// cost an allocation, zeroing and page faults each time.
+var encodeBufs sync.Map
+
+func newEncodeRow(n int, cell int64) *encodeRow {
+	size := int64(n) * cell
+	p, _ := encodeBufs.LoadOrStore(size, &sync.Pool{})
+	bp, _ := p.(*sync.Pool).Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, size)
+		bp = &b
+	}
+	rw := &encodeRow{buf: bp, cells: make([][]byte, n)}
+	for i := range rw.cells {
+		rw.cells[i] = (*bp)[int64(i)*cell : int64(i+1)*cell]
+	}
+	return rw
+}
+
+func (rw *encodeRow) release() {
+	p, _ := encodeBufs.Load(int64(len(*rw.buf)))
+	p.(*sync.Pool).Put(rw.buf)
 }
 
 // Encode reads the l.Size bytes of a sealed volume file from src and
@@ -27,7 +53,8 @@ type encodeRow struct {
 // is a pipeline: while the shards' writers (a goroutine each, so that a
 // slow destination does not hold the others) write row r's cells, each
 // in one Write, the next rows are read from src and coded, as many as
-// fit in encodeMemory (two at least). The caller syncs and renames the
+// fit in encodeMemory (two at least; more only while the writers lag).
+// The caller syncs and renames the
 // files: a shard is complete only once all of it is durable.
 func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 	const op = errors.Op("ec.Encode")
@@ -45,14 +72,12 @@ func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 	rowBytes := int64(n) * l.Cell
 	depth := int(max(1, min(max(2, encodeMemory/rowBytes), l.Rows())))
 	free := make(chan *encodeRow, depth)
-	for range depth {
-		buf := make([]byte, rowBytes)
-		rw := &encodeRow{cells: make([][]byte, n)}
-		for i := range rw.cells {
-			rw.cells[i] = buf[int64(i)*l.Cell : int64(i+1)*l.Cell]
+	var made []*encodeRow // at most depth, made as the writers fall behind
+	defer func() {
+		for _, rw := range made {
+			rw.release() // the writers are done with them: wg.Wait below
 		}
-		free <- rw
-	}
+	}()
 	// A row sent to the writers' queues never waits there: no more than
 	// depth rows exist.
 	queues := make([]chan *encodeRow, n)
@@ -83,6 +108,11 @@ func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 		})
 	}
 	var wg sync.WaitGroup
+	// allRows is a barrier: a writer ends its shard with the footer only
+	// once every writer has written every row (a fast shard must not be
+	// finished while a slow one fails).
+	var allRows sync.WaitGroup
+	allRows.Add(n)
 	for i, w := range dst {
 		wg.Go(func() {
 			write := func(b []byte) {
@@ -104,16 +134,31 @@ func Encode(src io.ReaderAt, vol uint32, l Layout, dst []io.Writer) error {
 					free <- rw
 				}
 			}
+			allRows.Done()
+			allRows.Wait()
 			write(binary.LittleEndian.AppendUint32(foot, crc32.Checksum(foot, castagnoli)))
 		})
 	}
 rows:
 	for r := int64(0); r < l.Rows(); r++ {
+		if stopped.Load() {
+			break
+		}
 		var rw *encodeRow
 		select {
 		case rw = <-free:
-		case <-failed:
-			break rows
+		default:
+		}
+		if rw == nil && len(made) < depth {
+			rw = newEncodeRow(n, l.Cell)
+			made = append(made, rw)
+		}
+		if rw == nil {
+			select {
+			case rw = <-free:
+			case <-failed:
+				break rows
+			}
 		}
 		for i := 0; i < l.K; i++ {
 			if err := readCell(src, rw.cells[i], (r*int64(l.K)+int64(i))*l.Cell, l.Size); err != nil {

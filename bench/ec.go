@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +42,13 @@ type ECConfig struct {
 	Volume int64  // bytes of needles in the volume encoded
 	Size   int64  // needle size of the reads (and of every needle)
 	Reads  int    // reads of each kind, interleaved
+	// Dead, if set, is the bytes of 4+2 shards a server holds when it
+	// dies: volumes of Volume bytes are encoded onto six more servers
+	// until one of them holds that much, it is stopped, and every shard
+	// it held is rebuilt on a new server, one after the other as repair
+	// does. Zero: the dead server's rebuild time is only extrapolated
+	// from the one shard's.
+	Dead int64
 	// Progress, if set, is told of each step as it begins.
 	Progress func(step string)
 }
@@ -86,6 +96,12 @@ type ECResult struct {
 	// Rebuild5GiB is the time that rate gives for the shards of a dead
 	// server holding 5 GiB of them (repair rebuilds one at a time).
 	Rebuild5GiB time.Duration `json:"rebuild_5gib_ns"`
+
+	// With ECConfig.Dead: the dead server's shards rebuilt for real.
+	DeadShards      int           `json:"dead_shards,omitempty"`
+	DeadShardBytes  int64         `json:"dead_shard_bytes,omitempty"`
+	DeadRebuild     time.Duration `json:"dead_rebuild_ns,omitempty"`
+	DeadRebuildMBps float64       `json:"dead_rebuild_mb_per_sec,omitempty"`
 }
 
 // ReadStats are one kind of read's latencies.
@@ -318,7 +334,112 @@ func EC(ctx context.Context, cfg ECConfig) (res ECResult, err error) {
 	res.RebuildShardBytes = l.FileSize()
 	res.RebuildMBps = mbps(res.RebuildShardBytes, res.Rebuild)
 	res.Rebuild5GiB = time.Duration(float64(5<<30) / float64(res.RebuildShardBytes) * float64(res.Rebuild))
+	if cfg.Dead > 0 {
+		for _, s := range servers {
+			s.stop() // done with: their files go now, the disk is needed
+		}
+		servers = nil
+		ents, _ := os.ReadDir(parent)
+		for _, e := range ents {
+			os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+		if err := rebuildDead(ctx, cfg, parent, maxVolume, &res, progress); err != nil {
+			return res, errors.E(op, err)
+		}
+	}
 	return res, nil
+}
+
+// rebuildDead measures ECConfig.Dead: six servers take the 4+2 shards of
+// volumes of cfg.Volume bytes (1 MiB needles, written by 8 writers; each
+// volume on a primary of its own, removed once encoded, so that only the
+// shards take disk) until server 3 holds cfg.Dead bytes of them; server 3
+// is stopped and a new server rebuilds each of its shards from the other
+// five, one after the other.
+func rebuildDead(ctx context.Context, cfg ECConfig, parent string, maxVolume int64, res *ECResult, progress func(string)) error {
+	const k, m = 4, 2
+	var group []*ecServer
+	defer func() {
+		for _, s := range group {
+			s.stop()
+		}
+	}()
+	for i := range k + m + 1 { // the last is the replacement
+		s, err := startECServer(filepath.Join(parent, fmt.Sprintf("dead-d%02d", i)), maxVolume)
+		if err != nil {
+			return err
+		}
+		group = append(group, s)
+	}
+	to, repl := group[:k+m], group[k+m]
+	type encoded struct {
+		vid  uint32
+		l    ec.Layout
+		file int64
+	}
+	var vols []encoded
+	var held int64
+	for vid := uint32(100); held < cfg.Dead; vid++ {
+		progress(fmt.Sprintf("dead server: encoding volume %d (%s of %s of shards on it)", vid, FormatSize(held), FormatSize(cfg.Dead)))
+		src, err := startECServer(filepath.Join(parent, "dead-primary"), maxVolume)
+		if err != nil {
+			return err
+		}
+		err = fillVolume(ctx, src.store, vid, cfg.Volume)
+		var size int64
+		if err == nil {
+			size, err = src.r.EncodeVolume(ctx, vid, 1, k, m, ec.DefaultCell, addrs(to))
+		}
+		src.stop()
+		os.RemoveAll(src.dir)
+		if err != nil {
+			return err
+		}
+		l := ec.Layout{K: k, M: m, Cell: ec.DefaultCell, Size: size}
+		vols = append(vols, encoded{vid, l, l.FileSize()})
+		held += l.FileSize()
+	}
+	to[3].stop()
+	from := addrs(to)
+	from[3] = ""
+	progress(fmt.Sprintf("dead server: rebuilding its %d shards (%s) on a new server", len(vols), FormatSize(held)))
+	start := time.Now()
+	for _, v := range vols {
+		if err := repl.r.RebuildShard(ctx, v.vid, 3, v.l, from); err != nil {
+			return err
+		}
+	}
+	res.DeadRebuild = time.Since(start)
+	res.DeadShards, res.DeadShardBytes = len(vols), held
+	res.DeadRebuildMBps = mbps(held, res.DeadRebuild)
+	return nil
+}
+
+// fillVolume creates volume vid on s and writes 1 MiB needles of random
+// bytes into it, 8 at a time, until it holds n bytes of them.
+func fillVolume(ctx context.Context, s *chunk.Store, vid uint32, n int64) error {
+	const needle, writers = 1 << 20, 8
+	if err := s.CreateVolume(ctx, vid, 1); err != nil {
+		return err
+	}
+	count := max(1, n/needle)
+	var next atomic.Int64
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(vid), uint64(w)))
+			data := make([]byte, needle)
+			for next.Add(1) <= count && errs[w] == nil {
+				for i := 0; i < len(data); i += 8 {
+					binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
+				}
+				_, errs[w] = s.Put(ctx, vid, 1, data)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // encodeCodec times ec.Encode of the file at path (size bytes) with the

@@ -42,8 +42,13 @@ import (
 // server where the others lie (HeartbeatResponse.ec_volumes).
 
 type ecState struct {
-	mu        sync.RWMutex
-	vols      map[uint32]*ecVol
+	mu   sync.RWMutex
+	vols map[uint32]*ecVol
+	// closed is set (with mu) by Store.Close: shards loaded after it are
+	// closed at once.
+	closed bool
+	// mapped counts the shard files mapped and not yet unmapped.
+	mapped    atomic.Int64
 	scrubbing sync.Map // [vid, shard] -> true while a scrub of it runs
 	hint      sync.Map // vid -> []string: shard servers from the encode, until meta's word
 	peers     sync.Map // addr -> *Remote: one client per peer, not one per read
@@ -172,7 +177,7 @@ func (s *Store) loadEC(vid uint32) error {
 		}
 	}
 	for i := 0; i < ec.MaxShards; i++ {
-		ls, err := openLocalShard(ecShardPath(s.cfg.Dir, vid, i))
+		ls, err := openLocalShard(ecShardPath(s.cfg.Dir, vid, i), &s.ec.mapped)
 		if os.IsNotExist(err) {
 			continue
 		}
@@ -188,6 +193,13 @@ func (s *Store) loadEC(vid uint32) error {
 		ev.shards[i] = ls
 	}
 	s.ec.mu.Lock()
+	if s.ec.closed {
+		s.ec.mu.Unlock()
+		for _, ls := range ev.shards {
+			ls.close()
+		}
+		return errors.E(errors.Op("chunk.loadEC"), errors.Unavailable, volPath(vid), "store closed")
+	}
 	if h, ok := s.ec.hint.Load(vid); ok {
 		ev.servers = h.([]string)
 	}
@@ -202,7 +214,8 @@ func (s *Store) loadEC(vid uint32) error {
 	return nil
 }
 
-func openLocalShard(path string) (*localShard, error) {
+// openLocalShard opens and maps a shard file; live counts the mapping.
+func openLocalShard(path string, live *atomic.Int64) (*localShard, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -212,7 +225,7 @@ func openLocalShard(path string) (*localShard, error) {
 		f.Close()
 		return nil, err
 	}
-	m := mapShard(f, fi.Size())
+	m := mapShard(f, fi.Size(), live)
 	var under io.ReaderAt = f
 	if m != nil {
 		under = mappedFile{f, m}
@@ -242,19 +255,23 @@ func (ls *localShard) retireMap() {
 
 // shardMap is a local shard file mapped read-only: a rebuild here reads
 // the local shard's range in place (ec.Lender: no pread, no copy). The
-// mapping is unmapped when the shard is dropped or replaced and the last
-// reader lending from it is done: a reader never touches unmapped memory.
-// Shard files are never truncated or written in place (a rebuild or a
-// compaction renames a new file over the old), so the mapped bytes stay.
+// mapping is unmapped when the shard is dropped or replaced, or the store
+// closed, and the last reader lending from it is done: a reader never
+// touches unmapped memory. Shard files are never truncated or written in
+// place here (every writer, storeShard's upload or rebuild and SwitchEC's
+// compaction, renames a new file over the old), so the mapped bytes stay;
+// a file cut short from outside faults the reader that lends from it,
+// which ec.Reader turns into a failed read of that shard (faultSafe).
 type shardMap struct {
 	b       []byte
 	refs    atomic.Int64 // the shard's own hold, until retired, and lenders
 	retired atomic.Bool
+	live    *atomic.Int64 // the store's count of mappings
 }
 
 // mapShard maps f (size bytes), or returns nil if it cannot: reads then
-// go through pread as before.
-func mapShard(f *os.File, size int64) *shardMap {
+// go through pread as before. live counts it until it is unmapped.
+func mapShard(f *os.File, size int64, live *atomic.Int64) *shardMap {
 	if size <= 0 || int64(int(size)) != size {
 		return nil
 	}
@@ -269,8 +286,9 @@ func mapShard(f *os.File, size int64) *shardMap {
 	if cerr != nil || err != nil {
 		return nil
 	}
-	m := &shardMap{b: b}
+	m := &shardMap{b: b, live: live}
 	m.refs.Store(1)
+	live.Add(1)
 	return m
 }
 
@@ -289,6 +307,7 @@ func (m *shardMap) acquire() bool {
 func (m *shardMap) release() {
 	if m != nil && m.refs.Add(-1) == 0 {
 		unix.Munmap(m.b)
+		m.live.Add(-1)
 	}
 }
 
@@ -304,6 +323,21 @@ func (f mappedFile) Lend(off, n int64) ([]byte, func(), bool) {
 		return nil, nil, false
 	}
 	return f.m.b[off : off+n : off+n], f.m.release, true
+}
+
+// closeShards closes every shard file and gives up the mappings (each
+// unmapped once no reader lends from it): Store.Close.
+func (e *ecState) closeShards() {
+	e.mu.Lock()
+	e.closed = true
+	vols := e.vols
+	e.vols = map[uint32]*ecVol{}
+	e.mu.Unlock()
+	for _, ev := range vols {
+		for _, ls := range ev.shards {
+			ls.close()
+		}
+	}
 }
 
 func (s *Store) ecVolume(vid uint32) *ecVol {
@@ -658,7 +692,7 @@ func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) erro
 		return 0, err
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	n, err := io.Copy(tmp, body)
+	n, err := copyToFile(tmp, body)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -680,6 +714,47 @@ func writeFileSynced(dir, name string, body io.Reader, check func(*os.File) erro
 	}
 	defer d.Close()
 	return n, d.Sync()
+}
+
+// copyBufs are copyToFile's buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &b }}
+
+const (
+	copyChunk      = 1 << 20 // bytes per write of copyToFile
+	writebackChunk = 8 << 20 // bytes written between writebacks started
+)
+
+// copyToFile copies body to f in writes of copyChunk (io.Copy's 32 KiB
+// cost a shard of a volume tens of thousands of system calls), and has
+// the kernel start writing every writebackChunk to disk as it goes
+// (startWriteback): the fsync that ends a shard upload then waits for
+// the last few MiB, not for a whole shard left in the page cache, and
+// the disk works while the shard is still arriving. The fsync is still
+// what makes the file durable.
+func copyToFile(f *os.File, body io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	var n, started int64
+	for {
+		k, rerr := io.ReadFull(body, *bp)
+		if k > 0 {
+			if _, err := f.Write((*bp)[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+			if n-started >= writebackChunk {
+				startWriteback(f, started, n-started)
+				started = n
+			}
+		}
+		switch rerr {
+		case nil:
+		case io.EOF, io.ErrUnexpectedEOF:
+			return n, nil
+		default:
+			return n, rerr
+		}
+	}
 }
 
 // PutShardIndex stores volume vid's needle index (before its shards).
@@ -859,6 +934,9 @@ func (s *Store) EncodeVolume(ctx context.Context, vid uint32, gen uint64, k, m i
 		}
 	}
 	if err := s.encodeTo(ctx, src, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+		if addr == s.cfg.Addr {
+			return s.PutShard(vid, i, body) // this server's own shard: no loopback
+		}
 		return s.peer(addr).PutShard(ctx, vid, i, body, l.FileSize())
 	}); err != nil {
 		return 0, errors.E(op, err)

@@ -96,6 +96,9 @@ func (s *Store) CompactEC(ctx context.Context, vid uint32, gen uint64, to []stri
 		}
 	}
 	if err := s.encodeTo(ctx, src, vid, l, to, func(ctx context.Context, addr string, i int, body io.Reader) error {
+		if addr == s.cfg.Addr {
+			return s.PutStagedShard(vid, gen, i, body) // this server's own shard: no loopback
+		}
 		return s.ecPeer(addr).PutStagedShard(ctx, vid, gen, i, body, l.FileSize())
 	}); err != nil {
 		return 0, errors.E(op, err)
@@ -141,7 +144,8 @@ func packRecords(live []ec.Needle, cell int64) (segs []ec.Segment, index []ec.Ne
 	return segs, index, pos
 }
 
-// encodeTo encodes src with layout l, streaming shard i to to[i] with put.
+// encodeTo encodes src with layout l, streaming shard i to to[i] with put,
+// all at once (ec.Encode writes every shard from a goroutine of its own).
 func (s *Store) encodeTo(ctx context.Context, src io.ReaderAt, vid uint32, l ec.Layout, to []string,
 	put func(ctx context.Context, addr string, i int, body io.Reader) error) error {
 	ctx, cancel := context.WithCancel(ctx)

@@ -80,10 +80,23 @@ func ecSetup(t testing.TB, n, size int, cell int64) ([]*Store, []*Remote, []uint
 // in how many such answers they wait for.
 func serveTuned(t testing.TB, s *Store) *Remote {
 	t.Helper()
+	return serveTunedOn(t, s, listen(t))
+}
+
+// listen is a loopback listener, closed with the test.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { lis.Close() })
+	return lis
+}
+
+// serveTunedOn is serveTuned on lis (a store told its address first).
+func serveTunedOn(t testing.TB, s *Store, lis net.Listener) *Remote {
+	t.Helper()
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ConnState: func(c net.Conn, st http.ConnState) {
 			if tc, ok := c.(*net.TCPConn); ok && st == http.StateNew {

@@ -428,6 +428,7 @@ func (s *Store) Close() error {
 	s.vols = map[uint32]*volume.Volume{}
 	s.mu.Unlock()
 	s.ec.closeStreams()
+	s.ec.closeShards()
 	var errs []error
 	for _, v := range vols {
 		if err := v.Close(); err != nil {

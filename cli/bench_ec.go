@@ -11,11 +11,11 @@ import (
 )
 
 func benchECCmd() *cobra.Command {
-	var volume, size, dir string
+	var volume, size, dir, dead string
 	var reads int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "ec [--volume 256MiB] [--size 155KiB] [--reads 2000] [--json]",
+		Use:   "ec [--volume 256MiB] [--size 155KiB] [--reads 2000] [--dead 5GiB] [--json]",
 		Short: "Erasure coding: space, encoding, healthy and degraded reads, rebuild",
 		Long: `Start 12 data servers in this process, each on a directory of its own
 (under --dir, removed after) and a loopback listener, as ` + "`cairn server`" + ` serves
@@ -32,6 +32,11 @@ them; fill a volume with --volume bytes of --size needles; and measure:
             ratios are the replicated read's time over the other's
   rebuild   the lost shard rebuilt on a new server from the other five, and
             the time that rate gives for 5 GiB of shards
+  dead      with --dead: six more servers take the 4+2 shards of volumes of
+            --volume bytes (1 MiB needles) until one of them holds --dead
+            bytes of shards; it is stopped, and a new server rebuilds every
+            shard it held, one after the other, as repair does (the disk
+            holds 7 times --dead, plus one volume, meanwhile)
 
 Meta is left out (the benchmark tells the servers what it would), and so is
 the network: all servers and the client share this machine.`,
@@ -45,7 +50,13 @@ the network: all servers and the client share this machine.`,
 			if err != nil {
 				return fmt.Errorf("--size: %s", messageOf(err))
 			}
-			cfg := bench.ECConfig{Dir: dir, Volume: vol, Size: sz, Reads: reads}
+			var deadBytes int64
+			if dead != "" {
+				if deadBytes, err = bench.ParseSize(dead); err != nil {
+					return fmt.Errorf("--dead: %s", messageOf(err))
+				}
+			}
+			cfg := bench.ECConfig{Dir: dir, Volume: vol, Size: sz, Reads: reads, Dead: deadBytes}
 			errOut := cmd.ErrOrStderr()
 			if !asJSON {
 				cfg.Progress = func(s string) { fmt.Fprintln(errOut, s+"...") }
@@ -64,6 +75,7 @@ the network: all servers and the client share this machine.`,
 	cmd.Flags().StringVar(&size, "size", "155KiB", "needle size")
 	cmd.Flags().IntVar(&reads, "reads", 2000, "reads of each kind")
 	cmd.Flags().StringVar(&dir, "dir", os.TempDir(), "where the servers' directories go (the disk measured)")
+	cmd.Flags().StringVar(&dead, "dead", "", "rebuild for real the shards of a dead server holding this much of them (e.g. 5GiB)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
 }
@@ -88,5 +100,9 @@ func printEC(w io.Writer, r bench.ECResult) error {
 	row("read 4+2 shard lost", r.ReadDegraded, r.DegradedX, r.DegradedXP50)
 	f("rebuild 4+2 shard      %s of shard in %s, %.0f MB/s; 5 GiB of shards in %s\n",
 		bench.FormatSize(r.RebuildShardBytes), bench.FormatDuration(r.Rebuild), r.RebuildMBps, bench.FormatDuration(r.Rebuild5GiB))
+	if r.DeadShards > 0 {
+		f("rebuild dead server    %d shards, %s, in %s, %.0f MB/s\n",
+			r.DeadShards, bench.FormatSize(r.DeadShardBytes), bench.FormatDuration(r.DeadRebuild), r.DeadRebuildMBps)
+	}
 	return nil
 }

@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// TestBenchEC runs `cairn bench ec` tiny and checks that every figure
-// came out, and that the servers' directories are gone after.
+// TestBenchEC runs `cairn bench ec` tiny (with a dead server holding one
+// shard rebuilt) and checks that every figure came out, and that the
+// servers' directories are gone after.
 func TestBenchEC(t *testing.T) {
 	dir := t.TempDir()
 	out := cairn{t: t, endpoint: "http://127.0.0.1:1"}.ok("bench", "ec", "--dir", dir,
-		"--volume", "17MiB", "--size", "64KiB", "--reads", "5", "--json")
+		"--volume", "17MiB", "--size", "64KiB", "--reads", "5", "--dead", "1MiB", "--json")
 	var r map[string]any
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -19,7 +20,8 @@ func TestBenchEC(t *testing.T) {
 	for _, k := range []string{"stored_bytes", "space_replicated3", "space_4p2", "space_8p4", "space_4p2_unpadded", "space_8p4_unpadded",
 		"encode_4p2_mb_per_sec", "encode_8p4_mb_per_sec", "encode_codec_4p2_mb_per_sec", "encode_codec_8p4_mb_per_sec",
 		"healthy_x", "degraded_x", "healthy_x_p50", "degraded_x_p50",
-		"rebuild_shard_bytes", "rebuild_ns", "rebuild_mb_per_sec", "rebuild_5gib_ns"} {
+		"rebuild_shard_bytes", "rebuild_ns", "rebuild_mb_per_sec", "rebuild_5gib_ns",
+		"dead_shards", "dead_shard_bytes", "dead_rebuild_ns", "dead_rebuild_mb_per_sec"} {
 		if v, ok := r[k].(float64); !ok || v <= 0 {
 			t.Errorf("%s = %v, want a positive number", k, r[k])
 		}

@@ -487,3 +487,66 @@ func aliases(a, b []byte) bool {
 	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
+
+// failAfter is a writer that fails once it has taken n bytes.
+type failAfter struct {
+	n   int
+	got int
+}
+
+func (w *failAfter) Write(b []byte) (int, error) {
+	if w.got+len(b) > w.n {
+		return 0, io.ErrClosedPipe
+	}
+	w.got += len(b)
+	return len(b), nil
+}
+
+// failingReader fails every read from off on.
+type failingReader struct {
+	io.ReaderAt
+	off int64
+}
+
+func (r failingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > r.off {
+		return 0, io.ErrUnexpectedEOF
+	}
+	return r.ReaderAt.ReadAt(p, off)
+}
+
+// TestEncodeFails: a shard writer that fails, or a source that does, ends
+// the encode with the error, and no shard gets its footer (a shard cut
+// short must not look finished); every writer's goroutine is done when
+// Encode returns (the buffers go back to the pool).
+func TestEncodeFails(t *testing.T) {
+	data := randomBytes(rand.New(rand.NewPCG(5, 6)), 300_000)
+	l := Layout{K: 4, M: 2, Cell: 4096, Size: int64(len(data))}
+	for _, c := range []struct {
+		name    string
+		src     io.ReaderAt
+		failing int // writer that fails, -1 none
+	}{
+		{"writer", bytes.NewReader(data), 4},
+		{"source", failingReader{bytes.NewReader(data), 100_000}, -1},
+	} {
+		ws := make([]io.Writer, 6)
+		bufs := make([]*bytes.Buffer, 6)
+		for i := range ws {
+			bufs[i] = new(bytes.Buffer)
+			ws[i] = bufs[i]
+		}
+		if c.failing >= 0 {
+			ws[c.failing] = &failAfter{n: 32 + 3*4096}
+		}
+		err := Encode(c.src, 1, l, ws)
+		if !errors.Is(errors.IO, err) {
+			t.Fatalf("%s failing: %v, want an IO error", c.name, err)
+		}
+		for i, b := range bufs {
+			if i != c.failing && int64(b.Len()) >= l.FileSize() {
+				t.Fatalf("%s failing: shard %d written whole (%d bytes)", c.name, i, b.Len())
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"runtime/debug"
 	"sync"
 
 	"github.com/klauspost/reedsolomon"
@@ -156,8 +157,41 @@ func contains(s []int, x int) bool {
 }
 
 // rebuild fills dst with shard want's bytes at shard offset off, read
-// from the same range of K other shards.
+// from the same range of K other shards. Local shards lend their bytes in
+// place when they can (Lender); a lent range that faults (its file cut
+// short under the mapping: no writer here does that, but a disk tool or
+// an operator may) costs the read its loans, not the process: the range
+// is rebuilt again from reads, where a short shard is a failed one.
 func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
+	err := r.rebuildFrom(dst, want, off, avoid, true)
+	if err == errFault {
+		err = r.rebuildFrom(dst, want, off, avoid, false)
+	}
+	return err
+}
+
+// errFault is a fault met reading lent bytes.
+var errFault = errors.E(errors.IO, "fault reading a lent shard range")
+
+// faultSafe runs decode, which reads bytes lent from mapped files, with a
+// memory fault (SIGBUS: the file was truncated under the mapping) turned
+// into errFault instead of a crash. The fault must happen in this
+// goroutine: the readers' encoders are serial (encoder).
+func faultSafe(decode func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			err = errFault
+		}
+	}()
+	return decode()
+}
+
+// rebuildFrom is rebuild, lending local shards' bytes if lend.
+func (r *Reader) rebuildFrom(dst []byte, want int, off int64, avoid []int, lend bool) error {
 	const op = errors.Op("ec.rebuild")
 	all := r.l.K + r.l.M
 	bufs := rowBufs.Get().(*[MaxShards][]byte)
@@ -184,6 +218,7 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	// pooled keeps the buffers of rows lent in place, to go back in the
 	// pool instead: it must never keep a lent (read-only) slice.
 	var pooled [MaxShards][]byte
+	lent := false
 	defer func() {
 		for i, b := range pooled[:all] {
 			if b != nil {
@@ -216,10 +251,13 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 			if s, local := r.shards[i].(*Shard); local {
 				// A mapped shard file's range is used in place: the
 				// decoder only reads present shards.
-				if b, done, ok := s.Lend(off, int64(len(dst))); ok {
-					pooled[i], rows[i] = rows[i], b
-					defer done()
-					continue
+				if lend {
+					if b, done, ok := s.Lend(off, int64(len(dst))); ok {
+						pooled[i], rows[i] = rows[i], b
+						defer done()
+						lent = true
+						continue
+					}
 				}
 				_, errs[bi] = s.ReadAt(rows[i], off)
 			}
@@ -255,7 +293,17 @@ func (r *Reader) rebuild(dst []byte, want int, off int64, avoid []int) error {
 	var required [MaxShards]bool
 	required[want] = true
 	rows[want] = dst[:0]
-	err := r.enc.ReconstructSome(rows, required[:all])
+	decode := func() error { return r.enc.ReconstructSome(rows, required[:all]) }
+	var err error
+	if lent {
+		err = faultSafe(decode)
+	} else {
+		err = decode()
+	}
+	if err == errFault {
+		rows[want] = nil
+		return err
+	}
 	if err == nil && len(dst) > 0 && &rows[want][0] != &dst[0] {
 		copy(dst, rows[want])
 	}

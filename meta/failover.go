@@ -93,10 +93,10 @@ type pickedKey struct{}
 // watch cancels an attempt once the client learns that a member other
 // than the one the attempt went to leads; stop ends the watch and reports
 // whether it cancelled the attempt.
-func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(context.Context) (string, error)) (stop func() bool) {
+func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(context.Context) (string, error), hang time.Duration) (stop func() bool) {
 	var moved atomic.Bool
 	done := make(chan struct{})
-	t := time.AfterFunc(hangCheck, func() {
+	t := time.AfterFunc(hang, func() {
 		h.mu.Lock()
 		h.waiting++
 		h.mu.Unlock()
@@ -212,10 +212,11 @@ func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error)
 	return balancer.PickResult{SubConn: p.scs[i]}, nil
 }
 
-// groupDialOptions are the options that make one connection reach every
-// member of addrs (comma separated) and follow the leader.
-func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err error) {
-	hint := &leaderHint{}
+// groupDialOptions are the options that make one connection reach
+// every member of addrs (comma separated) and follow the leader, its calls
+// watched after hang unanswered (hangCheck; 0: not watched).
+func groupDialOptions(addrs string, hang time.Duration) (target string, opts []grpc.DialOption, err error) {
+	c := &groupClient{hint: &leaderHint{}, hangCheck: hang}
 	r := manual.NewBuilderWithScheme("cairnmeta")
 	var st resolver.State
 	for _, a := range strings.Split(addrs, ",") {
@@ -229,79 +230,89 @@ func groupDialOptions(addrs string) (target string, opts []grpc.DialOption, err 
 		}
 		st.Addresses = append(st.Addresses, resolver.Address{
 			Addr: a, ServerName: host,
-			BalancerAttributes: attributes.New(hintKey{}, hint),
+			BalancerAttributes: attributes.New(hintKey{}, c.hint),
 		})
 	}
 	if len(st.Addresses) == 0 {
 		return "", nil, errors.E(errors.Op("meta.Dial"), errors.Invalid, "no meta address")
 	}
 	r.InitialState(st)
-	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		start, delay := time.Now(), 10*time.Millisecond
-		name := opName(method)
-		if dedupMethods[name] { // one id for every attempt (dedup.go)
-			ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, newRequestID())
-		}
-		// Who leads, as any member sees it, for watch: sent round robin
-		// (AnyMember), past this interceptor.
-		ask := func(ctx context.Context) (string, error) {
-			r := &metapb.MetaMembersResponse{}
-			err := inv(AnyMember(ctx), metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, r, cc)
-			return r.Leader, err
-		}
-		for {
-			to := &picked{}
-			actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
-			stop := func() bool { return false }
-			if !isStale(ctx) && !isAnyMember(ctx) {
-				stop = hint.watch(to, cancel, ask)
-			}
-			err := fromStatus(inv(actx, method, req, reply, cc, opts...))
-			moved := stop()
-			cancel()
-			if err == nil {
-				return nil
-			}
-			if moved && ctx.Err() == nil {
-				err = errors.E(errors.Op("meta"), errors.Unavailable, "a meta member did not answer and another leads: "+err.Error())
-			}
-			leader, refused := LeaderOf(err)
-			retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
-			if ctx.Err() != nil && errors.Is(errors.Unavailable, err) {
-				// The caller's deadline passed on a member that never
-				// answered (cut off, not down): the next call tries
-				// another rather than wait on it again.
-				hint.follow("")
-			}
-			if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
-				return err
-			}
-			if moved {
-				delay = 0 // the hint names the member that leads now
-			} else {
-				hint.follow(leader)
-			}
-			if refused && (isStale(ctx) || isAnyMember(ctx)) {
-				// A follower too far behind or without a leader (or
-				// the leader): the leader answers the next attempt at
-				// once.
-				ctx, delay = notStale(ctx), 0
-			}
-			t := time.NewTimer(delay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return err
-			case <-t.C:
-			}
-			delay = min(max(2*delay, 10*time.Millisecond), 500*time.Millisecond)
-		}
-	}
 	return "cairnmeta:///group", []grpc.DialOption{
 		grpc.WithResolvers(r),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"` + leaderBalancer + `":{}}]}`),
-		grpc.WithChainUnaryInterceptor(unary),
+		grpc.WithChainUnaryInterceptor(c.unary),
 	}, nil
+}
+
+// groupClient is the client side of a group's connection: the hint its
+// picker follows and the interceptor that sends a call again where it
+// can be answered.
+type groupClient struct {
+	hint      *leaderHint
+	hangCheck time.Duration // see hangCheck; 0: calls are not watched
+}
+
+func (c *groupClient) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	hint := c.hint
+	start, delay := time.Now(), 10*time.Millisecond
+	name := opName(method)
+	if dedupMethods[name] { // one id for every attempt (dedup.go)
+		ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, newRequestID())
+	}
+	// Who leads, as any member sees it, for watch: sent round robin
+	// (AnyMember), past this interceptor.
+	ask := func(ctx context.Context) (string, error) {
+		r := &metapb.MetaMembersResponse{}
+		err := inv(AnyMember(ctx), metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, r, cc)
+		return r.Leader, err
+	}
+	for {
+		to := &picked{}
+		actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
+		stop := func() bool { return false }
+		if c.hangCheck > 0 && !isStale(ctx) && !isAnyMember(ctx) {
+			stop = hint.watch(to, cancel, ask, c.hangCheck)
+		}
+		err := fromStatus(inv(actx, method, req, reply, cc, opts...))
+		moved := stop()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if moved && ctx.Err() == nil {
+			err = errors.E(errors.Op("meta"), errors.Unavailable, "a meta member did not answer and another leads: "+err.Error())
+		}
+		leader, refused := LeaderOf(err)
+		retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
+		if ctx.Err() != nil && errors.Is(errors.Unavailable, err) {
+			// The caller's deadline passed on a member that never
+			// answered (cut off, not down): the next call tries
+			// another rather than wait on it again.
+			hint.follow("")
+		}
+		if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
+			return err
+		}
+		if moved {
+			delay = 0 // the hint names the member that leads now
+		} else {
+			hint.follow(leader)
+		}
+		if refused && (isStale(ctx) || isAnyMember(ctx)) {
+			// A follower too far behind or without a leader (or
+			// the leader): the leader answers the next attempt at
+			// once.
+			ctx, delay = notStale(ctx), 0
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(max(2*delay, 10*time.Millisecond), 500*time.Millisecond)
+	}
 }
 
 // isStale reports whether an outgoing call is marked StaleOK.

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,9 +13,11 @@ import (
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
 
 	"cairn/errors"
 	"cairn/proto/metapb"
@@ -27,6 +30,15 @@ import (
 // retried on any unavailable member too; a command whose member went away
 // mid-call is retried only when it carries a request id (dedup.go): the
 // others may have been applied, and the caller decides.
+//
+// A member may also go silent: stopped, or cut off with its connections
+// open, it answers nothing, not even a refusal, and a call to it would
+// wait for TCP to give up (keepalive: 40 s). A call unanswered for
+// hangCheck is watched: one to the leader is sent again once another
+// member leads (watch), and a read any member may answer (StaleOK,
+// AnyMember) once the member it went to leaves a probe unanswered too
+// (watchRead); that member is then passed by for such reads until it
+// answers a probe again (setAside).
 
 const leaderBalancer = "cairn_meta_leader"
 
@@ -51,6 +63,13 @@ type leaderHint struct {
 	moved   chan struct{}
 	waiting int
 	probing bool
+
+	// Members set aside (watchRead): the picker passes them by for the
+	// calls any member may answer until they answer a probe again. nil
+	// when none: the picker reads it on every such call.
+	aside     atomic.Pointer[map[string]bool]
+	checks    map[string]*memberCheck // a probe of each member out
+	rechecker bool                    // recheck runs
 }
 
 func (h *leaderHint) get() (string, int) {
@@ -76,24 +95,30 @@ func (h *leaderHint) follow(leader string) {
 	}
 }
 
-// hangCheck is how long a call to the leader goes unanswered before the
-// client asks the other members who leads. A leader that stopped, or was
-// cut off with its connections open, answers nothing, and a call to it
-// would wait for TCP to give up (keepalive: 40 s) while another member
-// leads. Once one names another leader, the call is sent there (a call
-// that is not retriable fails as Unavailable: its outcome is unknown).
+// hangCheck is how long a call goes unanswered before the client looks
+// into it. For a call to the leader it asks the members who leads: once
+// one names another leader, the call is sent there (a call that is not
+// retriable fails as Unavailable: its outcome is unknown). For a read any
+// member may answer it probes the member the read went to, allowing it
+// hangCheck/2 to answer, and sends the read elsewhere if it does not.
 const hangCheck = time.Second
 
-// picked is where the picker notes the member it sent a call's attempt
-// to (a context value), for watch.
-type picked struct{ addr atomic.Pointer[string] }
+// picked is an attempt's word with the picker (a context value): where it
+// may go (pin: that member alone, for a probe; anyMember: any member,
+// round robin; else the leader), and where the picker sent it, for the
+// watches.
+type picked struct {
+	pin       string
+	anyMember bool
+	addr      atomic.Pointer[string]
+}
 
 type pickedKey struct{}
 
 // watch cancels an attempt once the client learns that a member other
 // than the one the attempt went to leads; stop ends the watch and reports
 // whether it cancelled the attempt.
-func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(context.Context) (string, error), hang time.Duration) (stop func() bool) {
+func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ms members, hang time.Duration) (stop func() bool) {
 	var moved atomic.Bool
 	done := make(chan struct{})
 	t := time.AfterFunc(hang, func() {
@@ -121,7 +146,7 @@ func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(conte
 			h.probing = true
 			h.mu.Unlock()
 			if start {
-				go h.probe(ask)
+				go h.probe(ms)
 			}
 			select {
 			case <-ch:
@@ -139,7 +164,7 @@ func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ask func(conte
 
 // probe asks the members in turn who leads, every half hangCheck, while
 // a call waits for the leader to change; one probe runs per client.
-func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
+func (h *leaderHint) probe(ms members) {
 	for {
 		h.mu.Lock()
 		if h.waiting == 0 {
@@ -149,7 +174,7 @@ func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
 		}
 		h.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), hangCheck/2)
-		leader, err := ask(ctx)
+		leader, err := ms.leader(ctx)
 		hung := ctx.Err() == context.DeadlineExceeded
 		cancel()
 		h.mu.Lock()
@@ -163,6 +188,158 @@ func (h *leaderHint) probe(ask func(context.Context) (string, error)) {
 			<-t.C
 		}
 	}
+}
+
+// watchRead is watch for an attempt any member may answer: after hang
+// unanswered, the member it went to is probed (check). One that answers
+// is slow, not gone, and is probed again after hang; one that does not
+// is set aside and the attempt cancelled, to be sent to another member.
+// stop ends the watch and reports whether it cancelled the attempt.
+func (h *leaderHint) watchRead(to *picked, cancel context.CancelFunc, ms members, hang time.Duration) (stop func() bool) {
+	var gone atomic.Bool
+	done := make(chan struct{})
+	t := time.AfterFunc(hang, func() {
+		for {
+			a := to.addr.Load()
+			if a == nil {
+				return // not sent yet: no member to blame
+			}
+			g, ok := h.check(*a, ms, hang/2, done)
+			if !ok {
+				return
+			}
+			if g {
+				gone.Store(true)
+				cancel()
+				return
+			}
+			t := time.NewTimer(hang)
+			select {
+			case <-t.C:
+			case <-done:
+				t.Stop()
+				return
+			}
+		}
+	})
+	return func() bool {
+		t.Stop()
+		close(done)
+		return gone.Load()
+	}
+}
+
+// memberCheck is a probe of one member: gone reports that it did not
+// answer, once done is closed.
+type memberCheck struct {
+	done chan struct{}
+	gone bool
+}
+
+// check probes the member at addr (MetaMembers, pinned to it) and
+// reports whether it left the probe unanswered for wait: calls that ask
+// while a probe of it is out share that one. A member that does not
+// answer is set aside, one that does is taken back. ok is false when
+// cancel closed first.
+func (h *leaderHint) check(addr string, ms members, wait time.Duration, cancel <-chan struct{}) (gone, ok bool) {
+	h.mu.Lock()
+	c := h.checks[addr]
+	if c == nil {
+		c = &memberCheck{done: make(chan struct{})}
+		if h.checks == nil {
+			h.checks = map[string]*memberCheck{}
+		}
+		h.checks[addr] = c
+		go func() {
+			ctx, stop := context.WithTimeout(context.Background(), wait)
+			err := ms.alive(ctx, addr)
+			c.gone = err != nil && ctx.Err() != nil
+			stop()
+			h.mu.Lock()
+			delete(h.checks, addr)
+			h.setAsideLocked(addr, c.gone, ms, wait)
+			h.mu.Unlock()
+			close(c.done)
+		}()
+	}
+	h.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.gone, true
+	case <-cancel:
+		return false, false
+	}
+}
+
+// setAsideLocked sets the member at addr aside (gone) or takes it back,
+// and starts recheck when it is the first set aside. Called with h.mu
+// held.
+func (h *leaderHint) setAsideLocked(addr string, gone bool, ms members, wait time.Duration) {
+	old := h.aside.Load()
+	if old == nil && !gone || old != nil && (*old)[addr] == gone {
+		return
+	}
+	m := map[string]bool{}
+	if old != nil {
+		for a := range *old {
+			m[a] = true
+		}
+	}
+	if gone {
+		m[addr] = true
+	} else {
+		delete(m, addr)
+	}
+	if len(m) == 0 {
+		h.aside.Store(nil)
+		return
+	}
+	h.aside.Store(&m)
+	if !h.rechecker {
+		h.rechecker = true
+		go h.recheck(ms, wait)
+	}
+}
+
+// recheck probes the members set aside, every hangCheck, until each
+// answered (and was taken back); one runs per client. On a closed
+// connection the probes fail at once, which takes every member back.
+func (h *leaderHint) recheck(ms members, wait time.Duration) {
+	for {
+		t := time.NewTimer(2 * wait)
+		<-t.C
+		h.mu.Lock()
+		m := h.aside.Load()
+		if m == nil {
+			h.rechecker = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		for a := range *m {
+			h.check(a, ms, wait, nil)
+		}
+	}
+}
+
+// members asks the members of a group's connection, past the failover
+// interceptor: who leads (any member), and whether one answers at all.
+type members struct {
+	inv grpc.UnaryInvoker
+	cc  *grpc.ClientConn
+}
+
+// leader asks one member, round robin, who leads.
+func (ms members) leader(ctx context.Context) (string, error) {
+	r := &metapb.MetaMembersResponse{}
+	err := ms.inv(AnyMember(ctx), metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, r, ms.cc)
+	return r.Leader, err
+}
+
+// alive asks the member at addr the same, for an answer of any kind.
+func (ms members) alive(ctx context.Context, addr string) error {
+	ctx = context.WithValue(ctx, pickedKey{}, &picked{pin: addr})
+	return ms.inv(ctx, metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, &metapb.MetaMembersResponse{}, ms.cc)
 }
 
 type hintKey struct{}
@@ -192,24 +369,55 @@ type leaderPicker struct {
 }
 
 func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	if isStale(info.Ctx) || isAnyMember(info.Ctx) { // any member may answer (raft.go StaleOK, raftread.go AnyMember)
-		return balancer.PickResult{SubConn: p.scs[int(p.stale.Add(1))%len(p.scs)]}, nil
+	to, _ := info.Ctx.Value(pickedKey{}).(*picked)
+	var i int
+	switch {
+	case to != nil && to.pin != "":
+		if i = slices.Index(p.addrs, to.pin); i < 0 {
+			return balancer.PickResult{}, status.Error(codes.Unavailable, "meta member "+to.pin+" is not connected")
+		}
+	case to != nil && to.anyMember || to == nil && (isStale(info.Ctx) || isAnyMember(info.Ctx)):
+		// Any member may answer (raft.go StaleOK, raftread.go AnyMember).
+		i = p.anyMember()
+	default:
+		i = p.leader()
 	}
+	if to != nil {
+		to.addr.Store(&p.addrs[i])
+	}
+	return balancer.PickResult{SubConn: p.scs[i]}, nil
+}
+
+// leader is the member the hint names, or the next round robin.
+func (p *leaderPicker) leader() int {
 	leader, rr := "", 0
 	if p.hint != nil {
 		leader, rr = p.hint.get()
 	}
-	i := rr % len(p.scs)
-	for j, a := range p.addrs {
-		if a == leader {
-			i = j
-			break
+	if i := slices.Index(p.addrs, leader); leader != "" && i >= 0 {
+		return i
+	}
+	return rr % len(p.scs)
+}
+
+// anyMember is the next member round robin not set aside (any, when
+// every member is).
+func (p *leaderPicker) anyMember() int {
+	n := len(p.scs)
+	i := int(p.stale.Add(1) % uint32(n))
+	if p.hint == nil {
+		return i
+	}
+	aside := p.hint.aside.Load()
+	if aside == nil {
+		return i
+	}
+	for k := range n {
+		if j := (i + k) % n; !(*aside)[p.addrs[j]] {
+			return j
 		}
 	}
-	if to, ok := info.Ctx.Value(pickedKey{}).(*picked); ok {
-		to.addr.Store(&p.addrs[i])
-	}
-	return balancer.PickResult{SubConn: p.scs[i]}, nil
+	return i
 }
 
 // groupDialOptions are the options that make one connection reach
@@ -259,32 +467,40 @@ func (c *groupClient) unary(ctx context.Context, method string, req, reply any, 
 	if dedupMethods[name] { // one id for every attempt (dedup.go)
 		ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, newRequestID())
 	}
-	// Who leads, as any member sees it, for watch: sent round robin
-	// (AnyMember), past this interceptor.
-	ask := func(ctx context.Context) (string, error) {
-		r := &metapb.MetaMembersResponse{}
-		err := inv(AnyMember(ctx), metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, r, cc)
-		return r.Leader, err
+	anyMember := isStale(ctx) || isAnyMember(ctx)
+	if anyMember && !staleReads[name] {
+		// Only those reads may be answered by any member (memberGate):
+		// the others go to the leader, and are watched as its calls.
+		ctx, anyMember = notStale(ctx), false
 	}
+	ms := members{inv, cc}
 	for {
-		to := &picked{}
+		to := &picked{anyMember: anyMember}
 		actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
-		stop := func() bool { return false }
-		if c.hangCheck > 0 && !isStale(ctx) && !isAnyMember(ctx) {
-			stop = hint.watch(to, cancel, ask, c.hangCheck)
+		var stop func() bool
+		switch {
+		case c.hangCheck == 0:
+		case anyMember:
+			stop = hint.watchRead(to, cancel, ms, c.hangCheck)
+		default:
+			stop = hint.watch(to, cancel, ms, c.hangCheck)
 		}
 		err := fromStatus(inv(actx, method, req, reply, cc, opts...))
-		moved := stop()
+		moved := stop != nil && stop() // the attempt was cancelled: sent elsewhere
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if moved && ctx.Err() == nil {
-			err = errors.E(errors.Op("meta"), errors.Unavailable, "a meta member did not answer and another leads: "+err.Error())
+			why := "a meta member did not answer and another leads: "
+			if anyMember {
+				why = "a meta member answered neither the call nor a probe: "
+			}
+			err = errors.E(errors.Op("meta"), errors.Unavailable, why+err.Error())
 		}
 		leader, refused := LeaderOf(err)
 		retry := refused || (errors.Is(errors.Unavailable, err) && retriable(name))
-		if ctx.Err() != nil && errors.Is(errors.Unavailable, err) {
+		if ctx.Err() != nil && errors.Is(errors.Unavailable, err) && !anyMember {
 			// The caller's deadline passed on a member that never
 			// answered (cut off, not down): the next call tries
 			// another rather than wait on it again.
@@ -293,16 +509,17 @@ func (c *groupClient) unary(ctx context.Context, method string, req, reply any, 
 		if !retry || ctx.Err() != nil || time.Since(start) > failoverWait {
 			return err
 		}
-		if moved {
-			delay = 0 // the hint names the member that leads now
-		} else {
+		switch {
+		case moved:
+			delay = 0 // the hint names the member that leads now, or the member is set aside
+		case refused || !anyMember:
 			hint.follow(leader)
 		}
-		if refused && (isStale(ctx) || isAnyMember(ctx)) {
+		if refused && anyMember {
 			// A follower too far behind or without a leader (or
 			// the leader): the leader answers the next attempt at
 			// once.
-			ctx, delay = notStale(ctx), 0
+			ctx, anyMember, delay = notStale(ctx), false, 0
 		}
 		t := time.NewTimer(delay)
 		select {

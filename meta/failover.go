@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -103,62 +104,73 @@ func (h *leaderHint) follow(leader string) {
 // hangCheck/2 to answer, and sends the read elsewhere if it does not.
 const hangCheck = time.Second
 
-// picked is an attempt's word with the picker (a context value): where it
-// may go (pin: that member alone, for a probe; anyMember: any member,
-// round robin; else the leader), and where the picker sent it, for the
-// watches.
-type picked struct {
-	pin       string
-	anyMember bool
-	addr      atomic.Pointer[string]
+// attempt is one sending of a call, and its context: it tells the picker
+// where it may go (pin: that member alone, for a probe; anyMember: any
+// member, round robin; else the leader), the picker notes where it sent
+// it (addr), and a watch cancels it.
+type attempt struct {
+	context.Context // the call's, cancelled by cancel
+	cancel          context.CancelFunc
+	pin             string
+	anyMember       bool
+	addr            atomic.Pointer[string]
+	ms              members
+
+	// Under list.mu: when the attempt started (the watchdog's epoch)
+	// and its place among those in flight; done is made when a watch
+	// takes the attempt over, and closed when the attempt ends.
+	list       *attempts
+	epoch      uint64
+	prev, next *attempt
+	done       chan struct{}
+	moved      atomic.Bool // the watch cancelled the attempt: sent elsewhere
 }
 
-type pickedKey struct{}
+type attemptKey struct{}
 
-// watch cancels an attempt once the client learns that a member other
-// than the one the attempt went to leads; stop ends the watch and reports
-// whether it cancelled the attempt.
-func (h *leaderHint) watch(to *picked, cancel context.CancelFunc, ms members, hang time.Duration) (stop func() bool) {
-	var moved atomic.Bool
-	done := make(chan struct{})
-	t := time.AfterFunc(hang, func() {
+// Value makes the attempt the picker's to find, without a context of its
+// own for it.
+func (a *attempt) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return a
+	}
+	return a.Context.Value(key)
+}
+
+// watch cancels an attempt to the leader once the client learns that a
+// member other than the one the attempt went to leads.
+func (h *leaderHint) watch(a *attempt) {
+	h.mu.Lock()
+	h.waiting++
+	h.mu.Unlock()
+	defer func() {
 		h.mu.Lock()
-		h.waiting++
+		h.waiting--
 		h.mu.Unlock()
-		defer func() {
-			h.mu.Lock()
-			h.waiting--
+	}()
+	for {
+		h.mu.Lock()
+		if to := a.addr.Load(); to != nil && h.leader != "" && h.leader != *to {
 			h.mu.Unlock()
-		}()
-		for {
-			h.mu.Lock()
-			if a := to.addr.Load(); a != nil && h.leader != "" && h.leader != *a {
-				h.mu.Unlock()
-				moved.Store(true)
-				cancel()
-				return
-			}
-			if h.moved == nil {
-				h.moved = make(chan struct{})
-			}
-			ch := h.moved
-			start := !h.probing
-			h.probing = true
-			h.mu.Unlock()
-			if start {
-				go h.probe(ms)
-			}
-			select {
-			case <-ch:
-			case <-done:
-				return
-			}
+			a.moved.Store(true)
+			a.cancel()
+			return
 		}
-	})
-	return func() bool {
-		t.Stop()
-		close(done)
-		return moved.Load()
+		if h.moved == nil {
+			h.moved = make(chan struct{})
+		}
+		ch := h.moved
+		start := !h.probing
+		h.probing = true
+		h.mu.Unlock()
+		if start {
+			go h.probe(a.ms)
+		}
+		select {
+		case <-ch:
+		case <-a.done:
+			return
+		}
 	}
 }
 
@@ -190,43 +202,165 @@ func (h *leaderHint) probe(ms members) {
 	}
 }
 
-// watchRead is watch for an attempt any member may answer: after hang
-// unanswered, the member it went to is probed (check). One that answers
-// is slow, not gone, and is probed again after hang; one that does not
-// is set aside and the attempt cancelled, to be sent to another member.
-// stop ends the watch and reports whether it cancelled the attempt.
-func (h *leaderHint) watchRead(to *picked, cancel context.CancelFunc, ms members, hang time.Duration) (stop func() bool) {
-	var gone atomic.Bool
-	done := make(chan struct{})
-	t := time.AfterFunc(hang, func() {
-		for {
-			a := to.addr.Load()
-			if a == nil {
-				return // not sent yet: no member to blame
+// watchRead is watch for an attempt any member may answer: the member
+// it went to is probed (check). One that answers is slow, not gone, and
+// is probed again after hang; one that does not is set aside and the
+// attempt cancelled, to be sent to another member.
+func (h *leaderHint) watchRead(a *attempt, hang time.Duration) {
+	for {
+		to := a.addr.Load()
+		if to == nil {
+			return // not sent yet: no member to blame
+		}
+		gone, ok := h.check(*to, a.ms, hang/2, a.done)
+		if !ok {
+			return
+		}
+		if gone {
+			a.moved.Store(true)
+			a.cancel()
+			return
+		}
+		t := time.NewTimer(hang)
+		select {
+		case <-t.C:
+		case <-a.done:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// watchdog hands the attempts unanswered for about hangCheck to a watch.
+// One ticker per client, while calls are made, serves every attempt: an
+// attempt costs two short critical sections, on one of several lists
+// (callers on different CPUs seldom meet), not a timer of its own
+// (BenchmarkGroupClientCall).
+type watchdog struct {
+	lists   [watchdogLists]attempts
+	epoch   atomic.Uint64 // ticks so far
+	running atomic.Bool   // run's loop is on
+}
+
+const watchdogLists = 8
+
+// attempts are attempts in flight, oldest first.
+type attempts struct {
+	mu         sync.Mutex
+	head, tail *attempt
+	_          [40]byte // a cache line each
+}
+
+// watchdogTicks is the ticks (of hangCheck/4) an attempt waits before
+// it is watched: between hangCheck and 1.25 hangCheck.
+const watchdogTicks = 5
+
+// begin puts a in flight, starting the watchdog's loop if it is off.
+func (c *groupClient) begin(a *attempt) {
+	w := &c.wd
+	a.list = &w.lists[rand.Uint32()%watchdogLists]
+	l := a.list
+	l.mu.Lock()
+	a.epoch = w.epoch.Load()
+	a.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = a
+	} else {
+		l.head = a
+	}
+	l.tail = a
+	l.mu.Unlock()
+	if !w.running.Load() && w.running.CompareAndSwap(false, true) {
+		go c.run()
+	}
+}
+
+// end takes a out of flight and reports whether a watch cancelled it.
+func (c *groupClient) end(a *attempt) bool {
+	l := a.list
+	l.mu.Lock()
+	if a.done == nil {
+		l.unlinkLocked(a)
+	} else {
+		close(a.done) // its watch ends
+	}
+	l.mu.Unlock()
+	return a.moved.Load()
+}
+
+func (l *attempts) unlinkLocked(a *attempt) {
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		l.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		l.tail = a.prev
+	}
+	a.prev, a.next = nil, nil
+}
+
+// run ticks every hangCheck/4, handing each attempt that has waited
+// watchdogTicks to its watch; it stops after a few ticks with nothing
+// in flight.
+func (c *groupClient) run() {
+	w := &c.wd
+	t := time.NewTicker(c.hangCheck / 4)
+	defer t.Stop()
+	idle := 0
+	for range t.C {
+		epoch := w.epoch.Add(1)
+		var due []*attempt
+		empty := true
+		for i := range w.lists {
+			l := &w.lists[i]
+			l.mu.Lock()
+			for a := l.head; a != nil && epoch-a.epoch >= watchdogTicks; a = l.head {
+				l.unlinkLocked(a)
+				a.done = make(chan struct{})
+				due = append(due, a)
 			}
-			g, ok := h.check(*a, ms, hang/2, done)
-			if !ok {
-				return
-			}
-			if g {
-				gone.Store(true)
-				cancel()
-				return
-			}
-			t := time.NewTimer(hang)
-			select {
-			case <-t.C:
-			case <-done:
-				t.Stop()
-				return
+			empty = empty && l.head == nil
+			l.mu.Unlock()
+		}
+		for _, a := range due {
+			if a.anyMember {
+				go c.hint.watchRead(a, c.hangCheck)
+			} else {
+				go c.hint.watch(a)
 			}
 		}
-	})
-	return func() bool {
-		t.Stop()
-		close(done)
-		return gone.Load()
+		if !empty {
+			idle = 0
+			continue
+		}
+		if idle++; idle < 2*watchdogTicks {
+			continue
+		}
+		// Off, unless an attempt came in as it went off (its begin saw
+		// the loop on).
+		w.running.Store(false)
+		if w.empty() || !w.running.CompareAndSwap(false, true) {
+			return
+		}
+		idle = 0
 	}
+}
+
+// empty reports whether no attempt is in flight.
+func (w *watchdog) empty() bool {
+	for i := range w.lists {
+		l := &w.lists[i]
+		l.mu.Lock()
+		e := l.head == nil
+		l.mu.Unlock()
+		if !e {
+			return false
+		}
+	}
+	return true
 }
 
 // memberCheck is a probe of one member: gone reports that it did not
@@ -338,8 +472,8 @@ func (ms members) leader(ctx context.Context) (string, error) {
 
 // alive asks the member at addr the same, for an answer of any kind.
 func (ms members) alive(ctx context.Context, addr string) error {
-	ctx = context.WithValue(ctx, pickedKey{}, &picked{pin: addr})
-	return ms.inv(ctx, metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, &metapb.MetaMembersResponse{}, ms.cc)
+	a := &attempt{Context: ctx, pin: addr}
+	return ms.inv(a, metapb.Meta_MetaMembers_FullMethodName, &metapb.Empty{}, &metapb.MetaMembersResponse{}, ms.cc)
 }
 
 type hintKey struct{}
@@ -369,7 +503,7 @@ type leaderPicker struct {
 }
 
 func (p *leaderPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	to, _ := info.Ctx.Value(pickedKey{}).(*picked)
+	to, _ := info.Ctx.Value(attemptKey{}).(*attempt)
 	var i int
 	switch {
 	case to != nil && to.pin != "":
@@ -458,6 +592,7 @@ func groupDialOptions(addrs string, hang time.Duration) (target string, opts []g
 type groupClient struct {
 	hint      *leaderHint
 	hangCheck time.Duration // see hangCheck; 0: calls are not watched
+	wd        watchdog
 }
 
 func (c *groupClient) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -475,19 +610,14 @@ func (c *groupClient) unary(ctx context.Context, method string, req, reply any, 
 	}
 	ms := members{inv, cc}
 	for {
-		to := &picked{anyMember: anyMember}
-		actx, cancel := context.WithCancel(context.WithValue(ctx, pickedKey{}, to))
-		var stop func() bool
-		switch {
-		case c.hangCheck == 0:
-		case anyMember:
-			stop = hint.watchRead(to, cancel, ms, c.hangCheck)
-		default:
-			stop = hint.watch(to, cancel, ms, c.hangCheck)
+		a := &attempt{anyMember: anyMember, ms: ms}
+		a.Context, a.cancel = context.WithCancel(ctx)
+		if c.hangCheck > 0 {
+			c.begin(a)
 		}
-		err := fromStatus(inv(actx, method, req, reply, cc, opts...))
-		moved := stop != nil && stop() // the attempt was cancelled: sent elsewhere
-		cancel()
+		err := fromStatus(inv(a, method, req, reply, cc, opts...))
+		moved := c.hangCheck > 0 && c.end(a) // a watch cancelled the attempt: sent elsewhere
+		a.cancel()
 		if err == nil {
 			return nil
 		}

@@ -39,7 +39,8 @@ import (
 // member leads (watch), and a read any member may answer (StaleOK,
 // AnyMember) once the member it went to leaves a probe unanswered too
 // (watchRead); that member is then passed by for such reads until it
-// answers a probe again (setAside).
+// answers a probe again (check). A watchdog hands the calls to their
+// watches (begin, run).
 
 const leaderBalancer = "cairn_meta_leader"
 

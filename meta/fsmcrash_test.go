@@ -2,6 +2,8 @@ package meta
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,7 +108,7 @@ func TestGroupMemberReappliesLostTail(t *testing.T) {
 // checkpointApplied is the applied index of the store checkpointed in dir.
 func checkpointApplied(t *testing.T, dir string) uint64 {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true})
+	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true, Logger: quietLogger{slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}

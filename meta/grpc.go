@@ -232,6 +232,12 @@ func NewGRPCServer(svc *Service, extra ...grpc.ServerOption) *grpc.Server {
 // with errors.Is(errors.NotExist, err) as in-process. extra options come
 // last (the mount adds an interceptor that counts calls per FUSE op).
 func Dial(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.ClientConn, error) {
+	return dial(addr, hangCheck, extra...)
+}
+
+// dial is Dial with a group client's hang check given (failover.go; 0:
+// calls are not watched, a benchmark's baseline).
+func dial(addr string, hang time.Duration, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.ClientConn, error) {
 	unary := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		return fromStatus(inv(ctx, method, req, reply, cc, opts...))
 	}
@@ -259,7 +265,7 @@ func Dial(addr string, extra ...grpc.DialOption) (metapb.MetaClient, *grpc.Clien
 	}
 	target := addr
 	if strings.Contains(addr, ",") { // a group's members (failover.go)
-		t, gopts, err := groupDialOptions(addr)
+		t, gopts, err := groupDialOptions(addr, hang)
 		if err != nil {
 			return nil, nil, err
 		}

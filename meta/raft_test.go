@@ -43,6 +43,9 @@ type testGroup struct {
 	// config, when set, changes a member's configuration before it
 	// opens (secrets_test.go: which member holds the CA).
 	config func(*member, *Config)
+	// listen, when set, wraps a member's gRPC listener (frozen_test.go:
+	// a member that answers nothing).
+	listen func(*member, net.Listener) net.Listener
 }
 
 func listenLoopback(t testing.TB, addr string) net.Listener {
@@ -64,11 +67,20 @@ func newTestGroup(t testing.TB, n int, tweak func(*GroupConfig)) *testGroup {
 // server.
 func newTestGroupWith(t testing.TB, n int, tweak func(*GroupConfig), serverOpts func(*member) []grpc.ServerOption) *testGroup {
 	t.Helper()
+	g := &testGroup{t: t, tweak: tweak, serverOpts: serverOpts}
+	g.boot(n)
+	return g
+}
+
+// boot starts n members bootstrapped together, as g's fields say.
+func (g *testGroup) boot(n int) {
+	t := g.t
+	t.Helper()
 	ca, err := pki.NewCA("raft test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &testGroup{t: t, ca: ca, tweak: tweak, serverOpts: serverOpts}
+	g.ca = ca
 	var gls, rls []net.Listener
 	for range n {
 		gl, rl := listenLoopback(t, "127.0.0.1:0"), listenLoopback(t, "127.0.0.1:0")
@@ -88,7 +100,6 @@ func newTestGroupWith(t testing.TB, n int, tweak func(*GroupConfig), serverOpts 
 			g.stop(m)
 		}
 	})
-	return g
 }
 
 func (g *testGroup) start(m *member, gl, rl net.Listener, boot []Peer) {
@@ -119,6 +130,9 @@ func (g *testGroup) start(m *member, gl, rl net.Listener, boot []Peer) {
 			opts = append(opts, g.serverOpts(m)...)
 		}
 		m.gs = NewGRPCServer(svc, opts...)
+		if g.listen != nil {
+			gl = g.listen(m, gl)
+		}
 		go m.gs.Serve(gl)
 	})
 	if err != nil {

@@ -53,6 +53,17 @@ func AnyMember(ctx context.Context) context.Context {
 // sends it to the leader).
 const readIndexWait = 5 * time.Second
 
+// readIndexAsk bounds each question to the leader for its read index, and
+// so a read's wait for one to two questions (the one out when it came,
+// then its own). A leader that does not answer (stopped, cut off from
+// this member) would hold every read here for readIndexWait, though the
+// client could have them answered elsewhere: the follower refuses them
+// instead, naming the leader Raft names by then (the client sends them
+// there), within about the bound in which a client leaves a member that
+// answers nothing (failover.go, hangCheck). A leader answers within a
+// heartbeat round.
+const readIndexAsk = hangCheck
+
 // MetaReadIndex answers the leader's read index (see above). Only a ready
 // leader answers (leaderGate).
 func (s *Service) MetaReadIndex(ctx context.Context, _ *metapb.Empty) (*metapb.MetaReadIndexResponse, error) {
@@ -239,7 +250,7 @@ func (ri *readIndexer) startLocked(g *group) {
 }
 
 // ask asks the leader for its read index, over the members' gRPC with
-// this member's identity.
+// this member's identity, within readIndexAsk.
 func (ri *readIndexer) ask(g *group) (uint64, error) {
 	_, id := g.r.LeaderWithID()
 	if id == "" || string(id) == g.cfg.ID {
@@ -249,7 +260,7 @@ func (ri *readIndexer) ask(g *group) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), readIndexWait)
+	ctx, cancel := context.WithTimeout(context.Background(), readIndexAsk)
 	defer cancel()
 	resp, err := mc.MetaReadIndex(ctx, &metapb.Empty{})
 	if err != nil {

@@ -421,3 +421,33 @@ func TestAtimeStoredWhenFull(t *testing.T) {
 		t.Fatalf("after the queue drained, meta's atime of f %d, the mount showed %d", got, shown)
 	}
 }
+
+// TestCreateBehindKeepsCtime: a file created here is answered before meta
+// has it; its commit must store the ctime stat showed (the create's, or
+// its last write's), not the time the commit landed, which moved ctime
+// under stat (pjdfstest truncate/00.t: a ctime that changed across a
+// truncate refused with EACCES, at load, once the commit landed a second
+// later). Empty files commit alone, small ones packed, large ones with
+// their flush: each path carries it.
+func TestCreateBehindKeepsCtime(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	peek := peeker(t, srv)
+	sizes := map[string]int{"empty": 0, "small": 10, "large": 300 << 10}
+	shown := map[string]int64{}
+	for name, size := range sizes {
+		p := filepath.Join(dir, name)
+		must(t, os.WriteFile(p, bytes.Repeat([]byte("x"), size), 0o644))
+		shown[name] = lstat(t, p).Ctim.Nano()
+	}
+	settled(t, m)
+	for name := range sizes {
+		if got := peek(name).CtimeNs; got != shown[name] {
+			t.Errorf("%s: meta's ctime %d, the mount showed %d at the create (moved by %v when the commit landed)",
+				name, got, shown[name], time.Duration(got-shown[name]))
+		}
+		if got := lstat(t, filepath.Join(dir, name)).Ctim.Nano(); got != shown[name] {
+			t.Errorf("%s: ctime %d after the commit, %d before", name, got, shown[name])
+		}
+	}
+}

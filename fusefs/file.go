@@ -424,7 +424,9 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 			Etag:        fmt.Sprintf("%x-m%x", a.Ino, time.Now().UnixNano()),
 			ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
 			MtimeNs: mtime, AtimeNs: a.AtimeNs}
-		if !n.f.creating {
+		if n.f.creating {
+			req.CtimeNs = max(a.CtimeNs, mtime) // what stat showed (fill)
+		} else {
 			req.OpenIno = n.openIno()
 		}
 		if !n.f.creating {

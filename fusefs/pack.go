@@ -170,6 +170,7 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		if f.r.mtime == 0 { // the last write's time, which stat showed
 			req.Commits[i].MtimeNs = max(a.MtimeNs, f.r.n.f.wroteAt.Load())
 		}
+		req.Commits[i].CtimeNs = max(a.CtimeNs, req.Commits[i].MtimeNs) // what stat showed (fill)
 		dones[i] = p.w.m.sess.mutating(ns, f.path)
 	}
 	resp, err := p.w.m.meta.CommitBatch(ctx, req)

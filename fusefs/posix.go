@@ -147,8 +147,10 @@ const relatimeWindow = 24 * time.Hour
 // accessed applies relatime after a read of n: atime moves to now when it
 // is not newer than mtime or ctime, or older than a day. The change is
 // local at once and written behind (coalesced with the file's other queued
-// work), never a meta round trip per read; when nothing can be left
-// behind (--sync-close, no session) it is skipped, as noatime.
+// work), never a meta round trip per read; past the write-behind queue's
+// bound it is stored before the read answers, as every attribute change
+// past it is (the atime shown must be the one stored). When nothing can
+// be left behind (--sync-close, no session) it is skipped, as noatime.
 func (n *node) accessed(ctx context.Context) {
 	if n.m.cfg.NoAtime || n.m.cfg.ReadOnly || !n.m.wb.enabled() {
 		return
@@ -169,7 +171,17 @@ func (n *node) accessed(ctx context.Context) {
 	na.AtimeNs = now
 	n.attr = na
 	n.mu.Unlock()
-	n.m.wb.enqueue(ctx, n, work{attrs: &metapb.SetAttrRequest{AtimeNs: &now, Access: true}})
+	attrs := &metapb.SetAttrRequest{AtimeNs: &now, Access: true}
+	if n.m.wb.enqueue(ctx, n, work{attrs: attrs}) || n.busy() {
+		// Queued. (Work joining a queued chain is refused only when
+		// meta could not be told: the file may not be in meta yet.)
+		return
+	}
+	// Not cut by the reader's interrupt: the read has its bytes, and an
+	// atime shown but never stored is what this is for.
+	if err := n.commitBehind(context.WithoutCancel(ctx), false, attrs); err != nil {
+		n.m.log.Warn("mount: storing an access time failed", "ns", n.ns, "ino", n.StableAttr().Ino, "err", err)
+	}
 }
 
 // xattrOK says which xattr namespaces are stored: user.*, and trusted.*

@@ -798,7 +798,7 @@ func (n *node) commitCreate(ctx context.Context, mtime int64) error {
 	done := n.m.sess.mutating(n.ns, p)
 	na, err := n.m.meta.Commit(ctx, &metapb.CommitRequest{
 		Ns: n.ns, Path: p, Etag: emptyETag, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
-		IfNoneMatch: true, Ino: a.Ino, MtimeNs: mtime, AtimeNs: a.AtimeNs,
+		IfNoneMatch: true, Ino: a.Ino, MtimeNs: mtime, AtimeNs: a.AtimeNs, CtimeNs: max(a.CtimeNs, mtime),
 	})
 	if err != nil {
 		done(0)

@@ -377,3 +377,77 @@ func BenchmarkDrainFullQueue(b *testing.B) {
 	}
 	b.Log("\n" + m.Stats().String())
 }
+
+// TestAtimeStoredWhenFull: a read that moves a file's atime (relatime)
+// while the queue is full stores it before answering, as every attribute
+// change past the bound is stored: the atime the mount shows is meta's.
+// It was kept on the mount alone, so other mounts, and this one after
+// the kernel forgot the file, saw the old atime.
+func TestAtimeStoredWhenFull(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", func(c *fusefs.Config) { c.WritebackMaxEntries = 1 })
+	peek := peeker(t, srv)
+	p, q := filepath.Join(dir, "f"), filepath.Join(dir, "g")
+	must(t, os.WriteFile(p, []byte("hello"), 0o644))
+	must(t, os.WriteFile(q, []byte("other"), 0o644))
+	old := time.Now().Add(-48 * time.Hour)
+	must(t, os.Chtimes(p, old, old))
+	settled(t, m)
+	if got := peek("f").AtimeNs; got != old.UnixNano() {
+		t.Fatalf("meta's atime of f %d, want %d", got, old.UnixNano())
+	}
+
+	release := fusefs.HoldWriteBehind(m)
+	var once sync.Once
+	defer once.Do(release)
+	stop := watchdog(t, 2*time.Minute, dir)
+	defer stop()
+	must(t, os.Chmod(q, 0o600)) // queued and held: the queue (one entry) is full
+	full := m.Stats().Op("writeback-full").Calls.Load()
+	readFile(t, p)
+	shown := atime(t, p)
+	if shown == old.UnixNano() {
+		t.Fatal("a read of a file with an old atime did not move it")
+	}
+	if m.Stats().Op("writeback-full").Calls.Load() == full {
+		t.Fatal("the atime went behind: the queue was not full")
+	}
+	if got := peek("f").AtimeNs; got != shown {
+		t.Fatalf("meta's atime of f %d, the mount shows %d (kept on the mount only)", got, shown)
+	}
+	once.Do(release)
+	settled(t, m)
+	if got := peek("f").AtimeNs; got != shown {
+		t.Fatalf("after the queue drained, meta's atime of f %d, the mount showed %d", got, shown)
+	}
+}
+
+// TestCreateBehindKeepsCtime: a file created here is answered before meta
+// has it; its commit must store the ctime stat showed (the create's, or
+// its last write's), not the time the commit landed, which moved ctime
+// under stat (pjdfstest truncate/00.t: a ctime that changed across a
+// truncate refused with EACCES, at load, once the commit landed a second
+// later). Empty files commit alone, small ones packed, large ones with
+// their flush: each path carries it.
+func TestCreateBehindKeepsCtime(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	peek := peeker(t, srv)
+	sizes := map[string]int{"empty": 0, "small": 10, "large": 300 << 10}
+	shown := map[string]int64{}
+	for name, size := range sizes {
+		p := filepath.Join(dir, name)
+		must(t, os.WriteFile(p, bytes.Repeat([]byte("x"), size), 0o644))
+		shown[name] = lstat(t, p).Ctim.Nano()
+	}
+	settled(t, m)
+	for name := range sizes {
+		if got := peek(name).CtimeNs; got != shown[name] {
+			t.Errorf("%s: meta's ctime %d, the mount showed %d at the create (moved by %v when the commit landed)",
+				name, got, shown[name], time.Duration(got-shown[name]))
+		}
+		if got := lstat(t, filepath.Join(dir, name)).Ctim.Nano(); got != shown[name] {
+			t.Errorf("%s: ctime %d after the commit, %d before", name, got, shown[name])
+		}
+	}
+}

@@ -671,6 +671,11 @@ func (t *txn) commitKeep(r *metapb.CommitRequest, keepShared bool) error {
 	if r.AtimeNs != 0 {
 		n.AtimeNs = r.AtimeNs
 	}
+	if r.CtimeNs != 0 && r.Ino != 0 {
+		// A mount's create answered behind: the ctime it showed, not
+		// the time its commit landed (which moved ctime under stat).
+		n.CtimeNs = r.CtimeNs
+	}
 	n.Headers, n.Tags, n.PartSizes = r.Headers, r.Tags, r.PartSizes
 	n.StorageClass = cls
 	if !t.plain {

@@ -1524,10 +1524,14 @@ type CommitRequest struct {
 	MtimeNs     int64                  `protobuf:"varint,14,opt,name=mtime_ns,json=mtimeNs,proto3" json:"mtime_ns,omitempty"`                                                           // 0: now
 	Headers     map[string]string      `protobuf:"bytes,40,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // see Inode.headers
 	Tags        map[string]string      `protobuf:"bytes,41,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Ino         uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                                      // a new file takes this inode number, reserved by MountReserve
-	ModeExact   bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"`        // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
-	AtimeNs     int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`              // 0: unchanged (a new file shows its mtime)
-	PartSizes   []uint64               `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
+	Ino         uint64                 `protobuf:"varint,60,opt,name=ino,proto3" json:"ino,omitempty"`                               // a new file takes this inode number, reserved by MountReserve
+	ModeExact   bool                   `protobuf:"varint,140,opt,name=mode_exact,json=modeExact,proto3" json:"mode_exact,omitempty"` // mode is taken as given, 0 included (a mount's open(O_CREAT, 0))
+	AtimeNs     int64                  `protobuf:"varint,141,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`       // 0: unchanged (a new file shows its mtime)
+	// A create made with a reserved inode number (ino): the ctime the mount
+	// showed for it (its create or last write), kept when the commit lands
+	// later. 0: the commit's time.
+	CtimeNs   int64    `protobuf:"varint,1030,opt,name=ctime_ns,json=ctimeNs,proto3" json:"ctime_ns,omitempty"`
+	PartSizes []uint64 `protobuf:"varint,180,rep,packed,name=part_sizes,json=partSizes,proto3" json:"part_sizes,omitempty"` // see Inode.part_sizes
 	// Object lock of the version this commit makes (S3 PutObject's
 	// x-amz-object-lock-* headers); refused unless the bucket has object lock.
 	S3Retention *S3Retention `protobuf:"bytes,250,opt,name=s3_retention,json=s3Retention,proto3" json:"s3_retention,omitempty"`
@@ -1703,6 +1707,13 @@ func (x *CommitRequest) GetModeExact() bool {
 func (x *CommitRequest) GetAtimeNs() int64 {
 	if x != nil {
 		return x.AtimeNs
+	}
+	return 0
+}
+
+func (x *CommitRequest) GetCtimeNs() int64 {
+	if x != nil {
+		return x.CtimeNs
 	}
 	return 0
 }
@@ -11072,7 +11083,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"noSyncWait\x12\x10\n" +
 	"\x03ino\x18\b \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
-	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xdd\a\n" +
+	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\"\xf9\a\n" +
 	"\rCommitRequest\x12\x0e\n" +
 	"\x02ns\x18\x01 \x01(\tR\x02ns\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -11094,7 +11105,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x03ino\x18< \x01(\x04R\x03ino\x12\x1e\n" +
 	"\n" +
 	"mode_exact\x18\x8c\x01 \x01(\bR\tmodeExact\x12\x1a\n" +
-	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1e\n" +
+	"\batime_ns\x18\x8d\x01 \x01(\x03R\aatimeNs\x12\x1a\n" +
+	"\bctime_ns\x18\x86\b \x01(\x03R\actimeNs\x12\x1e\n" +
 	"\n" +
 	"part_sizes\x18\xb4\x01 \x03(\x04R\tpartSizes\x12;\n" +
 	"\fs3_retention\x18\xfa\x01 \x01(\v2\x17.cairn.meta.S3RetentionR\vs3Retention\x12#\n" +

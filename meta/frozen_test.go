@@ -172,16 +172,7 @@ func TestGroupFollowerLeavesSilentLeader(t *testing.T) {
 	var held atomic.Int64
 	release := make(chan struct{})
 	g := newTestGroupWith(t, 3, nil, func(m *member) []grpc.ServerOption {
-		return []grpc.ServerOption{grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if silent.Load() && opName(info.FullMethod) == "MetaReadIndex" {
-				held.Add(1)
-				select {
-				case <-release:
-				case <-ctx.Done():
-				}
-			}
-			return h(ctx, req)
-		})}
+		return holdCalls(func(method string) bool { return silent.Load() && method == "MetaReadIndex" }, &held, release)
 	})
 	t.Cleanup(func() { close(release) }) // before the members stop
 	cl := g.client()
@@ -220,4 +211,20 @@ func TestGroupFollowerLeavesSilentLeader(t *testing.T) {
 			t.Fatalf("AnyMember read through the group client with the leader silent on read indexes: %v", err)
 		}
 	}
+}
+
+// holdCalls is a member's server option that holds each call hold picks
+// (by method name) until release is closed or the caller gives up,
+// counting them in held: a member that takes calls in and never answers.
+func holdCalls(hold func(method string) bool, held *atomic.Int64, release <-chan struct{}) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if hold(opName(info.FullMethod)) {
+			held.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return h(ctx, req)
+	})}
 }

@@ -64,16 +64,10 @@ func TestGroupClientLeavesHungLeader(t *testing.T) {
 	release := make(chan struct{})
 	g := newTestGroupWith(t, 3, nil, func(m *member) []grpc.ServerOption {
 		addr := m.addr
-		return []grpc.ServerOption{grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if p := hung.Load(); p != nil && *p == addr && opName(info.FullMethod) == "Mkdir" {
-				held.Add(1)
-				select {
-				case <-release:
-				case <-ctx.Done():
-				}
-			}
-			return h(ctx, req)
-		})}
+		return holdCalls(func(method string) bool {
+			p := hung.Load()
+			return p != nil && *p == addr && method == "Mkdir"
+		}, &held, release)
 	})
 	t.Cleanup(func() { close(release) }) // before the members stop
 	l := g.awaitLeader()

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
 	"cairn/internal/await"
@@ -123,23 +122,12 @@ func TestGroupBatchesProposals(t *testing.T) {
 			t.Fatalf("answered inode %d for f%d, which resolves to %v (%v)", a.ino.Ino, a.ino.Size-1, r, err)
 		}
 	}
-	last, err := l.svc.group.logs.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
 	entries, most := 0, 0
 	lastCmd := first // the store's applied index counts commands: Raft's own entries (an election's no-op and barrier, under load) never reach it
-	for i := first + 1; i <= last; i++ {
-		var e raft.Log
-		if err := l.svc.group.logs.GetLog(i, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.Type != raft.LogCommand {
-			continue
-		}
+	for _, e := range commandEntries(t, l, first) {
 		entries++
 		most = max(most, commandsIn(t, e.Data))
-		lastCmd = i
+		lastCmd = e.Index
 	}
 	if entries >= n || most != n-q.depth {
 		t.Fatalf("%d commands went to the log as %d entries, the largest holding %d (want %d)", n, entries, most, n-q.depth)

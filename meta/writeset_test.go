@@ -344,6 +344,28 @@ func TestDecodeWriteSetRefusesDamage(t *testing.T) {
 	}
 }
 
+// commandEntries returns m's log entries after index first that carry
+// commands or write sets (not Raft's own: no-ops, barriers,
+// configurations).
+func commandEntries(t testing.TB, m *member, first uint64) []raft.Log {
+	t.Helper()
+	last, err := m.svc.group.logs.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []raft.Log
+	for i := first + 1; i <= last; i++ {
+		var e raft.Log
+		if err := m.svc.group.logs.GetLog(i, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == raft.LogCommand {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // commandsIn counts the commands of a log entry: a write set's effects
 // (each command of TestGroupBatchesProposals has one), or the commands.
 func commandsIn(t testing.TB, data []byte) int {
@@ -421,21 +443,10 @@ func TestGroupWriteSetsMembersEqual(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	last, err := l.svc.group.logs.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
 	entries, most := 0, 0
-	for i := first + 1; i <= last; i++ {
-		var e raft.Log
-		if err := l.svc.group.logs.GetLog(i, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.Type != raft.LogCommand {
-			continue
-		}
+	for _, e := range commandEntries(t, l, first) {
 		if !isWriteSet(e.Data) {
-			t.Fatalf("entry %d is not a write set", i)
+			t.Fatalf("entry %d is not a write set", e.Index)
 		}
 		entries++
 		most = max(most, commandsIn(t, e.Data))
@@ -478,19 +489,8 @@ func TestGroupLargeWriteSetGoesAsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, cl, "big", "after", 1, 100)
-	last, err := l.svc.group.logs.LastIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sets, commands := 0, 0
-	for i := first + 1; i <= last; i++ {
-		var e raft.Log
-		if err := l.svc.group.logs.GetLog(i, &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.Type != raft.LogCommand {
-			continue
-		}
+	for _, e := range commandEntries(t, l, first) {
 		if isWriteSet(e.Data) {
 			sets++
 			continue
@@ -500,7 +500,7 @@ func TestGroupLargeWriteSetGoesAsCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, ok := cmds[0].Op.(*metapb.Command_Delete); !ok || len(cmds) != 1 {
-			t.Fatalf("entry %d holds commands %v; only the delete's write set is too large", i, cmds)
+			t.Fatalf("entry %d holds commands %v; only the delete's write set is too large", e.Index, cmds)
 		}
 		commands++
 	}

@@ -370,9 +370,19 @@ type fakeMeta struct {
 	got     []*metapb.HeartbeatRequest
 	maxSize uint64           // the HeartbeatResponse's max_volume_size
 	volumes []*metapb.Volume // the HeartbeatResponse's volumes
+	late    time.Duration    // how long an answer takes (a meta failing over)
 }
 
-func (f *fakeMeta) Heartbeat(_ context.Context, req *metapb.HeartbeatRequest, _ ...grpc.CallOption) (*metapb.HeartbeatResponse, error) {
+func (f *fakeMeta) Heartbeat(ctx context.Context, req *metapb.HeartbeatRequest, _ ...grpc.CallOption) (*metapb.HeartbeatResponse, error) {
+	if f.late > 0 {
+		t := time.NewTimer(f.late)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.got = append(f.got, req)
@@ -423,6 +433,25 @@ func TestMaxVolumeSizeFromMeta(t *testing.T) {
 	}
 	if _, err := s.Put(ctx, 1, 1, make([]byte, 100<<10)); err != nil {
 		t.Errorf("after meta raised the limit: %v", err)
+	}
+}
+
+// TestHeartbeatOutwaitsMetaFailover: a heartbeat sent to a meta leader
+// that went silent is carried by the group client to the next leader:
+// watched after 1-1.25 s unanswered, then sent on as soon as a member
+// names another leader (meta/failover.go). Its answer comes late, and the
+// server must still be waiting for it: one that gave up at a period sent
+// its next heartbeat wherever a follower pointed, often the silent leader
+// again, and lost its lease across back-to-back leader changes
+// (TestMetaFailoverKeepsLeases).
+func TestHeartbeatOutwaitsMetaFailover(t *testing.T) {
+	meta := &fakeMeta{late: 1500 * time.Millisecond}
+	cfg := testConfig(t.TempDir())
+	cfg.Meta, cfg.Addr = meta, "10.0.0.1:9000"
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	s := openStore(t, cfg)
+	if err := s.Heartbeat(context.Background()); err != nil {
+		t.Fatalf("a heartbeat answered by meta after %v: %v", meta.late, err)
 	}
 }
 

@@ -497,6 +497,12 @@ func (s *Store) heartbeats(ctx context.Context) {
 // refuses at once.
 const heartbeatRetry = 50 * time.Millisecond
 
+// heartbeatPatience is how much longer than a period a heartbeat waits
+// for its answer: long enough for the group client to find a new leader
+// for it (its watch starts at 1-1.25 s and asks every half second), and
+// short of a lease, which ends anyway if no member leads for that long.
+const heartbeatPatience = 2 * time.Second
+
 // leaseRenewals is how many heartbeats a lease spans at least: renewed
 // that often, a lease outlasts a meta failover (an election, then the new
 // leader's first answer) of up to five sixths of its length. Renewed every
@@ -515,9 +521,14 @@ func (s *Store) heartbeatPeriod() time.Duration {
 }
 
 // Heartbeat sends one heartbeat to meta. One attempt is bounded by a
-// heartbeat period (half a second at least): a meta member that hangs
-// (stopped, or cut off with its connections open) costs that much, after
-// which the group client tries another member, rather than the lease.
+// heartbeat period plus heartbeatPatience. A leader that went silent
+// (stopped, or cut off with its connections open) answers nothing; the
+// group client watches a call unanswered for a second, asks the other
+// members who leads and sends the call again to a new leader the moment
+// one is named (meta/failover.go). A bound shorter than that watch gave
+// up first, and the next heartbeat went wherever a follower pointed: to
+// the silent leader again until the election ended, a period lost each
+// time. Back-to-back leader changes then cost data servers their leases.
 func (s *Store) Heartbeat(ctx context.Context) error {
 	if s.cfg.Meta == nil {
 		return nil
@@ -531,7 +542,7 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 		req.Capacity = fs.Blocks * uint64(fs.Bsize)
 		req.Free = fs.Bavail * uint64(fs.Bsize)
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.heartbeatPeriod(), 500*time.Millisecond))
+	ctx, cancel := context.WithTimeout(ctx, s.heartbeatPeriod()+heartbeatPatience)
 	defer cancel()
 	sent := time.Now()
 	resp, err := s.cfg.Meta.Heartbeat(ctx, req)

@@ -84,14 +84,21 @@ func (p *leaseProbe) stop() { close(p.quit); p.wg.Wait() }
 // of one needle from every data server. Freeze the leader (SIGSTOP, a
 // member cut off), and as soon as a new one leads and the frozen member is
 // back, kill -9 the new leader: two leader changes in quick succession;
-// three times. A data server's lease is meta's
+// three such pairs. A data server's lease is meta's
 // promise not to move its volumes; a leader change is no reason to break
 // it, so no data server may refuse a read or a write for want of a lease
 // (503), and no acknowledged put may be lost. Logged: the failover a
 // writer sees, from the fault to the first put started after it that was
 // acknowledged.
 func TestMetaFailoverKeepsLeases(t *testing.T) {
-	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3})
+	// A lease is nine tenths of DeadAfter, renewed every sixth of it (at
+	// most every second), so it rides out about 0.75 DeadAfter without a
+	// leader a data server reaches. The cluster tests' default of 3 s
+	// leaves 2.2 s, less than one failover may take (3 s, issue 16), let
+	// alone a pair: an election under CI's load took 2.05-2.8 s. 8 s
+	// leaves 6.2 s, for a pair's two elections and the server's search
+	// for each new leader; production's 10 s leaves 8 s.
+	c := Start(t, Options{Bin: bin, Servers: 3, MetaGroup: 3, DeadAfter: 8 * time.Second})
 	c.CreateNS(t, "lease", 2)
 	data := bytes.Repeat([]byte("leased "), 1<<10)
 	if _, err := c.Client.Put(bg, "lease", "probe", bytes.NewReader(data), client.PutOptions{SizeHint: int64(len(data))}); err != nil {
@@ -144,6 +151,24 @@ func TestMetaFailoverKeepsLeases(t *testing.T) {
 		failovers = append(failovers, first.Sub(at))
 		t.Logf("round %d: %s %s; %s leads after %v; first put started after the fault acknowledged after %v",
 			round, fault, leader.Name, next.Name, elected.Round(time.Millisecond), first.Sub(at).Round(time.Millisecond))
+		if fault == "killed" {
+			// The pair's end: the next pair starts once every data
+			// server has heartbeated to the group's leader (a new
+			// leader lists only those), as a lease outlasts two leader
+			// changes, not six. Without this wait the six come in
+			// about eight seconds, each leader leading for as little as
+			// a quarter of a second, and a server that heartbeats
+			// every 0.9 s can miss them all.
+			await.Until(t, 60*time.Second, "every data server heartbeating to "+next.Name, func() bool {
+				alive := 0
+				for _, s := range c.Status(t).Servers {
+					if s.Alive {
+						alive++
+					}
+				}
+				return alive == len(c.Chunks)
+			})
+		}
 	}
 	// Every server read again, and more puts, after the last fault.
 	after := time.Now()

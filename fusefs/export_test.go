@@ -1,6 +1,10 @@
 package fusefs
 
-import "github.com/hanwen/go-fuse/v2/fs"
+import (
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"cairn/proto/metapb"
+)
 
 // HoldWriteBehind keeps queued commits of files that exist in meta from
 // starting until release is called (it takes every slot of the queue).
@@ -82,4 +86,16 @@ func Queued(m *Mount) int {
 	m.wb.mu.Lock()
 	defer m.wb.mu.Unlock()
 	return m.wb.pending
+}
+
+// Record is the inode record the mount holds for inode ino (nil if it
+// knows no such node).
+func Record(m *Mount, ino uint64) *metapb.Inode {
+	n := m.liveNode(ino)
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attr
 }

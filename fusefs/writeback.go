@@ -647,12 +647,24 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 		done(0)
 		return err
 	}
+	seq := na.Seq
 	n.mu.Lock()
-	na = n.keepQueued(na)
-	n.attr = na // the content is as it was: extents stay
+	if a := n.attr; a != nil && a.Ino == na.Ino && a.Version > na.Version {
+		// A commit of this mount reached meta after this call and its
+		// answer was installed first (an access time stored while a
+		// close's flush went on): meta holds that record, which carried
+		// this mount's attributes too. Laid over it, this answer would
+		// give the file its size before the flush (fsx: a file truncated,
+		// read, written past its end and reopened showed the truncated
+		// size).
+		na = a
+	} else {
+		na = n.keepQueued(na)
+		n.attr = na // the content is as it was: extents stay
+	}
 	n.mu.Unlock()
 	n.tellParent(na)
-	done(na.Seq)
+	done(seq)
 	return nil
 }
 

@@ -76,6 +76,11 @@ type writeBehind struct {
 
 	pack packer // commits of small files created here, in groups
 
+	// Access times moved by reads, stored in batches (access.go).
+	acc        *accessBatch  // the batch gathering (nil: none)
+	accRunning bool          // a sender runs (sendAccesses)
+	accKick    chan struct{} // send the gathering batch now
+
 	// kept holds the nodes the kernel forgot while their work was still
 	// queued (a closed file's dentry may be dropped at once). Their state
 	// is newer than meta's, so the next lookup of the inode must revive
@@ -260,6 +265,7 @@ type chain struct {
 	err    error                  // the first failure, reported by the next fsync/close
 	bytes  int64                  // unflushed bytes charged to writeBehind.bytes
 	units  map[uint64]int         // the work gathered, by epoch (writeBehind.units)
+	access *accessBatch           // the batch holding the file's atime (access.go)
 }
 
 // work is what enqueue adds to a chain.
@@ -295,7 +301,7 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}, units: map[uint64]int{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}, units: map[uint64]int{}, accKick: make(chan struct{}, 1)}
 	w.idle = sync.NewCond(&w.mu)
 	w.madeCond = sync.NewCond(&w.madeMu)
 	w.pack.w = w
@@ -401,6 +407,14 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	w.madeMu.Unlock()
 	c := &n.wb
 	c.mu.Lock()
+	if wk.isAccess() && c.done == nil {
+		// An access alone: no chain, into the gathering batch
+		// (access.go).
+		c.mu.Unlock()
+		w.gather(n, *wk.attrs.AtimeNs, map[uint64]int{epoch: 1})
+		w.mu.Unlock()
+		return true
+	}
 	c.create = c.create || wk.create
 	c.flush = c.flush || wk.flush
 	if wk.attrs != nil {
@@ -458,6 +472,9 @@ func (w *writeBehind) room(n *node, wk work) bool {
 	chained := c.done != nil
 	more := wk.bytes - c.bytes
 	c.mu.Unlock()
+	if !chained && wk.isAccess() {
+		return w.accessRoom()
+	}
 	if !chained && w.pending >= w.m.cfg.WritebackMaxEntries {
 		return false
 	}
@@ -536,15 +553,26 @@ func (w *writeBehind) run(n *node) {
 			close(c.done)
 			c.done = nil
 			c.mu.Unlock()
-			w.commitUnits(units, bytes) // none, or an access time set quietly
+			w.commitUnits(units, bytes) // none
 			break
 		}
 		c.mu.Unlock()
+		if (work{attrs: attrs}).isAccess() {
+			// An access that came while the chain ran, alone in this
+			// round: it goes with the batch (access.go), its units too.
+			w.mu.Lock()
+			w.gather(n, *attrs.AtimeNs, units)
+			w.mu.Unlock()
+			w.commitUnits(nil, bytes)
+			continue
+		}
 		w.runOnce(ctx, n, create, flush, attrs)
 		w.commitUnits(units, bytes)
 	}
 	finish()
-	w.unkeep(n)
+	if !n.busy() { // else the access batch holding its atime unkeeps it
+		w.unkeep(n)
+	}
 	w.mu.Lock()
 	if w.pending--; w.pending == 0 {
 		w.idle.Broadcast()
@@ -591,6 +619,11 @@ func (w *writeBehind) runOnce(ctx context.Context, n *node, create, flush bool, 
 	}
 	if n.isDir() {
 		w.timesAfterKids(n, attrs)
+	}
+	if attrs != nil && attrs.AtimeNs != nil && !attrs.Access {
+		// An atime set (utimensat) after a read's: stored after it
+		// (meta would keep the later of the two).
+		w.waitAccess(n)
 	}
 	// Retried while meta is unreachable: the close was answered, so
 	// giving up would lose it. Committing the same extents or
@@ -661,13 +694,16 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 // are newer than na (n.mu held).
 func (n *node) keepQueued(na *metapb.Inode) *metapb.Inode {
 	n.wb.mu.Lock()
-	queued := n.wb.attrs != nil
+	queued, access := n.wb.attrs != nil, n.wb.access != nil
 	n.wb.mu.Unlock()
-	if !queued {
-		return na
+	switch {
+	case queued:
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs, na.AtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs, n.attr.AtimeNs
+	case access && n.attr != nil && n.attr.AtimeNs > na.AtimeNs:
+		na = proto.Clone(na).(*metapb.Inode)
+		na.AtimeNs = n.attr.AtimeNs // its batch is on its way
 	}
-	na = proto.Clone(na).(*metapb.Inode)
-	na.Mode, na.Uid, na.Gid, na.MtimeNs, na.AtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs, n.attr.AtimeNs
 	return na
 }
 
@@ -710,13 +746,14 @@ func (n *node) waitQueue() {
 	if ch != nil {
 		<-ch
 	}
+	n.m.wb.waitAccess(n)
 }
 
 // busy reports whether n has queued work (its local state is ahead of meta).
 func (n *node) busy() bool {
 	n.wb.mu.Lock()
 	defer n.wb.mu.Unlock()
-	return n.wb.done != nil
+	return n.wb.done != nil || n.wb.access != nil
 }
 
 // sessionUp starts a new announced state for a session that meta knows
@@ -769,6 +806,7 @@ func (w *writeBehind) drain() uint64 {
 		delete(w.parked, n)
 		go w.run(n)
 	}
+	w.kickAccess()
 	for w.queuedUpTo(e) {
 		w.idle.Wait()
 	}

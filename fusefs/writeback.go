@@ -264,6 +264,7 @@ type chain struct {
 	done   chan struct{}          // non-nil while running; closed when idle
 	err    error                  // the first failure, reported by the next fsync/close
 	bytes  int64                  // unflushed bytes charged to writeBehind.bytes
+	flying int64                  // of those, the ones the running round commits
 	units  map[uint64]int         // the work gathered, by epoch (writeBehind.units)
 	access *accessBatch           // the batch holding the file's atime (access.go)
 }
@@ -420,9 +421,13 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	if wk.attrs != nil {
 		c.attrs = mergeAttrs(c.attrs, wk.attrs)
 	}
-	if wk.bytes > c.bytes {
-		w.bytes += wk.bytes - c.bytes
-		c.bytes = wk.bytes
+	// wk.bytes is all the file's unflushed bytes, the running round's
+	// too until its commit lands: those are charged already (a close's
+	// release, right after its flush started the round, charged them
+	// twice, and the queue hit its bound at half its bytes).
+	if more := wk.bytes - c.bytes - c.flying; more > 0 {
+		w.bytes += more
+		c.bytes += more
 	}
 	w.peakBytes = max(w.peakBytes, w.bytes)
 	if c.units == nil {
@@ -470,7 +475,7 @@ func (w *writeBehind) room(n *node, wk work) bool {
 	c := &n.wb
 	c.mu.Lock()
 	chained := c.done != nil
-	more := wk.bytes - c.bytes
+	more := wk.bytes - c.bytes - c.flying
 	c.mu.Unlock()
 	if !chained && wk.isAccess() {
 		return w.accessRoom()
@@ -549,9 +554,10 @@ func (w *writeBehind) run(n *node) {
 			flush = true // the create is the first flush's commit
 		}
 		c.create, c.flush, c.attrs, c.units, c.bytes = false, false, nil, nil, 0
+		c.flying = bytes
 		if !flush && attrs == nil {
 			close(c.done)
-			c.done = nil
+			c.done, c.flying = nil, 0
 			c.mu.Unlock()
 			w.commitUnits(units, bytes) // none
 			break
@@ -563,10 +569,16 @@ func (w *writeBehind) run(n *node) {
 			w.mu.Lock()
 			w.gather(n, *attrs.AtimeNs, units)
 			w.mu.Unlock()
+			c.mu.Lock()
+			c.flying = 0
+			c.mu.Unlock()
 			w.commitUnits(nil, bytes)
 			continue
 		}
 		w.runOnce(ctx, n, create, flush, attrs)
+		c.mu.Lock()
+		c.flying = 0
+		c.mu.Unlock()
 		w.commitUnits(units, bytes)
 	}
 	finish()

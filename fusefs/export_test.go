@@ -83,3 +83,11 @@ func Queued(m *Mount) int {
 	defer m.wb.mu.Unlock()
 	return m.wb.pending
 }
+
+// QueuedBytes is the unflushed bytes the queued chains are charged
+// (the bytes Config.WritebackMaxBytes bounds).
+func QueuedBytes(m *Mount) int64 {
+	m.wb.mu.Lock()
+	defer m.wb.mu.Unlock()
+	return m.wb.bytes
+}

@@ -749,8 +749,16 @@ func (n *node) settle(ctx context.Context) error {
 	return err
 }
 
-// waitQueue waits until n's queue is empty (not from inside the chain).
+// waitQueue waits until n's queue is empty (not from inside the chain),
+// its atime batch included: meta's record then has everything this mount
+// changed.
 func (n *node) waitQueue() {
+	n.waitChain()
+	n.m.wb.waitAccess(n)
+}
+
+// waitChain waits until n's chain is done, not for an atime batch.
+func (n *node) waitChain() {
 	n.m.wb.unpark(n)
 	n.wb.mu.Lock()
 	ch := n.wb.done
@@ -758,7 +766,6 @@ func (n *node) waitQueue() {
 	if ch != nil {
 		<-ch
 	}
-	n.m.wb.waitAccess(n)
 }
 
 // busy reports whether n has queued work (its local state is ahead of meta).

@@ -563,7 +563,7 @@ func (w *writeBehind) run(n *node) {
 			break
 		}
 		c.mu.Unlock()
-		if (work{attrs: attrs}).isAccess() {
+		if (work{create: create, flush: flush, attrs: attrs}).isAccess() {
 			// An access that came while the chain ran, alone in this
 			// round: it goes with the batch (access.go), its units too.
 			w.mu.Lock()

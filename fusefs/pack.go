@@ -23,11 +23,18 @@ import (
 //
 // Grouping is natural, as in a group commit: a chain that arrives while a
 // group is on its way waits and goes with the next one, so a lone file
-// waits for nothing and a burst fills groups by itself.
+// waits for nothing and a burst fills groups by itself. A queue longer
+// than one group (a writer closing files faster than one group at a time
+// commits them) gets more leaders, up to packLeaders groups on their way
+// at once: one at a time, 64 KB files were committed at some 1,000 a
+// second, and a writer closing them faster filled the write-behind queue
+// (its closes then commit synchronously, and reads after it wait for the
+// backlog).
 const (
 	packMaxFile  = 256 << 10 // a larger file gets a needle of its own
 	packMaxBytes = 4 << 20   // one group's needle
 	packMaxFiles = 256       // one group's CommitBatch
+	packLeaders  = 4         // groups on their way at most
 )
 
 type packer struct {
@@ -35,7 +42,7 @@ type packer struct {
 
 	mu      sync.Mutex
 	queue   []*packReq
-	leading bool // a goroutine is committing groups
+	leading int // goroutines committing groups
 }
 
 type packReq struct {
@@ -52,8 +59,8 @@ func (p *packer) commit(n *node, mtime int64) bool {
 	r := &packReq{n: n, mtime: mtime, done: make(chan bool, 1)}
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
-	if !p.leading {
-		p.leading = true
+	if p.leading == 0 {
+		p.leading++
 		go p.lead()
 	}
 	p.mu.Unlock()
@@ -67,7 +74,7 @@ func (p *packer) lead() {
 	for {
 		p.mu.Lock()
 		if len(p.queue) == 0 {
-			p.leading = false
+			p.leading--
 			p.mu.Unlock()
 			return
 		}
@@ -84,13 +91,17 @@ func (p *packer) lead() {
 		}
 		p.queue = rest
 		p.mu.Unlock()
-		if over := p.group(ctx, ns, group); len(over) > 0 {
-			// What did not fit in the group's needle goes first in the
-			// next group.
-			p.mu.Lock()
-			p.queue = append(over, p.queue...)
-			p.mu.Unlock()
+		files, buf, over := p.form(ctx, group)
+		p.mu.Lock()
+		// What did not fit in the group's needle goes first in the next
+		// group; a queue left for another group gets its own leader.
+		p.queue = append(over, p.queue...)
+		if len(p.queue) > 0 && p.leading < packLeaders {
+			p.leading++
+			go p.lead()
 		}
+		p.mu.Unlock()
+		p.send(ctx, ns, files, buf)
 	}
 }
 
@@ -108,10 +119,10 @@ type packed struct {
 	over   uint64        // the version its writes were laid over
 }
 
-// group commits the files of one group that still qualify, and returns
-// the ones that did not fit in its needle (they go with the next group:
-// sent back to commit alone, a backlog of 64 KB files was committed one
-// by one past the first 4 MiB of each group, which kept the backlog).
+// form takes the files of one group that still qualify (send commits
+// them), and returns the ones that did not fit in its needle: they go
+// with the next group (sent back to commit alone, a backlog of 64 KB
+// files was committed one by one past the first 4 MiB of each group).
 //
 // A file's lock is held only while its bytes are copied and its record
 // taken, and again while the commit's answer is installed, never across
@@ -124,11 +135,7 @@ type packed struct {
 // that commits it). Locks are only tried: a file whose lock is taken (a
 // reader waiting for its queued work, say) is sent back to commit alone,
 // so the group never waits on a holder that waits on it.
-func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) (over []*packReq) {
-	var (
-		files []*packed
-		buf   []byte
-	)
+func (p *packer) form(ctx context.Context, reqs []*packReq) (files []*packed, buf []byte, over []*packReq) {
 	for i, r := range reqs {
 		n := r.n
 		if !n.mu.TryLock() {
@@ -160,8 +167,13 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) (over []
 		n.f.packing = make(chan struct{})
 		n.mu.Unlock()
 	}
+	return files, buf, over
+}
+
+// send commits a group formed (form): one upload, one CommitBatch.
+func (p *packer) send(ctx context.Context, ns string, files []*packed, buf []byte) {
 	if len(files) == 0 {
-		return over
+		return
 	}
 	// release ends the group: each file's answer (na, when committed) is
 	// installed and its packing mark cleared.
@@ -183,7 +195,7 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) (over []
 		var err error
 		if exts, err = p.w.m.upload(ctx, ns, buf); err != nil {
 			release(false, nil, nil, nil)
-			return over
+			return
 		}
 		for _, e := range exts {
 			p.w.m.blocks.insert(e.Volume, e.Key, buf[e.Offset:e.Offset+e.Length])
@@ -221,14 +233,13 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) (over []
 		// Each file is committed alone next (a create that did apply is
 		// repeated safely: meta knows its reserved inode number).
 		release(false, nil, nil, nil)
-		return over
+		return
 	}
 	release(true, exts, req, resp.Inodes)
 	for i, f := range files {
 		f.r.n.tellParent(resp.Inodes[i])
 		dones[i](resp.Inodes[i].Seq)
 	}
-	return over
 }
 
 // packCommitted installs a group's commit of n (n.mu held). The writes

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"cairn/errors"
 	"cairn/pathname"
@@ -124,17 +125,40 @@ func (t *txn) mountAccess(r *metapb.MountAccessRequest) error {
 	if err != nil {
 		return err
 	}
+	// A batch's files share directories (a mount reads what it wrote
+	// together): each directory is walked once.
+	type dirIno struct {
+		ino uint64
+		ok  bool
+	}
+	dirs := map[string]dirIno{}
 	for _, f := range r.Files {
 		p, _, err := pathname.Clean(f.Path)
 		if err != nil {
 			return err
 		}
-		ino, isDir, err := t.v.walk(ns.RootIno, p)
-		if errors.Is(errors.NotExist, err) || errors.Is(errors.NotDir, err) || err == nil && (isDir || ino != f.Ino) {
-			continue
+		dir, name := "", p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			dir, name = p[:i], p[i+1:]
 		}
+		d, ok := dirs[dir]
+		if !ok {
+			ino, isDir, err := t.v.walk(ns.RootIno, dir)
+			if err != nil && !errors.Is(errors.NotExist, err) && !errors.Is(errors.NotDir, err) {
+				return err
+			}
+			d = dirIno{ino, err == nil && isDir}
+			dirs[dir] = d
+		}
+		if !d.ok {
+			continue // no such directory (any more)
+		}
+		ino, isDir, found, err := t.v.lookupAs(d.ino, name, false)
 		if err != nil {
 			return err
+		}
+		if !found || isDir || ino != f.Ino {
+			continue
 		}
 		n, err := t.v.inode(ino)
 		if err != nil {

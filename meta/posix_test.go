@@ -157,11 +157,20 @@ func TestMountAccess(t *testing.T) {
 	if _, err := cl.Rename(bg, &metapb.RenameRequest{Ns: "ns1", From: "g", To: "h"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "ns1", Path: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	x := put(t, cl, "ns1", "d/x", 1, 3)
+	y := put(t, cl, "ns1", "d/y", 1, 4)
 	at := f.MtimeNs + 1000
 	if _, err := cl.MountAccess(bg, &metapb.MountAccessRequest{Ns: "ns1", Files: []*metapb.MountAccess{
 		{Path: "f", Ino: f.Ino, AtimeNs: at},
-		{Path: "g", Ino: g.Ino, AtimeNs: at}, // renamed away: nothing there
-		{Path: "h", Ino: f.Ino, AtimeNs: at}, // h is another inode than the one read
+		{Path: "g", Ino: g.Ino, AtimeNs: at},   // renamed away: nothing there
+		{Path: "h", Ino: f.Ino, AtimeNs: at},   // h is another inode than the one read
+		{Path: "f/z", Ino: f.Ino, AtimeNs: at}, // through a file
+		{Path: "e/z", Ino: x.Ino, AtimeNs: at}, // no such directory
+		{Path: "d/x", Ino: x.Ino, AtimeNs: at},
+		{Path: "d/y", Ino: y.Ino, AtimeNs: at},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +188,11 @@ func TestMountAccess(t *testing.T) {
 	}
 	if h := stat("h"); h.AtimeNs == at {
 		t.Fatalf("the access of f moved the atime of h, another inode")
+	}
+	for _, p := range []string{"d/x", "d/y"} {
+		if got := stat(p).AtimeNs; got != at {
+			t.Fatalf("%s: atime %d, want %d", p, got, at)
+		}
 	}
 	// An older access (a batch landing after a newer atime) takes nothing back.
 	if _, err := cl.MountAccess(bg, &metapb.MountAccessRequest{Ns: "ns1", Files: []*metapb.MountAccess{{Path: "f", Ino: f.Ino, AtimeNs: at - 10}}}); err != nil {

@@ -114,7 +114,7 @@ type packed struct {
 	size   int
 	attr   *metapb.Inode // its record then (records are replaced, never changed)
 	wrote  int64         // its last write's time then
-	epoch  uint64        // the session epoch for the commit's answer (answerEpoch)
+	epoch  uint64        // the session epoch for the commit's answer (answerEpoch, taken just before it)
 	writes uint64        // its write count then (fileState.writes)
 	over   uint64        // the version its writes were laid over
 }
@@ -161,7 +161,7 @@ func (p *packer) form(ctx context.Context, reqs []*packReq) (files []*packed, bu
 		}
 		files = append(files, &packed{
 			r: r, path: path, off: len(buf), size: len(data),
-			attr: n.attr, wrote: n.f.wroteAt.Load(), epoch: n.answerEpoch(ctx), writes: n.f.writes, over: n.attr.Version,
+			attr: n.attr, wrote: n.f.wroteAt.Load(), writes: n.f.writes, over: n.attr.Version,
 		})
 		buf = append(buf, data...)
 		n.f.packing = make(chan struct{})
@@ -200,6 +200,14 @@ func (p *packer) send(ctx context.Context, ns string, files []*packed, buf []byt
 		for _, e := range exts {
 			p.w.m.blocks.insert(e.Volume, e.Key, buf[e.Offset:e.Offset+e.Length])
 		}
+	}
+	for _, f := range files {
+		// Just before the commit, as a flush takes it: an event applied
+		// since makes its answer untrusted (the next open asks meta), so
+		// the upload's time is not counted in.
+		f.r.n.mu.Lock()
+		f.epoch = f.r.n.answerEpoch(ctx)
+		f.r.n.mu.Unlock()
 	}
 	now := time.Now().UnixNano()
 	req := &metapb.CommitBatchRequest{Commits: make([]*metapb.CommitRequest, len(files))}

@@ -99,3 +99,11 @@ func Record(m *Mount, ino uint64) *metapb.Inode {
 	defer n.mu.Unlock()
 	return n.attr
 }
+
+// QueuedBytes is the unflushed bytes the queued chains are charged
+// (the bytes Config.WritebackMaxBytes bounds).
+func QueuedBytes(m *Mount) int64 {
+	m.wb.mu.Lock()
+	defer m.wb.mu.Unlock()
+	return m.wb.bytes
+}

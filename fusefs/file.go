@@ -41,6 +41,12 @@ type fileState struct {
 	// creating: created by this mount and not yet committed (the first
 	// commit creates it with the inode number the kernel was given).
 	creating bool
+	// writes counts the writes recorded (write), and packing, while a
+	// packer's group commits the file's bytes (pack.go), is closed when it
+	// is done: another flush waits for it, and a write made meanwhile
+	// stays unflushed over the group's commit.
+	writes  uint64
+	packing chan struct{}
 	// wroteAt is the time of the last write (unix ns): the mtime stat
 	// shows while writes are unflushed and the one their commit stores,
 	// so the file's mtime does not move when a commit left behind lands.
@@ -60,6 +66,7 @@ func (f *fileState) hasDirty() bool { return f.sized }
 // touches.
 func (f *fileState) write(off int64, data []byte, size int64) {
 	f.wroteAt.Store(time.Now().UnixNano())
+	f.writes++
 	if !f.sized {
 		f.size, f.sized = size, true
 	}
@@ -354,6 +361,13 @@ func (n *node) flushAt(ctx context.Context, mtime int64) (committed bool, err er
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	for n.f.packing != nil {
+		// A packer's group is committing the file (pack.go): after it.
+		ch := n.f.packing
+		n.mu.Unlock()
+		<-ch
+		n.mu.Lock()
+	}
 	if !n.f.sized {
 		return false, nil
 	}

@@ -1,8 +1,6 @@
 package fusefs
 
 import (
-	"context"
-
 	"cairn/proto/metapb"
 )
 
@@ -39,7 +37,15 @@ func (n *node) closed() {
 		return
 	}
 	go func() {
-		if err := n.settle(context.Background()); err != nil {
+		// The commits queued first (an unlinked file's content must land
+		// before meta may remove it), not an atime batch: each close
+		// waiting for one sent it at once, a MountAccess per file read.
+		n.waitChain()
+		n.wb.mu.Lock()
+		err := n.wb.err
+		n.wb.err = nil
+		n.wb.mu.Unlock()
+		if err != nil {
 			n.m.log.Warn("mount: commit before the last close failed", "err", err)
 		}
 		n.mu.Lock()

@@ -23,11 +23,18 @@ import (
 //
 // Grouping is natural, as in a group commit: a chain that arrives while a
 // group is on its way waits and goes with the next one, so a lone file
-// waits for nothing and a burst fills groups by itself.
+// waits for nothing and a burst fills groups by itself. A queue longer
+// than one group (a writer closing files faster than one group at a time
+// commits them) gets more leaders, up to packLeaders groups on their way
+// at once: one at a time, 64 KB files were committed at some 1,000 a
+// second, and a writer closing them faster filled the write-behind queue
+// (its closes then commit synchronously, and reads after it wait for the
+// backlog).
 const (
 	packMaxFile  = 256 << 10 // a larger file gets a needle of its own
 	packMaxBytes = 4 << 20   // one group's needle
 	packMaxFiles = 256       // one group's CommitBatch
+	packLeaders  = 4         // groups on their way at most
 )
 
 type packer struct {
@@ -35,7 +42,7 @@ type packer struct {
 
 	mu      sync.Mutex
 	queue   []*packReq
-	leading bool // a goroutine is committing groups
+	leading int // goroutines committing groups
 }
 
 type packReq struct {
@@ -52,8 +59,8 @@ func (p *packer) commit(n *node, mtime int64) bool {
 	r := &packReq{n: n, mtime: mtime, done: make(chan bool, 1)}
 	p.mu.Lock()
 	p.queue = append(p.queue, r)
-	if !p.leading {
-		p.leading = true
+	if p.leading == 0 {
+		p.leading++
 		go p.lead()
 	}
 	p.mu.Unlock()
@@ -67,7 +74,7 @@ func (p *packer) lead() {
 	for {
 		p.mu.Lock()
 		if len(p.queue) == 0 {
-			p.leading = false
+			p.leading--
 			p.mu.Unlock()
 			return
 		}
@@ -84,91 +91,140 @@ func (p *packer) lead() {
 		}
 		p.queue = rest
 		p.mu.Unlock()
-		p.group(ctx, ns, group)
+		files, buf, over := p.form(ctx, group)
+		p.mu.Lock()
+		// What did not fit in the group's needle goes first in the next
+		// group; a queue left for another group gets its own leader.
+		p.queue = append(over, p.queue...)
+		if len(p.queue) > 0 && p.leading < packLeaders {
+			p.leading++
+			go p.lead()
+		}
+		p.mu.Unlock()
+		p.send(ctx, ns, files, buf)
 	}
 }
 
-// packed is a file of a group: its node (locked), its bytes and its place
-// in the group's needle.
+// packed is a file of a group: its request, its path and what its commit
+// carries, taken under its lock when the group was formed.
 type packed struct {
-	r    *packReq
-	path string
-	data []byte
-	off  int
+	r      *packReq
+	path   string
+	off    int // its bytes' place in the group's needle
+	size   int
+	attr   *metapb.Inode // its record then (records are replaced, never changed)
+	wrote  int64         // its last write's time then
+	epoch  uint64        // the session epoch for the commit's answer (answerEpoch, taken just before it)
+	writes uint64        // its write count then (fileState.writes)
+	over   uint64        // the version its writes were laid over
 }
 
-// group commits the files of one group that still qualify. It holds each
-// file's lock from the check until its new state is installed, as a flush
-// does: a read or write of one of them waits for the group. Locks are only
-// tried: a file whose lock is taken (a reader waiting for its queued work,
-// say) is sent back to commit alone, so the group never waits on a holder
-// that waits on it.
-func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
-	var files []*packed
-	total := 0
-	for _, r := range reqs {
+// form takes the files of one group that still qualify (send commits
+// them), and returns the ones that did not fit in its needle: they go
+// with the next group (sent back to commit alone, a backlog of 64 KB
+// files was committed one by one past the first 4 MiB of each group).
+//
+// A file's lock is held only while its bytes are copied and its record
+// taken, and again while the commit's answer is installed, never across
+// the upload and the CommitBatch: a getattr or read of a file in the
+// group does not wait for them (reading back files just written waited
+// for the groups still committing). Meanwhile the file is marked packing
+// (fileState.packing): its bytes stay unflushed, so reads see them, and
+// another flush of it waits for the group. A write that lands meanwhile
+// stays unflushed over the group's commit (its close queues the flush
+// that commits it). Locks are only tried: a file whose lock is taken (a
+// reader waiting for its queued work, say) is sent back to commit alone,
+// so the group never waits on a holder that waits on it.
+func (p *packer) form(ctx context.Context, reqs []*packReq) (files []*packed, buf []byte, over []*packReq) {
+	for i, r := range reqs {
 		n := r.n
 		if !n.mu.TryLock() {
 			r.done <- false
 			continue
 		}
 		data, ok := n.packable()
+		if ok && len(files) > 0 && len(buf)+len(data) > packMaxBytes {
+			n.mu.Unlock()
+			over = reqs[i:]
+			break
+		}
 		var path string
 		if ok {
 			var err error
 			path, err = n.path()
-			ok = err == nil && total+len(data) <= packMaxBytes
+			ok = err == nil
 		}
 		if !ok {
 			n.mu.Unlock()
 			r.done <- false
 			continue
 		}
-		files = append(files, &packed{r: r, path: path, data: data, off: total})
-		total += len(data)
+		files = append(files, &packed{
+			r: r, path: path, off: len(buf), size: len(data),
+			attr: n.attr, wrote: n.f.wroteAt.Load(), writes: n.f.writes, over: n.attr.Version,
+		})
+		buf = append(buf, data...)
+		n.f.packing = make(chan struct{})
+		n.mu.Unlock()
 	}
+	return files, buf, over
+}
+
+// send commits a group formed (form): one upload, one CommitBatch.
+func (p *packer) send(ctx context.Context, ns string, files []*packed, buf []byte) {
 	if len(files) == 0 {
 		return
 	}
-	release := func(ok bool) {
-		for _, f := range files {
-			f.r.n.mu.Unlock()
+	// release ends the group: each file's answer (na, when committed) is
+	// installed and its packing mark cleared.
+	release := func(ok bool, exts []*metapb.Extent, req *metapb.CommitBatchRequest, inodes []*metapb.Inode) {
+		for i, f := range files {
+			n := f.r.n
+			n.mu.Lock()
+			if ok {
+				inodes[i] = n.packCommitted(inodes[i], req.Commits[i].Extents, f)
+			}
+			close(n.f.packing)
+			n.f.packing = nil
+			n.mu.Unlock()
 			f.r.done <- ok
 		}
 	}
-	buf := make([]byte, 0, total)
-	for _, f := range files {
-		buf = append(buf, f.data...)
-	}
 	var exts []*metapb.Extent
-	if total > 0 {
+	if len(buf) > 0 {
 		var err error
 		if exts, err = p.w.m.upload(ctx, ns, buf); err != nil {
-			release(false)
+			release(false, nil, nil, nil)
 			return
 		}
 		for _, e := range exts {
 			p.w.m.blocks.insert(e.Volume, e.Key, buf[e.Offset:e.Offset+e.Length])
 		}
 	}
+	for _, f := range files {
+		// Just before the commit, as a flush takes it: an event applied
+		// since makes its answer untrusted (the next open asks meta), so
+		// the upload's time is not counted in.
+		f.r.n.mu.Lock()
+		f.epoch = f.r.n.answerEpoch(ctx)
+		f.r.n.mu.Unlock()
+	}
 	now := time.Now().UnixNano()
 	req := &metapb.CommitBatchRequest{Commits: make([]*metapb.CommitRequest, len(files))}
 	dones := make([]func(uint64) bool, len(files))
-	epochs := make([]uint64, len(files))
 	for i, f := range files {
-		epochs[i] = f.r.n.answerEpoch(ctx) // n.mu held since the group was formed
-		a := f.r.n.attr
+		a := f.attr
 		etag := emptyETag
-		if len(f.data) > 0 {
+		if f.size > 0 {
 			etag = fmt.Sprintf("%x-m%x", a.Ino, now)
 		}
 		req.Commits[i] = &metapb.CommitRequest{
-			Ns: ns, Path: f.path, Size: uint64(len(f.data)), Extents: cut(exts, f.off, f.off+len(f.data)),
+			Ns: ns, Path: f.path, Size: uint64(f.size), Extents: cut(exts, f.off, f.off+f.size),
 			Etag: etag, ContentType: a.ContentType, UserMeta: a.UserMeta, Mode: a.Mode, ModeExact: true, Uid: a.Uid, Gid: a.Gid,
 			IfNoneMatch: true, Ino: a.Ino, MtimeNs: f.r.mtime, AtimeNs: a.AtimeNs,
 		}
 		if f.r.mtime == 0 { // the last write's time, which stat showed
-			req.Commits[i].MtimeNs = max(a.MtimeNs, f.r.n.f.wroteAt.Load())
+			req.Commits[i].MtimeNs = max(a.MtimeNs, f.wrote)
 		}
 		req.Commits[i].CtimeNs = max(a.CtimeNs, req.Commits[i].MtimeNs) // what stat showed (fill)
 		dones[i] = p.w.m.sess.mutating(ns, f.path)
@@ -184,17 +240,27 @@ func (p *packer) group(ctx context.Context, ns string, reqs []*packReq) {
 		}
 		// Each file is committed alone next (a create that did apply is
 		// repeated safely: meta knows its reserved inode number).
-		release(false)
+		release(false, nil, nil, nil)
 		return
 	}
-	for i, f := range files {
-		resp.Inodes[i] = f.r.n.committed(resp.Inodes[i], req.Commits[i].Extents, epochs[i], f.r.n.attr.Version)
-	}
-	release(true)
+	release(true, exts, req, resp.Inodes)
 	for i, f := range files {
 		f.r.n.tellParent(resp.Inodes[i])
 		dones[i](resp.Inodes[i].Seq)
 	}
+}
+
+// packCommitted installs a group's commit of n (n.mu held). The writes
+// it committed are flushed; writes made since the group took n's bytes
+// stay unflushed, laid over the commit.
+func (n *node) packCommitted(na *metapb.Inode, exts []*metapb.Extent, f *packed) *metapb.Inode {
+	if n.f.writes == f.writes {
+		return n.committed(na, exts, f.epoch, f.over)
+	}
+	dirty, nDirty, size, sized := n.f.dirty, n.f.nDirty, n.f.size, n.f.sized
+	na = n.committed(na, exts, f.epoch, f.over)
+	n.f.dirty, n.f.nDirty, n.f.size, n.f.sized = dirty, nDirty, size, sized
+	return na
 }
 
 // ambiguous reports whether a failed call may have applied all the same

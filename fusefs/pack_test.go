@@ -2,16 +2,23 @@ package fusefs_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
 	cerrors "cairn/errors"
+	"cairn/fusefs"
 	"cairn/internal/await"
+	"cairn/meta"
 	"cairn/proto/metapb"
 )
 
@@ -132,5 +139,154 @@ func TestPackedSmallFiles(t *testing.T) {
 	}
 	for i := 1; i < files; i += 2 {
 		check(i)
+	}
+}
+
+// heldBatches is a meta whose CommitBatch calls wait until release is
+// closed (arrived is closed at the first); it counts the commits made
+// alone behind (Commit with meta.DrainHeader).
+type heldBatches struct {
+	metapb.MetaClient
+	once    sync.Once
+	arrived chan struct{}
+	release chan struct{}
+	alone   atomic.Int64
+}
+
+func newHeldBatches() *heldBatches {
+	return &heldBatches{arrived: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *heldBatches) CommitBatch(ctx context.Context, in *metapb.CommitBatchRequest, opts ...grpc.CallOption) (*metapb.CommitBatchResponse, error) {
+	h.once.Do(func() { close(h.arrived) })
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.MetaClient.CommitBatch(ctx, in, opts...)
+}
+
+func (h *heldBatches) Commit(ctx context.Context, in *metapb.CommitRequest, opts ...grpc.CallOption) (*metapb.Inode, error) {
+	if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(meta.DrainHeader)) > 0 {
+		h.alone.Add(1)
+	}
+	return h.MetaClient.Commit(ctx, in, opts...)
+}
+
+// within runs f and fails t unless it returns within d; then it lets the
+// held calls go (h.free) and waits for f, for the test's cleanup.
+func (h *heldBatches) within(t *testing.T, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		h.free()
+		<-done
+		t.Fatalf("%s waited more than %v (for the held group commit?)", what, d)
+	}
+}
+
+// free lets the held calls go.
+func (h *heldBatches) free() {
+	select {
+	case <-h.release:
+	default:
+		close(h.release)
+	}
+}
+
+// TestPackedFileReadWhileCommitting: a file whose group commit is on its
+// way (its CommitBatch held) opens, reads and stats at once, and takes a
+// new write, which is committed after the group's: the group held each
+// file's lock across its upload and CommitBatch, and reading back files
+// just written waited for the groups still committing.
+func TestPackedFileReadWhileCommitting(t *testing.T) {
+	srv := store(t)
+	held := newHeldBatches()
+	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
+		held.MetaClient = c.Meta
+		c.Meta = held
+	})
+	stop := watchdog(t, 2*time.Minute, dir)
+	defer stop()
+	p := filepath.Join(dir, "f")
+	must(t, os.WriteFile(p, []byte("first"), 0o644))
+	select {
+	case <-held.arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the file's group commit never came")
+	}
+	// (Not t.Fatal in these: they run on another goroutine.)
+	held.within(t, 10*time.Second, "a read of a file whose group commit is held", func() {
+		if got, err := os.ReadFile(p); err != nil || string(got) != "first" {
+			t.Errorf("read %q, %v; want %q", got, err, "first")
+		}
+	})
+	held.within(t, 10*time.Second, "a stat of a file whose group commit is held", func() {
+		if st, err := os.Lstat(p); err != nil || st.Size() != 5 {
+			t.Errorf("stat: %v, %v; want size 5", st, err)
+		}
+	})
+	held.within(t, 10*time.Second, "a write of a file whose group commit is held", func() {
+		// Over the whole file, not truncated (a truncate is a
+		// synchronous setattr, after the group's commit).
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := f.WriteAt([]byte("second, longer"), 0); err != nil {
+			t.Error(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	held.free()
+	m.Sync()
+	checkContent(t, srv, []string{"f"}, func(int) []byte { return []byte("second, longer") })
+	if got := readFile(t, p); got != "second, longer" {
+		t.Fatalf("the mount reads %q after the commits", got)
+	}
+}
+
+// TestPackBacklogGoesInGroups: files queued for the packer beyond what
+// one group's needle holds (4 MiB) go with the next group, not one by
+// one: a backlog of 64 KB files was committed alone past each group's
+// first 64, which made the backlog last.
+func TestPackBacklogGoesInGroups(t *testing.T) {
+	srv := store(t)
+	held := newHeldBatches()
+	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
+		held.MetaClient = c.Meta
+		c.Meta = held
+	})
+	stop := watchdog(t, 2*time.Minute, dir)
+	defer stop()
+	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 64<<10) }
+	must(t, os.WriteFile(filepath.Join(dir, "first"), body(0), 0o644))
+	select {
+	case <-held.arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the first group's commit never came")
+	}
+	const n = 150 // over two groups' needles of 64 KB files
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprint("f", i)
+		must(t, os.WriteFile(filepath.Join(dir, names[i]), body(i), 0o644))
+	}
+	held.free()
+	m.Sync()
+	checkContent(t, srv, names, body)
+	// A file whose lock was busy when its group formed goes alone: a few.
+	if alone := held.alone.Load(); alone > n/10 {
+		t.Fatalf("%d of %d files queued behind a group were committed alone", alone, n)
 	}
 }

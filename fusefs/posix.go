@@ -146,8 +146,10 @@ const relatimeWindow = 24 * time.Hour
 
 // accessed applies relatime after a read of n: atime moves to now when it
 // is not newer than mtime or ctime, or older than a day. The change is
-// local at once and written behind (coalesced with the file's other queued
-// work), never a meta round trip per read; past the write-behind queue's
+// local at once and written behind: with the file's queued chain if it
+// has one (its commit carries the atime), else in a batch with the other
+// files read meanwhile (access.go), never a meta call per read; past the
+// write-behind queue's
 // bound it is stored before the read answers, as every attribute change
 // past it is (the atime shown must be the one stored). When nothing can
 // be left behind (--sync-close, no session) it is skipped, as noatime.

@@ -76,6 +76,11 @@ type writeBehind struct {
 
 	pack packer // commits of small files created here, in groups
 
+	// Access times moved by reads, stored in batches (access.go).
+	acc        *accessBatch  // the batch gathering (nil: none)
+	accRunning bool          // a sender runs (sendAccesses)
+	accKick    chan struct{} // send the gathering batch now
+
 	// kept holds the nodes the kernel forgot while their work was still
 	// queued (a closed file's dentry may be dropped at once). Their state
 	// is newer than meta's, so the next lookup of the inode must revive
@@ -259,7 +264,9 @@ type chain struct {
 	done   chan struct{}          // non-nil while running; closed when idle
 	err    error                  // the first failure, reported by the next fsync/close
 	bytes  int64                  // unflushed bytes charged to writeBehind.bytes
+	flying int64                  // of those, the ones the running round commits
 	units  map[uint64]int         // the work gathered, by epoch (writeBehind.units)
+	access *accessBatch           // the batch holding the file's atime (access.go)
 }
 
 // work is what enqueue adds to a chain.
@@ -295,7 +302,7 @@ func mergeAttrs(old, nw *metapb.SetAttrRequest) *metapb.SetAttrRequest {
 }
 
 func newWriteBehind(m *Mount) *writeBehind {
-	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}, units: map[uint64]int{}}
+	w := &writeBehind{m: m, sem: make(chan struct{}, 32), noticed: map[string]bool{}, parked: map[*node]bool{}, kept: map[uint64]*node{}, made: map[string]*node{}, units: map[uint64]int{}, accKick: make(chan struct{}, 1)}
 	w.idle = sync.NewCond(&w.mu)
 	w.madeCond = sync.NewCond(&w.madeMu)
 	w.pack.w = w
@@ -401,14 +408,26 @@ func (w *writeBehind) enqueueAt(ctx context.Context, n *node, p string, wk work)
 	w.madeMu.Unlock()
 	c := &n.wb
 	c.mu.Lock()
+	if wk.isAccess() && c.done == nil {
+		// An access alone: no chain, into the gathering batch
+		// (access.go).
+		c.mu.Unlock()
+		w.gather(n, *wk.attrs.AtimeNs, map[uint64]int{epoch: 1})
+		w.mu.Unlock()
+		return true
+	}
 	c.create = c.create || wk.create
 	c.flush = c.flush || wk.flush
 	if wk.attrs != nil {
 		c.attrs = mergeAttrs(c.attrs, wk.attrs)
 	}
-	if wk.bytes > c.bytes {
-		w.bytes += wk.bytes - c.bytes
-		c.bytes = wk.bytes
+	// wk.bytes is all the file's unflushed bytes, the running round's
+	// too until its commit lands: those are charged already (a close's
+	// release, right after its flush started the round, charged them
+	// twice, and the queue hit its bound at half its bytes).
+	if more := wk.bytes - c.bytes - c.flying; more > 0 {
+		w.bytes += more
+		c.bytes += more
 	}
 	w.peakBytes = max(w.peakBytes, w.bytes)
 	if c.units == nil {
@@ -456,8 +475,11 @@ func (w *writeBehind) room(n *node, wk work) bool {
 	c := &n.wb
 	c.mu.Lock()
 	chained := c.done != nil
-	more := wk.bytes - c.bytes
+	more := wk.bytes - c.bytes - c.flying
 	c.mu.Unlock()
+	if !chained && wk.isAccess() {
+		return w.accessRoom()
+	}
 	if !chained && w.pending >= w.m.cfg.WritebackMaxEntries {
 		return false
 	}
@@ -532,19 +554,37 @@ func (w *writeBehind) run(n *node) {
 			flush = true // the create is the first flush's commit
 		}
 		c.create, c.flush, c.attrs, c.units, c.bytes = false, false, nil, nil, 0
+		c.flying = bytes
 		if !flush && attrs == nil {
 			close(c.done)
-			c.done = nil
+			c.done, c.flying = nil, 0
 			c.mu.Unlock()
-			w.commitUnits(units, bytes) // none, or an access time set quietly
+			w.commitUnits(units, bytes) // none
 			break
 		}
 		c.mu.Unlock()
+		if (work{create: create, flush: flush, attrs: attrs}).isAccess() {
+			// An access that came while the chain ran, alone in this
+			// round: it goes with the batch (access.go), its units too.
+			w.mu.Lock()
+			w.gather(n, *attrs.AtimeNs, units)
+			w.mu.Unlock()
+			c.mu.Lock()
+			c.flying = 0
+			c.mu.Unlock()
+			w.commitUnits(nil, bytes)
+			continue
+		}
 		w.runOnce(ctx, n, create, flush, attrs)
+		c.mu.Lock()
+		c.flying = 0
+		c.mu.Unlock()
 		w.commitUnits(units, bytes)
 	}
 	finish()
-	w.unkeep(n)
+	if !n.busy() { // else the access batch holding its atime unkeeps it
+		w.unkeep(n)
+	}
 	w.mu.Lock()
 	if w.pending--; w.pending == 0 {
 		w.idle.Broadcast()
@@ -591,6 +631,11 @@ func (w *writeBehind) runOnce(ctx context.Context, n *node, create, flush bool, 
 	}
 	if n.isDir() {
 		w.timesAfterKids(n, attrs)
+	}
+	if attrs != nil && attrs.AtimeNs != nil && !attrs.Access {
+		// An atime set (utimensat) after a read's: stored after it
+		// (meta would keep the later of the two).
+		w.waitAccess(n)
 	}
 	// Retried while meta is unreachable: the close was answered, so
 	// giving up would lose it. Committing the same extents or
@@ -673,13 +718,16 @@ func (n *node) commitBehind(ctx context.Context, flush bool, attrs *metapb.SetAt
 // are newer than na (n.mu held).
 func (n *node) keepQueued(na *metapb.Inode) *metapb.Inode {
 	n.wb.mu.Lock()
-	queued := n.wb.attrs != nil
+	queued, access := n.wb.attrs != nil, n.wb.access != nil
 	n.wb.mu.Unlock()
-	if !queued {
-		return na
+	switch {
+	case queued:
+		na = proto.Clone(na).(*metapb.Inode)
+		na.Mode, na.Uid, na.Gid, na.MtimeNs, na.AtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs, n.attr.AtimeNs
+	case access && n.attr != nil && n.attr.AtimeNs > na.AtimeNs:
+		na = proto.Clone(na).(*metapb.Inode)
+		na.AtimeNs = n.attr.AtimeNs // its batch is on its way
 	}
-	na = proto.Clone(na).(*metapb.Inode)
-	na.Mode, na.Uid, na.Gid, na.MtimeNs, na.AtimeNs = n.attr.Mode, n.attr.Uid, n.attr.Gid, n.attr.MtimeNs, n.attr.AtimeNs
 	return na
 }
 
@@ -713,8 +761,16 @@ func (n *node) settle(ctx context.Context) error {
 	return err
 }
 
-// waitQueue waits until n's queue is empty (not from inside the chain).
+// waitQueue waits until n's queue is empty (not from inside the chain),
+// its atime batch included: meta's record then has everything this mount
+// changed.
 func (n *node) waitQueue() {
+	n.waitChain()
+	n.m.wb.waitAccess(n)
+}
+
+// waitChain waits until n's chain is done, not for an atime batch.
+func (n *node) waitChain() {
 	n.m.wb.unpark(n)
 	n.wb.mu.Lock()
 	ch := n.wb.done
@@ -728,7 +784,7 @@ func (n *node) waitQueue() {
 func (n *node) busy() bool {
 	n.wb.mu.Lock()
 	defer n.wb.mu.Unlock()
-	return n.wb.done != nil
+	return n.wb.done != nil || n.wb.access != nil
 }
 
 // sessionUp starts a new announced state for a session that meta knows
@@ -781,6 +837,7 @@ func (w *writeBehind) drain() uint64 {
 		delete(w.parked, n)
 		go w.run(n)
 	}
+	w.kickAccess()
 	for w.queuedUpTo(e) {
 		w.idle.Wait()
 	}

@@ -451,3 +451,36 @@ func TestCreateBehindKeepsCtime(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseChargesBytesOnce: a close's flush queues the file's bytes and
+// starts their commit; the release that follows finds them still
+// unflushed (their commit is on its way) and must not charge them to the
+// queue's bound again: it did, and the queue counted every file in
+// flight twice, so closes went synchronous at half the bytes.
+func TestCloseChargesBytesOnce(t *testing.T) {
+	srv := store(t)
+	dir, m := mount(t, srv, "data", nil)
+	p := filepath.Join(dir, "f")
+	const size = 64 << 10
+	must(t, os.WriteFile(p, bytes.Repeat([]byte("a"), size), 0o644))
+	settled(t, m)
+	release := fusefs.HoldWriteBehind(m)
+	var once sync.Once
+	defer once.Do(release)
+	// A release is counted when it begins (Calls) and when it ends
+	// (Nanos): the first write's may still be on its way.
+	rel := m.Stats().Op("release")
+	await.Until(t, time.Minute, "the first write's release to be served", func() bool { return rel.Calls.Load() >= 1 && rel.Nanos.Load() > 0 })
+	c0, n0 := rel.Calls.Load(), rel.Nanos.Load()
+	rewrite(t, p, bytes.Repeat([]byte("b"), size))
+	await.Until(t, time.Minute, "the close's release to be served", func() bool { return rel.Calls.Load() > c0 && rel.Nanos.Load() != n0 })
+	if got := fusefs.QueuedBytes(m); got != size {
+		t.Fatalf("one file of %d bytes queued: the queue counts %d", size, got)
+	}
+	once.Do(release)
+	settled(t, m)
+	if got := fusefs.QueuedBytes(m); got != 0 {
+		t.Fatalf("the queue counts %d bytes once empty", got)
+	}
+	checkContent(t, srv, []string{"f"}, func(int) []byte { return bytes.Repeat([]byte("b"), size) })
+}

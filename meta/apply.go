@@ -121,6 +121,9 @@ func applyCommand(db *pebble.DB, b *pebble.Batch, cmd *metapb.Command, rc *readC
 	case *metapb.Command_MountReserve:
 		op = "meta.MountReserve"
 		err = t.mountReserve(c.MountReserve)
+	case *metapb.Command_MountAccess:
+		op, p = "meta.MountAccess", errors.Path(c.MountAccess.Ns)
+		err = t.mountAccess(c.MountAccess)
 	case *metapb.Command_MountMknod:
 		op, p = "meta.Mknod", fullPath(c.MountMknod.Ns, c.MountMknod.Path)
 		err = t.mountMknod(c.MountMknod)

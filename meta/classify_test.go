@@ -31,7 +31,7 @@ func TestMethodClassification(t *testing.T) {
 		"ClusterStatus": false, "ClusterDrain": false, "ClusterRebalance": false,
 		"S3CreateUser": false, "S3DeleteUser": false, "S3ListUsers": false, "S3CreateKey": false, "S3DeleteKey": false,
 		"S3ListKeys": false, "S3Grant": false, "S3GetSecret": false, "S3PutBucketConfig": false,
-		"Sync": false, "MountDirty": false, "MountReserve": false, "RenewCaps": false, "MountLock": false,
+		"Sync": false, "MountDirty": false, "MountReserve": false, "MountAccess": false, "RenewCaps": false, "MountLock": false,
 		"CreateJoinToken": false, "Join": false, "RevokeCert": false,
 		"TierSetPolicy": false, "TierGetPolicy": false, "TierStatus": false, "TierNoteReads": false,
 		"MetaMembers": false, "MetaAddMember": false, "MetaRemoveMember": false, "MetaSnapshot": false, "MetaReadIndex": false,

@@ -100,6 +100,10 @@ func (l *local) SetAttr(ctx context.Context, in *metapb.SetAttrRequest, _ ...grp
 	return call(ctx, l, "SetAttr", l.s.SetAttr, in)
 }
 
+func (l *local) MountAccess(ctx context.Context, in *metapb.MountAccessRequest, _ ...grpc.CallOption) (*metapb.Empty, error) {
+	return call(ctx, l, "MountAccess", l.s.MountAccess, in)
+}
+
 func (l *local) Assign(ctx context.Context, in *metapb.AssignRequest, _ ...grpc.CallOption) (*metapb.AssignResponse, error) {
 	return call(ctx, l, "Assign", l.s.Assign, in)
 }

@@ -2,6 +2,8 @@ package meta
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"cairn/errors"
 	"cairn/pathname"
@@ -87,6 +89,90 @@ func (t *txn) mountReserve(r *metapb.MountReserveRequest) error {
 	}
 	t.res.first = u64(val) + 1
 	return t.b.Set(keyInoCounter, be64(u64(val)+uint64(r.Count)), nil)
+}
+
+// maxAccessBatch bounds MountAccess, as maxCommitBatch bounds CommitBatch.
+const maxAccessBatch = 4096
+
+// MountAccess stores the access times a mount's reads moved (relatime),
+// many files in one command: a read costs no meta round trip or log write
+// of its own (fusefs/access.go).
+func (s *Service) MountAccess(ctx context.Context, req *metapb.MountAccessRequest) (*metapb.Empty, error) {
+	const op = errors.Op("meta.MountAccess")
+	if len(req.Files) > maxAccessBatch {
+		return nil, errors.E(op, errors.TooLarge, fmt.Sprintf("more than %d files", maxAccessBatch))
+	}
+	for _, f := range req.Files {
+		if _, err := checkPath(op, req.Ns, f.Path); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := s.propose(&metapb.Command{Op: &metapb.Command_MountAccess{MountAccess: req}}); err != nil {
+		return nil, err
+	}
+	return &metapb.Empty{}, nil
+}
+
+// mountAccess moves each file's atime forward to the one given: only
+// forward, as a read's time never takes an atime back (a batch that
+// lands after a commit carrying a newer one changes nothing). No version,
+// ctime or event: nothing a cache holds changes that a reader needs. A
+// path that names no file, or another inode than the one read (renamed
+// or replaced since), is skipped: the access time of that read is lost,
+// never given to another file.
+func (t *txn) mountAccess(r *metapb.MountAccessRequest) error {
+	ns, err := t.v.namespace(r.Ns)
+	if err != nil {
+		return err
+	}
+	// A batch's files share directories (a mount reads what it wrote
+	// together): each directory is walked once.
+	type dirIno struct {
+		ino uint64
+		ok  bool
+	}
+	dirs := map[string]dirIno{}
+	for _, f := range r.Files {
+		p, _, err := pathname.Clean(f.Path)
+		if err != nil {
+			return err
+		}
+		dir, name := "", p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			dir, name = p[:i], p[i+1:]
+		}
+		d, ok := dirs[dir]
+		if !ok {
+			ino, isDir, err := t.v.walk(ns.RootIno, dir)
+			if err != nil && !errors.Is(errors.NotExist, err) && !errors.Is(errors.NotDir, err) {
+				return err
+			}
+			d = dirIno{ino, err == nil && isDir}
+			dirs[dir] = d
+		}
+		if !d.ok {
+			continue // no such directory (any more)
+		}
+		ino, isDir, found, err := t.v.lookupAs(d.ino, name, false)
+		if err != nil {
+			return err
+		}
+		if !found || isDir || ino != f.Ino {
+			continue
+		}
+		n, err := t.v.inode(ino)
+		if err != nil {
+			return err
+		}
+		if f.AtimeNs <= n.AtimeNs {
+			continue
+		}
+		n.AtimeNs = f.AtimeNs
+		if err := t.put(inodeKey(ino), n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reserved checks that ino was handed out by MountReserve and is free.

@@ -146,6 +146,66 @@ func TestAtimeAccess(t *testing.T) {
 	}
 }
 
+// TestMountAccess: a batch of a mount's accesses moves each file's atime
+// forward only, in one command, with no new version or ctime; a path that
+// no longer names the inode read is skipped.
+func TestMountAccess(t *testing.T) {
+	cl := start(t, nil).cl
+	mkns(t, cl, "ns1")
+	f := put(t, cl, "ns1", "f", 1, 1)
+	g := put(t, cl, "ns1", "g", 1, 2)
+	if _, err := cl.Rename(bg, &metapb.RenameRequest{Ns: "ns1", From: "g", To: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Mkdir(bg, &metapb.MkdirRequest{Ns: "ns1", Path: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	x := put(t, cl, "ns1", "d/x", 1, 3)
+	y := put(t, cl, "ns1", "d/y", 1, 4)
+	at := f.MtimeNs + 1000
+	if _, err := cl.MountAccess(bg, &metapb.MountAccessRequest{Ns: "ns1", Files: []*metapb.MountAccess{
+		{Path: "f", Ino: f.Ino, AtimeNs: at},
+		{Path: "g", Ino: g.Ino, AtimeNs: at},   // renamed away: nothing there
+		{Path: "h", Ino: f.Ino, AtimeNs: at},   // h is another inode than the one read
+		{Path: "f/z", Ino: f.Ino, AtimeNs: at}, // through a file
+		{Path: "e/z", Ino: x.Ino, AtimeNs: at}, // no such directory
+		{Path: "d/x", Ino: x.Ino, AtimeNs: at},
+		{Path: "d/y", Ino: y.Ino, AtimeNs: at},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	stat := func(p string) *metapb.Inode {
+		t.Helper()
+		r, err := cl.Resolve(bg, &metapb.ResolveRequest{Ns: "ns1", Path: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Inode
+	}
+	a := stat("f")
+	if a.AtimeNs != at || a.Version != f.Version || a.CtimeNs != f.CtimeNs {
+		t.Fatalf("access batch: atime %d version %d ctime %d, want %d %d %d", a.AtimeNs, a.Version, a.CtimeNs, at, f.Version, f.CtimeNs)
+	}
+	if h := stat("h"); h.AtimeNs == at {
+		t.Fatalf("the access of f moved the atime of h, another inode")
+	}
+	for _, p := range []string{"d/x", "d/y"} {
+		if got := stat(p).AtimeNs; got != at {
+			t.Fatalf("%s: atime %d, want %d", p, got, at)
+		}
+	}
+	// An older access (a batch landing after a newer atime) takes nothing back.
+	if _, err := cl.MountAccess(bg, &metapb.MountAccessRequest{Ns: "ns1", Files: []*metapb.MountAccess{{Path: "f", Ino: f.Ino, AtimeNs: at - 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stat("f").AtimeNs; got != at {
+		t.Fatalf("an older access moved atime back: %d, want %d", got, at)
+	}
+	if _, err := cl.MountAccess(bg, &metapb.MountAccessRequest{Ns: "ns1", Files: []*metapb.MountAccess{{Path: "../x", Ino: 1, AtimeNs: at}}}); err == nil {
+		t.Fatal("a bad path was taken")
+	}
+}
+
 // FuzzSparse: a commit's extent list (outside input) is accepted only if
 // sorted it is disjoint, without empty or overflowing extents, and within
 // the size; gaps are holes.

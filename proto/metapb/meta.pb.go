@@ -3785,6 +3785,7 @@ type Command struct {
 	//	*Command_MountLink
 	//	*Command_MountXattr
 	//	*Command_MountReserve
+	//	*Command_MountAccess
 	//	*Command_MountMknod
 	//	*Command_PutJoinToken
 	//	*Command_UseJoinToken
@@ -4142,6 +4143,15 @@ func (x *Command) GetMountReserve() *MountReserveRequest {
 	return nil
 }
 
+func (x *Command) GetMountAccess() *MountAccessRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_MountAccess); ok {
+			return x.MountAccess
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetMountMknod() *MountMknodRequest {
 	if x != nil {
 		if x, ok := x.Op.(*Command_MountMknod); ok {
@@ -4420,6 +4430,10 @@ type Command_MountReserve struct {
 	MountReserve *MountReserveRequest `protobuf:"bytes,63,opt,name=mount_reserve,json=mountReserve,proto3,oneof"`
 }
 
+type Command_MountAccess struct {
+	MountAccess *MountAccessRequest `protobuf:"bytes,1040,opt,name=mount_access,json=mountAccess,proto3,oneof"` // rdb2 band 1040-1044
+}
+
 type Command_MountMknod struct {
 	// POSIX surface
 	MountMknod *MountMknodRequest `protobuf:"bytes,140,opt,name=mount_mknod,json=mountMknod,proto3,oneof"`
@@ -4554,6 +4568,8 @@ func (*Command_MountLink) isCommand_Op() {}
 func (*Command_MountXattr) isCommand_Op() {}
 
 func (*Command_MountReserve) isCommand_Op() {}
+
+func (*Command_MountAccess) isCommand_Op() {}
 
 func (*Command_MountMknod) isCommand_Op() {}
 
@@ -5482,6 +5498,124 @@ func (x *MountReserveResponse) GetCount() uint32 {
 	return 0
 }
 
+// MountAccessRequest carries the access times a mount's reads moved
+// (relatime), batched: one command for many files instead of a SetAttr
+// per file read. Each moves the file's atime forward only (a read's time
+// never takes an atime back), with no version, ctime or event, as a
+// SetAttr with access does; a path that no longer names the inode is
+// skipped (rdb2 band 1040-1044).
+type MountAccessRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ns            string                 `protobuf:"bytes,1040,opt,name=ns,proto3" json:"ns,omitempty"`
+	Files         []*MountAccess         `protobuf:"bytes,1041,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountAccessRequest) Reset() {
+	*x = MountAccessRequest{}
+	mi := &file_proto_meta_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountAccessRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountAccessRequest) ProtoMessage() {}
+
+func (x *MountAccessRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountAccessRequest.ProtoReflect.Descriptor instead.
+func (*MountAccessRequest) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *MountAccessRequest) GetNs() string {
+	if x != nil {
+		return x.Ns
+	}
+	return ""
+}
+
+func (x *MountAccessRequest) GetFiles() []*MountAccess {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type MountAccess struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1040,opt,name=path,proto3" json:"path,omitempty"`
+	Ino           uint64                 `protobuf:"varint,1041,opt,name=ino,proto3" json:"ino,omitempty"`
+	AtimeNs       int64                  `protobuf:"varint,1042,opt,name=atime_ns,json=atimeNs,proto3" json:"atime_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MountAccess) Reset() {
+	*x = MountAccess{}
+	mi := &file_proto_meta_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MountAccess) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MountAccess) ProtoMessage() {}
+
+func (x *MountAccess) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_meta_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MountAccess.ProtoReflect.Descriptor instead.
+func (*MountAccess) Descriptor() ([]byte, []int) {
+	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *MountAccess) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MountAccess) GetIno() uint64 {
+	if x != nil {
+		return x.Ino
+	}
+	return 0
+}
+
+func (x *MountAccess) GetAtimeNs() int64 {
+	if x != nil {
+		return x.AtimeNs
+	}
+	return 0
+}
+
 type InfoResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Version     string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -5496,7 +5630,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5508,7 +5642,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[58]
+	mi := &file_proto_meta_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5521,7 +5655,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{58}
+	return file_proto_meta_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -5556,7 +5690,7 @@ type SetClusterIdRequest struct {
 
 func (x *SetClusterIdRequest) Reset() {
 	*x = SetClusterIdRequest{}
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5702,7 @@ func (x *SetClusterIdRequest) String() string {
 func (*SetClusterIdRequest) ProtoMessage() {}
 
 func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[59]
+	mi := &file_proto_meta_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5715,7 @@ func (x *SetClusterIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterIdRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterIdRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{59}
+	return file_proto_meta_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetClusterIdRequest) GetId() string {
@@ -5603,7 +5737,7 @@ type ClusterServerState struct {
 
 func (x *ClusterServerState) Reset() {
 	*x = ClusterServerState{}
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +5749,7 @@ func (x *ClusterServerState) String() string {
 func (*ClusterServerState) ProtoMessage() {}
 
 func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[60]
+	mi := &file_proto_meta_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +5762,7 @@ func (x *ClusterServerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServerState.ProtoReflect.Descriptor instead.
 func (*ClusterServerState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{60}
+	return file_proto_meta_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClusterServerState) GetServerId() string {
@@ -5655,7 +5789,7 @@ type ClusterDrainRequest struct {
 
 func (x *ClusterDrainRequest) Reset() {
 	*x = ClusterDrainRequest{}
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5667,7 +5801,7 @@ func (x *ClusterDrainRequest) String() string {
 func (*ClusterDrainRequest) ProtoMessage() {}
 
 func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[61]
+	mi := &file_proto_meta_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5680,7 +5814,7 @@ func (x *ClusterDrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterDrainRequest.ProtoReflect.Descriptor instead.
 func (*ClusterDrainRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{61}
+	return file_proto_meta_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClusterDrainRequest) GetServer() string {
@@ -5717,7 +5851,7 @@ type ClusterServer struct {
 
 func (x *ClusterServer) Reset() {
 	*x = ClusterServer{}
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5729,7 +5863,7 @@ func (x *ClusterServer) String() string {
 func (*ClusterServer) ProtoMessage() {}
 
 func (x *ClusterServer) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[62]
+	mi := &file_proto_meta_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5742,7 +5876,7 @@ func (x *ClusterServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterServer.ProtoReflect.Descriptor instead.
 func (*ClusterServer) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{62}
+	return file_proto_meta_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ClusterServer) GetId() string {
@@ -5841,7 +5975,7 @@ type ClusterVolume struct {
 
 func (x *ClusterVolume) Reset() {
 	*x = ClusterVolume{}
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5853,7 +5987,7 @@ func (x *ClusterVolume) String() string {
 func (*ClusterVolume) ProtoMessage() {}
 
 func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[63]
+	mi := &file_proto_meta_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5866,7 +6000,7 @@ func (x *ClusterVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterVolume.ProtoReflect.Descriptor instead.
 func (*ClusterVolume) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{63}
+	return file_proto_meta_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ClusterVolume) GetVolume() *Volume {
@@ -5912,7 +6046,7 @@ type ClusterRepair struct {
 
 func (x *ClusterRepair) Reset() {
 	*x = ClusterRepair{}
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5924,7 +6058,7 @@ func (x *ClusterRepair) String() string {
 func (*ClusterRepair) ProtoMessage() {}
 
 func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[64]
+	mi := &file_proto_meta_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5937,7 +6071,7 @@ func (x *ClusterRepair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRepair.ProtoReflect.Descriptor instead.
 func (*ClusterRepair) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{64}
+	return file_proto_meta_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ClusterRepair) GetVolume() uint32 {
@@ -6007,7 +6141,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6019,7 +6153,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[65]
+	mi := &file_proto_meta_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6032,7 +6166,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{65}
+	return file_proto_meta_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ClusterStatusResponse) GetServers() []*ClusterServer {
@@ -6119,7 +6253,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6265,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[66]
+	mi := &file_proto_meta_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6278,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{66}
+	return file_proto_meta_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *StorageClass) GetName() string {
@@ -6193,7 +6327,7 @@ type S3User struct {
 
 func (x *S3User) Reset() {
 	*x = S3User{}
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6205,7 +6339,7 @@ func (x *S3User) String() string {
 func (*S3User) ProtoMessage() {}
 
 func (x *S3User) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[67]
+	mi := &file_proto_meta_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6218,7 +6352,7 @@ func (x *S3User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3User.ProtoReflect.Descriptor instead.
 func (*S3User) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{67}
+	return file_proto_meta_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *S3User) GetName() string {
@@ -6244,7 +6378,7 @@ type S3UserRequest struct {
 
 func (x *S3UserRequest) Reset() {
 	*x = S3UserRequest{}
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6256,7 +6390,7 @@ func (x *S3UserRequest) String() string {
 func (*S3UserRequest) ProtoMessage() {}
 
 func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[68]
+	mi := &file_proto_meta_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6269,7 +6403,7 @@ func (x *S3UserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserRequest.ProtoReflect.Descriptor instead.
 func (*S3UserRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{68}
+	return file_proto_meta_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *S3UserRequest) GetName() string {
@@ -6288,7 +6422,7 @@ type S3UserList struct {
 
 func (x *S3UserList) Reset() {
 	*x = S3UserList{}
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6300,7 +6434,7 @@ func (x *S3UserList) String() string {
 func (*S3UserList) ProtoMessage() {}
 
 func (x *S3UserList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[69]
+	mi := &file_proto_meta_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6313,7 +6447,7 @@ func (x *S3UserList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UserList.ProtoReflect.Descriptor instead.
 func (*S3UserList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{69}
+	return file_proto_meta_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *S3UserList) GetUsers() []*S3User {
@@ -6340,7 +6474,7 @@ type S3Key struct {
 
 func (x *S3Key) Reset() {
 	*x = S3Key{}
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6352,7 +6486,7 @@ func (x *S3Key) String() string {
 func (*S3Key) ProtoMessage() {}
 
 func (x *S3Key) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[70]
+	mi := &file_proto_meta_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6365,7 +6499,7 @@ func (x *S3Key) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Key.ProtoReflect.Descriptor instead.
 func (*S3Key) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{70}
+	return file_proto_meta_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *S3Key) GetAccessKey() string {
@@ -6419,7 +6553,7 @@ type S3KeyRequest struct {
 
 func (x *S3KeyRequest) Reset() {
 	*x = S3KeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6431,7 +6565,7 @@ func (x *S3KeyRequest) String() string {
 func (*S3KeyRequest) ProtoMessage() {}
 
 func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[71]
+	mi := &file_proto_meta_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6444,7 +6578,7 @@ func (x *S3KeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyRequest.ProtoReflect.Descriptor instead.
 func (*S3KeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{71}
+	return file_proto_meta_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *S3KeyRequest) GetAccessKey() string {
@@ -6464,7 +6598,7 @@ type S3CreateKeyRequest struct {
 
 func (x *S3CreateKeyRequest) Reset() {
 	*x = S3CreateKeyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6476,7 +6610,7 @@ func (x *S3CreateKeyRequest) String() string {
 func (*S3CreateKeyRequest) ProtoMessage() {}
 
 func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[72]
+	mi := &file_proto_meta_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6489,7 +6623,7 @@ func (x *S3CreateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CreateKeyRequest.ProtoReflect.Descriptor instead.
 func (*S3CreateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{72}
+	return file_proto_meta_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *S3CreateKeyRequest) GetUser() string {
@@ -6517,7 +6651,7 @@ type S3GrantRequest struct {
 
 func (x *S3GrantRequest) Reset() {
 	*x = S3GrantRequest{}
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6529,7 +6663,7 @@ func (x *S3GrantRequest) String() string {
 func (*S3GrantRequest) ProtoMessage() {}
 
 func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[73]
+	mi := &file_proto_meta_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6542,7 +6676,7 @@ func (x *S3GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3GrantRequest.ProtoReflect.Descriptor instead.
 func (*S3GrantRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{73}
+	return file_proto_meta_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *S3GrantRequest) GetAccessKey() string {
@@ -6580,7 +6714,7 @@ type S3KeyInfo struct {
 
 func (x *S3KeyInfo) Reset() {
 	*x = S3KeyInfo{}
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6592,7 +6726,7 @@ func (x *S3KeyInfo) String() string {
 func (*S3KeyInfo) ProtoMessage() {}
 
 func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[74]
+	mi := &file_proto_meta_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6605,7 +6739,7 @@ func (x *S3KeyInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyInfo.ProtoReflect.Descriptor instead.
 func (*S3KeyInfo) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{74}
+	return file_proto_meta_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *S3KeyInfo) GetAccessKey() string {
@@ -6653,7 +6787,7 @@ type S3KeySecret struct {
 
 func (x *S3KeySecret) Reset() {
 	*x = S3KeySecret{}
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6665,7 +6799,7 @@ func (x *S3KeySecret) String() string {
 func (*S3KeySecret) ProtoMessage() {}
 
 func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[75]
+	mi := &file_proto_meta_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6678,7 +6812,7 @@ func (x *S3KeySecret) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeySecret.ProtoReflect.Descriptor instead.
 func (*S3KeySecret) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{75}
+	return file_proto_meta_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *S3KeySecret) GetKey() *S3KeyInfo {
@@ -6704,7 +6838,7 @@ type S3KeyList struct {
 
 func (x *S3KeyList) Reset() {
 	*x = S3KeyList{}
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6716,7 +6850,7 @@ func (x *S3KeyList) String() string {
 func (*S3KeyList) ProtoMessage() {}
 
 func (x *S3KeyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[76]
+	mi := &file_proto_meta_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6729,7 +6863,7 @@ func (x *S3KeyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3KeyList.ProtoReflect.Descriptor instead.
 func (*S3KeyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{76}
+	return file_proto_meta_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *S3KeyList) GetKeys() []*S3KeyInfo {
@@ -6753,7 +6887,7 @@ type S3CORSRule struct {
 
 func (x *S3CORSRule) Reset() {
 	*x = S3CORSRule{}
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6765,7 +6899,7 @@ func (x *S3CORSRule) String() string {
 func (*S3CORSRule) ProtoMessage() {}
 
 func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[77]
+	mi := &file_proto_meta_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6778,7 +6912,7 @@ func (x *S3CORSRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CORSRule.ProtoReflect.Descriptor instead.
 func (*S3CORSRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{77}
+	return file_proto_meta_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *S3CORSRule) GetAllowedOrigins() []string {
@@ -6845,7 +6979,7 @@ type S3BucketConfig struct {
 
 func (x *S3BucketConfig) Reset() {
 	*x = S3BucketConfig{}
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6857,7 +6991,7 @@ func (x *S3BucketConfig) String() string {
 func (*S3BucketConfig) ProtoMessage() {}
 
 func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[78]
+	mi := &file_proto_meta_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6870,7 +7004,7 @@ func (x *S3BucketConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3BucketConfig.ProtoReflect.Descriptor instead.
 func (*S3BucketConfig) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{78}
+	return file_proto_meta_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *S3BucketConfig) GetBucket() string {
@@ -6941,7 +7075,7 @@ type S3LifecycleRule struct {
 
 func (x *S3LifecycleRule) Reset() {
 	*x = S3LifecycleRule{}
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6953,7 +7087,7 @@ func (x *S3LifecycleRule) String() string {
 func (*S3LifecycleRule) ProtoMessage() {}
 
 func (x *S3LifecycleRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[79]
+	mi := &file_proto_meta_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6966,7 +7100,7 @@ func (x *S3LifecycleRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LifecycleRule.ProtoReflect.Descriptor instead.
 func (*S3LifecycleRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{79}
+	return file_proto_meta_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *S3LifecycleRule) GetId() string {
@@ -7045,7 +7179,7 @@ type S3PublicAccessBlock struct {
 
 func (x *S3PublicAccessBlock) Reset() {
 	*x = S3PublicAccessBlock{}
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7057,7 +7191,7 @@ func (x *S3PublicAccessBlock) String() string {
 func (*S3PublicAccessBlock) ProtoMessage() {}
 
 func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[80]
+	mi := &file_proto_meta_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7070,7 +7204,7 @@ func (x *S3PublicAccessBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PublicAccessBlock.ProtoReflect.Descriptor instead.
 func (*S3PublicAccessBlock) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{80}
+	return file_proto_meta_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *S3PublicAccessBlock) GetBlockPublicAcls() bool {
@@ -7124,7 +7258,7 @@ type S3CopyRequest struct {
 
 func (x *S3CopyRequest) Reset() {
 	*x = S3CopyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7136,7 +7270,7 @@ func (x *S3CopyRequest) String() string {
 func (*S3CopyRequest) ProtoMessage() {}
 
 func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[81]
+	mi := &file_proto_meta_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7149,7 +7283,7 @@ func (x *S3CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CopyRequest.ProtoReflect.Descriptor instead.
 func (*S3CopyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{81}
+	return file_proto_meta_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *S3CopyRequest) GetSrcNs() string {
@@ -7254,7 +7388,7 @@ type S3TagsRequest struct {
 
 func (x *S3TagsRequest) Reset() {
 	*x = S3TagsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7266,7 +7400,7 @@ func (x *S3TagsRequest) String() string {
 func (*S3TagsRequest) ProtoMessage() {}
 
 func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[82]
+	mi := &file_proto_meta_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7279,7 +7413,7 @@ func (x *S3TagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3TagsRequest.ProtoReflect.Descriptor instead.
 func (*S3TagsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{82}
+	return file_proto_meta_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *S3TagsRequest) GetNs() string {
@@ -7325,7 +7459,7 @@ type S3Upload struct {
 
 func (x *S3Upload) Reset() {
 	*x = S3Upload{}
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7337,7 +7471,7 @@ func (x *S3Upload) String() string {
 func (*S3Upload) ProtoMessage() {}
 
 func (x *S3Upload) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[83]
+	mi := &file_proto_meta_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7350,7 +7484,7 @@ func (x *S3Upload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Upload.ProtoReflect.Descriptor instead.
 func (*S3Upload) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{83}
+	return file_proto_meta_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *S3Upload) GetBucket() string {
@@ -7434,7 +7568,7 @@ type S3UploadRequest struct {
 
 func (x *S3UploadRequest) Reset() {
 	*x = S3UploadRequest{}
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7446,7 +7580,7 @@ func (x *S3UploadRequest) String() string {
 func (*S3UploadRequest) ProtoMessage() {}
 
 func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[84]
+	mi := &file_proto_meta_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7459,7 +7593,7 @@ func (x *S3UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadRequest.ProtoReflect.Descriptor instead.
 func (*S3UploadRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{84}
+	return file_proto_meta_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *S3UploadRequest) GetBucket() string {
@@ -7497,7 +7631,7 @@ type S3Part struct {
 
 func (x *S3Part) Reset() {
 	*x = S3Part{}
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7509,7 +7643,7 @@ func (x *S3Part) String() string {
 func (*S3Part) ProtoMessage() {}
 
 func (x *S3Part) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[85]
+	mi := &file_proto_meta_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7522,7 +7656,7 @@ func (x *S3Part) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Part.ProtoReflect.Descriptor instead.
 func (*S3Part) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{85}
+	return file_proto_meta_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *S3Part) GetNumber() uint32 {
@@ -7571,7 +7705,7 @@ type S3PutPartCommand struct {
 
 func (x *S3PutPartCommand) Reset() {
 	*x = S3PutPartCommand{}
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7583,7 +7717,7 @@ func (x *S3PutPartCommand) String() string {
 func (*S3PutPartCommand) ProtoMessage() {}
 
 func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[86]
+	mi := &file_proto_meta_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7596,7 +7730,7 @@ func (x *S3PutPartCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PutPartCommand.ProtoReflect.Descriptor instead.
 func (*S3PutPartCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{86}
+	return file_proto_meta_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *S3PutPartCommand) GetUpload() *S3UploadRequest {
@@ -7630,7 +7764,7 @@ type S3CompletePart struct {
 
 func (x *S3CompletePart) Reset() {
 	*x = S3CompletePart{}
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7642,7 +7776,7 @@ func (x *S3CompletePart) String() string {
 func (*S3CompletePart) ProtoMessage() {}
 
 func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[87]
+	mi := &file_proto_meta_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7655,7 +7789,7 @@ func (x *S3CompletePart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompletePart.ProtoReflect.Descriptor instead.
 func (*S3CompletePart) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{87}
+	return file_proto_meta_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *S3CompletePart) GetNumber() uint32 {
@@ -7687,7 +7821,7 @@ type S3CompleteRequest struct {
 
 func (x *S3CompleteRequest) Reset() {
 	*x = S3CompleteRequest{}
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7699,7 +7833,7 @@ func (x *S3CompleteRequest) String() string {
 func (*S3CompleteRequest) ProtoMessage() {}
 
 func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[88]
+	mi := &file_proto_meta_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7712,7 +7846,7 @@ func (x *S3CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3CompleteRequest.ProtoReflect.Descriptor instead.
 func (*S3CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{88}
+	return file_proto_meta_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *S3CompleteRequest) GetUpload() *S3UploadRequest {
@@ -7761,7 +7895,7 @@ type S3ListPartsRequest struct {
 
 func (x *S3ListPartsRequest) Reset() {
 	*x = S3ListPartsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7773,7 +7907,7 @@ func (x *S3ListPartsRequest) String() string {
 func (*S3ListPartsRequest) ProtoMessage() {}
 
 func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[89]
+	mi := &file_proto_meta_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7786,7 +7920,7 @@ func (x *S3ListPartsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListPartsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListPartsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{89}
+	return file_proto_meta_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *S3ListPartsRequest) GetUpload() *S3UploadRequest {
@@ -7821,7 +7955,7 @@ type S3PartList struct {
 
 func (x *S3PartList) Reset() {
 	*x = S3PartList{}
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7833,7 +7967,7 @@ func (x *S3PartList) String() string {
 func (*S3PartList) ProtoMessage() {}
 
 func (x *S3PartList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[90]
+	mi := &file_proto_meta_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7846,7 +7980,7 @@ func (x *S3PartList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3PartList.ProtoReflect.Descriptor instead.
 func (*S3PartList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{90}
+	return file_proto_meta_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *S3PartList) GetParts() []*S3Part {
@@ -7883,7 +8017,7 @@ type S3ListUploadsRequest struct {
 
 func (x *S3ListUploadsRequest) Reset() {
 	*x = S3ListUploadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7895,7 +8029,7 @@ func (x *S3ListUploadsRequest) String() string {
 func (*S3ListUploadsRequest) ProtoMessage() {}
 
 func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[91]
+	mi := &file_proto_meta_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7908,7 +8042,7 @@ func (x *S3ListUploadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListUploadsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListUploadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{91}
+	return file_proto_meta_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *S3ListUploadsRequest) GetBucket() string {
@@ -7956,7 +8090,7 @@ type S3UploadList struct {
 
 func (x *S3UploadList) Reset() {
 	*x = S3UploadList{}
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7968,7 +8102,7 @@ func (x *S3UploadList) String() string {
 func (*S3UploadList) ProtoMessage() {}
 
 func (x *S3UploadList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[92]
+	mi := &file_proto_meta_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7981,7 +8115,7 @@ func (x *S3UploadList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3UploadList.ProtoReflect.Descriptor instead.
 func (*S3UploadList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{92}
+	return file_proto_meta_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *S3UploadList) GetUploads() []*S3Upload {
@@ -8013,7 +8147,7 @@ type JoinTokenRecord struct {
 
 func (x *JoinTokenRecord) Reset() {
 	*x = JoinTokenRecord{}
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8025,7 +8159,7 @@ func (x *JoinTokenRecord) String() string {
 func (*JoinTokenRecord) ProtoMessage() {}
 
 func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[93]
+	mi := &file_proto_meta_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8038,7 +8172,7 @@ func (x *JoinTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinTokenRecord.ProtoReflect.Descriptor instead.
 func (*JoinTokenRecord) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{93}
+	return file_proto_meta_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *JoinTokenRecord) GetId() string {
@@ -8088,7 +8222,7 @@ type UseJoinTokenCommand struct {
 
 func (x *UseJoinTokenCommand) Reset() {
 	*x = UseJoinTokenCommand{}
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8100,7 +8234,7 @@ func (x *UseJoinTokenCommand) String() string {
 func (*UseJoinTokenCommand) ProtoMessage() {}
 
 func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[94]
+	mi := &file_proto_meta_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8113,7 +8247,7 @@ func (x *UseJoinTokenCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UseJoinTokenCommand.ProtoReflect.Descriptor instead.
 func (*UseJoinTokenCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{94}
+	return file_proto_meta_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *UseJoinTokenCommand) GetId() string {
@@ -8144,7 +8278,7 @@ type CreateJoinTokenRequest struct {
 
 func (x *CreateJoinTokenRequest) Reset() {
 	*x = CreateJoinTokenRequest{}
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8156,7 +8290,7 @@ func (x *CreateJoinTokenRequest) String() string {
 func (*CreateJoinTokenRequest) ProtoMessage() {}
 
 func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[95]
+	mi := &file_proto_meta_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8169,7 +8303,7 @@ func (x *CreateJoinTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{95}
+	return file_proto_meta_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *CreateJoinTokenRequest) GetRole() string {
@@ -8217,7 +8351,7 @@ type CreateJoinTokenResponse struct {
 
 func (x *CreateJoinTokenResponse) Reset() {
 	*x = CreateJoinTokenResponse{}
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8229,7 +8363,7 @@ func (x *CreateJoinTokenResponse) String() string {
 func (*CreateJoinTokenResponse) ProtoMessage() {}
 
 func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[96]
+	mi := &file_proto_meta_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8242,7 +8376,7 @@ func (x *CreateJoinTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateJoinTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateJoinTokenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{96}
+	return file_proto_meta_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *CreateJoinTokenResponse) GetToken() string {
@@ -8271,7 +8405,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8283,7 +8417,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[97]
+	mi := &file_proto_meta_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8296,7 +8430,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{97}
+	return file_proto_meta_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -8338,7 +8472,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8350,7 +8484,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[98]
+	mi := &file_proto_meta_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8363,7 +8497,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{98}
+	return file_proto_meta_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *JoinResponse) GetCert() []byte {
@@ -8398,7 +8532,7 @@ type CapKey struct {
 
 func (x *CapKey) Reset() {
 	*x = CapKey{}
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8410,7 +8544,7 @@ func (x *CapKey) String() string {
 func (*CapKey) ProtoMessage() {}
 
 func (x *CapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[99]
+	mi := &file_proto_meta_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8423,7 +8557,7 @@ func (x *CapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapKey.ProtoReflect.Descriptor instead.
 func (*CapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{99}
+	return file_proto_meta_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *CapKey) GetId() uint32 {
@@ -8449,7 +8583,7 @@ type RenewCapsRequest struct {
 
 func (x *RenewCapsRequest) Reset() {
 	*x = RenewCapsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8461,7 +8595,7 @@ func (x *RenewCapsRequest) String() string {
 func (*RenewCapsRequest) ProtoMessage() {}
 
 func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[100]
+	mi := &file_proto_meta_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8474,7 +8608,7 @@ func (x *RenewCapsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsRequest.ProtoReflect.Descriptor instead.
 func (*RenewCapsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{100}
+	return file_proto_meta_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *RenewCapsRequest) GetCaps() []string {
@@ -8495,7 +8629,7 @@ type RenewCapsResponse struct {
 
 func (x *RenewCapsResponse) Reset() {
 	*x = RenewCapsResponse{}
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8507,7 +8641,7 @@ func (x *RenewCapsResponse) String() string {
 func (*RenewCapsResponse) ProtoMessage() {}
 
 func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[101]
+	mi := &file_proto_meta_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8520,7 +8654,7 @@ func (x *RenewCapsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewCapsResponse.ProtoReflect.Descriptor instead.
 func (*RenewCapsResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{101}
+	return file_proto_meta_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *RenewCapsResponse) GetCaps() []string {
@@ -8549,7 +8683,7 @@ type DiskHealth struct {
 
 func (x *DiskHealth) Reset() {
 	*x = DiskHealth{}
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8561,7 +8695,7 @@ func (x *DiskHealth) String() string {
 func (*DiskHealth) ProtoMessage() {}
 
 func (x *DiskHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[102]
+	mi := &file_proto_meta_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8574,7 +8708,7 @@ func (x *DiskHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskHealth.ProtoReflect.Descriptor instead.
 func (*DiskHealth) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{102}
+	return file_proto_meta_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *DiskHealth) GetScrubNeedles() uint64 {
@@ -8650,7 +8784,7 @@ type MountMknodRequest struct {
 
 func (x *MountMknodRequest) Reset() {
 	*x = MountMknodRequest{}
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8662,7 +8796,7 @@ func (x *MountMknodRequest) String() string {
 func (*MountMknodRequest) ProtoMessage() {}
 
 func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[103]
+	mi := &file_proto_meta_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8675,7 +8809,7 @@ func (x *MountMknodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountMknodRequest.ProtoReflect.Descriptor instead.
 func (*MountMknodRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{103}
+	return file_proto_meta_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *MountMknodRequest) GetNs() string {
@@ -8750,7 +8884,7 @@ type MountLockRequest struct {
 
 func (x *MountLockRequest) Reset() {
 	*x = MountLockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8762,7 +8896,7 @@ func (x *MountLockRequest) String() string {
 func (*MountLockRequest) ProtoMessage() {}
 
 func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[104]
+	mi := &file_proto_meta_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8775,7 +8909,7 @@ func (x *MountLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockRequest.ProtoReflect.Descriptor instead.
 func (*MountLockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{104}
+	return file_proto_meta_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *MountLockRequest) GetSession() string {
@@ -8870,7 +9004,7 @@ type MountLockResponse struct {
 
 func (x *MountLockResponse) Reset() {
 	*x = MountLockResponse{}
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8882,7 +9016,7 @@ func (x *MountLockResponse) String() string {
 func (*MountLockResponse) ProtoMessage() {}
 
 func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[105]
+	mi := &file_proto_meta_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8895,7 +9029,7 @@ func (x *MountLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MountLockResponse.ProtoReflect.Descriptor instead.
 func (*MountLockResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{105}
+	return file_proto_meta_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *MountLockResponse) GetGranted() bool {
@@ -8947,7 +9081,7 @@ type RevokedCert struct {
 
 func (x *RevokedCert) Reset() {
 	*x = RevokedCert{}
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8959,7 +9093,7 @@ func (x *RevokedCert) String() string {
 func (*RevokedCert) ProtoMessage() {}
 
 func (x *RevokedCert) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[106]
+	mi := &file_proto_meta_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8972,7 +9106,7 @@ func (x *RevokedCert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCert.ProtoReflect.Descriptor instead.
 func (*RevokedCert) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{106}
+	return file_proto_meta_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *RevokedCert) GetId() string {
@@ -9006,7 +9140,7 @@ type RevokedCerts struct {
 
 func (x *RevokedCerts) Reset() {
 	*x = RevokedCerts{}
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9018,7 +9152,7 @@ func (x *RevokedCerts) String() string {
 func (*RevokedCerts) ProtoMessage() {}
 
 func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[107]
+	mi := &file_proto_meta_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9031,7 +9165,7 @@ func (x *RevokedCerts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokedCerts.ProtoReflect.Descriptor instead.
 func (*RevokedCerts) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{107}
+	return file_proto_meta_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *RevokedCerts) GetRevoked() []*RevokedCert {
@@ -9055,7 +9189,7 @@ type MetaMember struct {
 
 func (x *MetaMember) Reset() {
 	*x = MetaMember{}
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9067,7 +9201,7 @@ func (x *MetaMember) String() string {
 func (*MetaMember) ProtoMessage() {}
 
 func (x *MetaMember) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[108]
+	mi := &file_proto_meta_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9080,7 +9214,7 @@ func (x *MetaMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMember.ProtoReflect.Descriptor instead.
 func (*MetaMember) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{108}
+	return file_proto_meta_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *MetaMember) GetId() string {
@@ -9123,7 +9257,7 @@ type MetaMembersResponse struct {
 
 func (x *MetaMembersResponse) Reset() {
 	*x = MetaMembersResponse{}
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9135,7 +9269,7 @@ func (x *MetaMembersResponse) String() string {
 func (*MetaMembersResponse) ProtoMessage() {}
 
 func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[109]
+	mi := &file_proto_meta_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9148,7 +9282,7 @@ func (x *MetaMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMembersResponse.ProtoReflect.Descriptor instead.
 func (*MetaMembersResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{109}
+	return file_proto_meta_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *MetaMembersResponse) GetMembers() []*MetaMember {
@@ -9189,7 +9323,7 @@ type MetaMemberRequest struct {
 
 func (x *MetaMemberRequest) Reset() {
 	*x = MetaMemberRequest{}
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9201,7 +9335,7 @@ func (x *MetaMemberRequest) String() string {
 func (*MetaMemberRequest) ProtoMessage() {}
 
 func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[110]
+	mi := &file_proto_meta_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9214,7 +9348,7 @@ func (x *MetaMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaMemberRequest.ProtoReflect.Descriptor instead.
 func (*MetaMemberRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{110}
+	return file_proto_meta_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *MetaMemberRequest) GetId() string {
@@ -9240,7 +9374,7 @@ type MetaReadIndexResponse struct {
 
 func (x *MetaReadIndexResponse) Reset() {
 	*x = MetaReadIndexResponse{}
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9252,7 +9386,7 @@ func (x *MetaReadIndexResponse) String() string {
 func (*MetaReadIndexResponse) ProtoMessage() {}
 
 func (x *MetaReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[111]
+	mi := &file_proto_meta_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9265,7 +9399,7 @@ func (x *MetaReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*MetaReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{111}
+	return file_proto_meta_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *MetaReadIndexResponse) GetIndex() uint64 {
@@ -9285,7 +9419,7 @@ type MetaSnapshotChunk struct {
 
 func (x *MetaSnapshotChunk) Reset() {
 	*x = MetaSnapshotChunk{}
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9297,7 +9431,7 @@ func (x *MetaSnapshotChunk) String() string {
 func (*MetaSnapshotChunk) ProtoMessage() {}
 
 func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[112]
+	mi := &file_proto_meta_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9310,7 +9444,7 @@ func (x *MetaSnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshotChunk.ProtoReflect.Descriptor instead.
 func (*MetaSnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{112}
+	return file_proto_meta_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *MetaSnapshotChunk) GetData() []byte {
@@ -9334,7 +9468,7 @@ type S3Retention struct {
 
 func (x *S3Retention) Reset() {
 	*x = S3Retention{}
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9346,7 +9480,7 @@ func (x *S3Retention) String() string {
 func (*S3Retention) ProtoMessage() {}
 
 func (x *S3Retention) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[113]
+	mi := &file_proto_meta_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9359,7 +9493,7 @@ func (x *S3Retention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Retention.ProtoReflect.Descriptor instead.
 func (*S3Retention) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{113}
+	return file_proto_meta_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *S3Retention) GetMode() string {
@@ -9403,7 +9537,7 @@ type S3VersioningRequest struct {
 
 func (x *S3VersioningRequest) Reset() {
 	*x = S3VersioningRequest{}
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9415,7 +9549,7 @@ func (x *S3VersioningRequest) String() string {
 func (*S3VersioningRequest) ProtoMessage() {}
 
 func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[114]
+	mi := &file_proto_meta_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9428,7 +9562,7 @@ func (x *S3VersioningRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersioningRequest.ProtoReflect.Descriptor instead.
 func (*S3VersioningRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{114}
+	return file_proto_meta_proto_rawDescGZIP(), []int{116}
 }
 
 func (x *S3VersioningRequest) GetNs() string {
@@ -9491,7 +9625,7 @@ type S3Version struct {
 
 func (x *S3Version) Reset() {
 	*x = S3Version{}
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9503,7 +9637,7 @@ func (x *S3Version) String() string {
 func (*S3Version) ProtoMessage() {}
 
 func (x *S3Version) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[115]
+	mi := &file_proto_meta_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9516,7 +9650,7 @@ func (x *S3Version) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3Version.ProtoReflect.Descriptor instead.
 func (*S3Version) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{115}
+	return file_proto_meta_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *S3Version) GetKey() string {
@@ -9601,7 +9735,7 @@ type S3VersionRequest struct {
 
 func (x *S3VersionRequest) Reset() {
 	*x = S3VersionRequest{}
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9613,7 +9747,7 @@ func (x *S3VersionRequest) String() string {
 func (*S3VersionRequest) ProtoMessage() {}
 
 func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[116]
+	mi := &file_proto_meta_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9626,7 +9760,7 @@ func (x *S3VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionRequest.ProtoReflect.Descriptor instead.
 func (*S3VersionRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{116}
+	return file_proto_meta_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *S3VersionRequest) GetNs() string {
@@ -9680,7 +9814,7 @@ type S3ListVersionsRequest struct {
 
 func (x *S3ListVersionsRequest) Reset() {
 	*x = S3ListVersionsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9692,7 +9826,7 @@ func (x *S3ListVersionsRequest) String() string {
 func (*S3ListVersionsRequest) ProtoMessage() {}
 
 func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[117]
+	mi := &file_proto_meta_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9705,7 +9839,7 @@ func (x *S3ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*S3ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{117}
+	return file_proto_meta_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *S3ListVersionsRequest) GetNs() string {
@@ -9783,7 +9917,7 @@ type S3VersionList struct {
 
 func (x *S3VersionList) Reset() {
 	*x = S3VersionList{}
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9795,7 +9929,7 @@ func (x *S3VersionList) String() string {
 func (*S3VersionList) ProtoMessage() {}
 
 func (x *S3VersionList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[118]
+	mi := &file_proto_meta_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9808,7 +9942,7 @@ func (x *S3VersionList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3VersionList.ProtoReflect.Descriptor instead.
 func (*S3VersionList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{118}
+	return file_proto_meta_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *S3VersionList) GetVersions() []*S3Version {
@@ -9841,7 +9975,7 @@ type S3LockRequest struct {
 
 func (x *S3LockRequest) Reset() {
 	*x = S3LockRequest{}
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9853,7 +9987,7 @@ func (x *S3LockRequest) String() string {
 func (*S3LockRequest) ProtoMessage() {}
 
 func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[119]
+	mi := &file_proto_meta_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9866,7 +10000,7 @@ func (x *S3LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use S3LockRequest.ProtoReflect.Descriptor instead.
 func (*S3LockRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{119}
+	return file_proto_meta_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *S3LockRequest) GetNs() string {
@@ -9940,7 +10074,7 @@ type TierRule struct {
 
 func (x *TierRule) Reset() {
 	*x = TierRule{}
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -9952,7 +10086,7 @@ func (x *TierRule) String() string {
 func (*TierRule) ProtoMessage() {}
 
 func (x *TierRule) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[120]
+	mi := &file_proto_meta_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -9965,7 +10099,7 @@ func (x *TierRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierRule.ProtoReflect.Descriptor instead.
 func (*TierRule) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{120}
+	return file_proto_meta_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *TierRule) GetTo() string {
@@ -10022,7 +10156,7 @@ type TierPolicy struct {
 
 func (x *TierPolicy) Reset() {
 	*x = TierPolicy{}
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10034,7 +10168,7 @@ func (x *TierPolicy) String() string {
 func (*TierPolicy) ProtoMessage() {}
 
 func (x *TierPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[121]
+	mi := &file_proto_meta_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10047,7 +10181,7 @@ func (x *TierPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicy.ProtoReflect.Descriptor instead.
 func (*TierPolicy) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{121}
+	return file_proto_meta_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *TierPolicy) GetNs() string {
@@ -10094,7 +10228,7 @@ type TierPolicyRequest struct {
 
 func (x *TierPolicyRequest) Reset() {
 	*x = TierPolicyRequest{}
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10106,7 +10240,7 @@ func (x *TierPolicyRequest) String() string {
 func (*TierPolicyRequest) ProtoMessage() {}
 
 func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[122]
+	mi := &file_proto_meta_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10119,7 +10253,7 @@ func (x *TierPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyRequest.ProtoReflect.Descriptor instead.
 func (*TierPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{122}
+	return file_proto_meta_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *TierPolicyRequest) GetNs() string {
@@ -10138,7 +10272,7 @@ type TierPolicyList struct {
 
 func (x *TierPolicyList) Reset() {
 	*x = TierPolicyList{}
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10150,7 +10284,7 @@ func (x *TierPolicyList) String() string {
 func (*TierPolicyList) ProtoMessage() {}
 
 func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[123]
+	mi := &file_proto_meta_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10163,7 +10297,7 @@ func (x *TierPolicyList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierPolicyList.ProtoReflect.Descriptor instead.
 func (*TierPolicyList) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{123}
+	return file_proto_meta_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *TierPolicyList) GetPolicies() []*TierPolicy {
@@ -10184,7 +10318,7 @@ type TierClassBytes struct {
 
 func (x *TierClassBytes) Reset() {
 	*x = TierClassBytes{}
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10196,7 +10330,7 @@ func (x *TierClassBytes) String() string {
 func (*TierClassBytes) ProtoMessage() {}
 
 func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[124]
+	mi := &file_proto_meta_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10209,7 +10343,7 @@ func (x *TierClassBytes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierClassBytes.ProtoReflect.Descriptor instead.
 func (*TierClassBytes) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{124}
+	return file_proto_meta_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *TierClassBytes) GetClass() string {
@@ -10258,7 +10392,7 @@ type TierStatusResponse struct {
 
 func (x *TierStatusResponse) Reset() {
 	*x = TierStatusResponse{}
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10270,7 +10404,7 @@ func (x *TierStatusResponse) String() string {
 func (*TierStatusResponse) ProtoMessage() {}
 
 func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[125]
+	mi := &file_proto_meta_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10283,7 +10417,7 @@ func (x *TierStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierStatusResponse.ProtoReflect.Descriptor instead.
 func (*TierStatusResponse) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{125}
+	return file_proto_meta_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *TierStatusResponse) GetClasses() []*TierClassBytes {
@@ -10401,7 +10535,7 @@ type TierMoveCommand struct {
 
 func (x *TierMoveCommand) Reset() {
 	*x = TierMoveCommand{}
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10413,7 +10547,7 @@ func (x *TierMoveCommand) String() string {
 func (*TierMoveCommand) ProtoMessage() {}
 
 func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[126]
+	mi := &file_proto_meta_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10426,7 +10560,7 @@ func (x *TierMoveCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierMoveCommand.ProtoReflect.Descriptor instead.
 func (*TierMoveCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{126}
+	return file_proto_meta_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *TierMoveCommand) GetNs() string {
@@ -10504,7 +10638,7 @@ type TierAccessCommand struct {
 
 func (x *TierAccessCommand) Reset() {
 	*x = TierAccessCommand{}
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10516,7 +10650,7 @@ func (x *TierAccessCommand) String() string {
 func (*TierAccessCommand) ProtoMessage() {}
 
 func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[127]
+	mi := &file_proto_meta_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10529,7 +10663,7 @@ func (x *TierAccessCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierAccessCommand.ProtoReflect.Descriptor instead.
 func (*TierAccessCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{127}
+	return file_proto_meta_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *TierAccessCommand) GetInos() []uint64 {
@@ -10557,7 +10691,7 @@ type TierReleaseCommand struct {
 
 func (x *TierReleaseCommand) Reset() {
 	*x = TierReleaseCommand{}
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10569,7 +10703,7 @@ func (x *TierReleaseCommand) String() string {
 func (*TierReleaseCommand) ProtoMessage() {}
 
 func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[128]
+	mi := &file_proto_meta_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10582,7 +10716,7 @@ func (x *TierReleaseCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{128}
+	return file_proto_meta_proto_rawDescGZIP(), []int{130}
 }
 
 func (x *TierReleaseCommand) GetKeys() [][]byte {
@@ -10607,7 +10741,7 @@ type TierIntent struct {
 
 func (x *TierIntent) Reset() {
 	*x = TierIntent{}
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10619,7 +10753,7 @@ func (x *TierIntent) String() string {
 func (*TierIntent) ProtoMessage() {}
 
 func (x *TierIntent) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[129]
+	mi := &file_proto_meta_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10632,7 +10766,7 @@ func (x *TierIntent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntent.ProtoReflect.Descriptor instead.
 func (*TierIntent) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{129}
+	return file_proto_meta_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *TierIntent) GetIno() uint64 {
@@ -10668,7 +10802,7 @@ type TierIntentCommand struct {
 
 func (x *TierIntentCommand) Reset() {
 	*x = TierIntentCommand{}
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10680,7 +10814,7 @@ func (x *TierIntentCommand) String() string {
 func (*TierIntentCommand) ProtoMessage() {}
 
 func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[130]
+	mi := &file_proto_meta_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10693,7 +10827,7 @@ func (x *TierIntentCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierIntentCommand.ProtoReflect.Descriptor instead.
 func (*TierIntentCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{130}
+	return file_proto_meta_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *TierIntentCommand) GetIno() uint64 {
@@ -10723,7 +10857,7 @@ type TierReleaseIntentsCommand struct {
 
 func (x *TierReleaseIntentsCommand) Reset() {
 	*x = TierReleaseIntentsCommand{}
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10735,7 +10869,7 @@ func (x *TierReleaseIntentsCommand) String() string {
 func (*TierReleaseIntentsCommand) ProtoMessage() {}
 
 func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[131]
+	mi := &file_proto_meta_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10748,7 +10882,7 @@ func (x *TierReleaseIntentsCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReleaseIntentsCommand.ProtoReflect.Descriptor instead.
 func (*TierReleaseIntentsCommand) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{131}
+	return file_proto_meta_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *TierReleaseIntentsCommand) GetInos() []uint64 {
@@ -10776,7 +10910,7 @@ type TierReadsRequest struct {
 
 func (x *TierReadsRequest) Reset() {
 	*x = TierReadsRequest{}
-	mi := &file_proto_meta_proto_msgTypes[132]
+	mi := &file_proto_meta_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10788,7 +10922,7 @@ func (x *TierReadsRequest) String() string {
 func (*TierReadsRequest) ProtoMessage() {}
 
 func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[132]
+	mi := &file_proto_meta_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10801,7 +10935,7 @@ func (x *TierReadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TierReadsRequest.ProtoReflect.Descriptor instead.
 func (*TierReadsRequest) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{132}
+	return file_proto_meta_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *TierReadsRequest) GetNs() string {
@@ -10834,7 +10968,7 @@ type SecretsState struct {
 
 func (x *SecretsState) Reset() {
 	*x = SecretsState{}
-	mi := &file_proto_meta_proto_msgTypes[133]
+	mi := &file_proto_meta_proto_msgTypes[135]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10846,7 +10980,7 @@ func (x *SecretsState) String() string {
 func (*SecretsState) ProtoMessage() {}
 
 func (x *SecretsState) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[133]
+	mi := &file_proto_meta_proto_msgTypes[135]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10859,7 +10993,7 @@ func (x *SecretsState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsState.ProtoReflect.Descriptor instead.
 func (*SecretsState) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{133}
+	return file_proto_meta_proto_rawDescGZIP(), []int{135}
 }
 
 func (x *SecretsState) GetCaCert() []byte {
@@ -10903,7 +11037,7 @@ type SecretsCapKey struct {
 
 func (x *SecretsCapKey) Reset() {
 	*x = SecretsCapKey{}
-	mi := &file_proto_meta_proto_msgTypes[134]
+	mi := &file_proto_meta_proto_msgTypes[136]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -10915,7 +11049,7 @@ func (x *SecretsCapKey) String() string {
 func (*SecretsCapKey) ProtoMessage() {}
 
 func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_meta_proto_msgTypes[134]
+	mi := &file_proto_meta_proto_msgTypes[136]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -10928,7 +11062,7 @@ func (x *SecretsCapKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretsCapKey.ProtoReflect.Descriptor instead.
 func (*SecretsCapKey) Descriptor() ([]byte, []int) {
-	return file_proto_meta_proto_rawDescGZIP(), []int{134}
+	return file_proto_meta_proto_rawDescGZIP(), []int{136}
 }
 
 func (x *SecretsCapKey) GetId() uint32 {
@@ -11293,7 +11427,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x06volume\x18\x01 \x01(\rR\x06volume\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\x04R\x03key\";\n" +
 	"\vGarbageDone\x12,\n" +
-	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\x9b\x19\n" +
+	"\aneedles\x18\x01 \x03(\v2\x12.cairn.meta.NeedleR\aneedles\"\xe1\x19\n" +
 	"\aCommand\x12\x15\n" +
 	"\x06now_ns\x18\x01 \x01(\x03R\x05nowNs\x12\x13\n" +
 	"\x04held\x18\xac\x02 \x03(\x04R\x04held\x12$\n" +
@@ -11334,7 +11468,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"mount_link\x18= \x01(\v2\x1c.cairn.meta.MountLinkRequestH\x00R\tmountLink\x12@\n" +
 	"\vmount_xattr\x18> \x01(\v2\x1d.cairn.meta.MountXattrRequestH\x00R\n" +
 	"mountXattr\x12F\n" +
-	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12A\n" +
+	"\rmount_reserve\x18? \x01(\v2\x1f.cairn.meta.MountReserveRequestH\x00R\fmountReserve\x12D\n" +
+	"\fmount_access\x18\x90\b \x01(\v2\x1e.cairn.meta.MountAccessRequestH\x00R\vmountAccess\x12A\n" +
 	"\vmount_mknod\x18\x8c\x01 \x01(\v2\x1d.cairn.meta.MountMknodRequestH\x00R\n" +
 	"mountMknod\x12D\n" +
 	"\x0eput_join_token\x18\x96\x01 \x01(\v2\x1b.cairn.meta.JoinTokenRecordH\x00R\fputJoinToken\x12H\n" +
@@ -11423,7 +11558,14 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"B\n" +
 	"\x14MountReserveResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"j\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"U\n" +
+	"\x12MountAccessRequest\x12\x0f\n" +
+	"\x02ns\x18\x90\b \x01(\tR\x02ns\x12.\n" +
+	"\x05files\x18\x91\b \x03(\v2\x17.cairn.meta.MountAccessR\x05files\"Q\n" +
+	"\vMountAccess\x12\x13\n" +
+	"\x04path\x18\x90\b \x01(\tR\x04path\x12\x11\n" +
+	"\x03ino\x18\x91\b \x01(\x04R\x03ino\x12\x1a\n" +
+	"\batime_ns\x18\x92\b \x01(\x03R\aatimeNs\"j\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
 	"\fdata_servers\x18\x02 \x03(\tR\vdataServers\x12\x1d\n" +
@@ -11929,7 +12071,7 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\fS3Versioning\x12\x15\n" +
 	"\x11S3_VERSIONING_OFF\x10\x00\x12\x19\n" +
 	"\x15S3_VERSIONING_ENABLED\x10\x01\x12\x1b\n" +
-	"\x17S3_VERSIONING_SUSPENDED\x10\x022\x91&\n" +
+	"\x17S3_VERSIONING_SUSPENDED\x10\x022\xd3&\n" +
 	"\x04Meta\x12L\n" +
 	"\x0fCreateNamespace\x12\".cairn.meta.CreateNamespaceRequest\x1a\x15.cairn.meta.Namespace\x12B\n" +
 	"\x0fDeleteNamespace\x12\x1c.cairn.meta.NamespaceRequest\x1a\x11.cairn.meta.Empty\x12C\n" +
@@ -11989,7 +12131,8 @@ const file_proto_meta_proto_rawDesc = "" +
 	"\bSetXattr\x12\x1d.cairn.meta.MountXattrRequest\x1a\x11.cairn.meta.Inode\x12K\n" +
 	"\n" +
 	"MountDirty\x12\x1d.cairn.meta.MountDirtyRequest\x1a\x1e.cairn.meta.MountDirtyResponse\x12Q\n" +
-	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12,\n" +
+	"\fMountReserve\x12\x1f.cairn.meta.MountReserveRequest\x1a .cairn.meta.MountReserveResponse\x12@\n" +
+	"\vMountAccess\x12\x1e.cairn.meta.MountAccessRequest\x1a\x11.cairn.meta.Empty\x12,\n" +
 	"\x04Sync\x12\x11.cairn.meta.Empty\x1a\x11.cairn.meta.Empty\x12Z\n" +
 	"\x0fCreateJoinToken\x12\".cairn.meta.CreateJoinTokenRequest\x1a#.cairn.meta.CreateJoinTokenResponse\x129\n" +
 	"\x04Join\x12\x17.cairn.meta.JoinRequest\x1a\x18.cairn.meta.JoinResponse\x12A\n" +
@@ -12023,7 +12166,7 @@ func file_proto_meta_proto_rawDescGZIP() []byte {
 }
 
 var file_proto_meta_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 157)
+var file_proto_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 159)
 var file_proto_meta_proto_goTypes = []any{
 	(Visibility)(0),                   // 0: cairn.meta.Visibility
 	(FileType)(0),                     // 1: cairn.meta.FileType
@@ -12087,119 +12230,121 @@ var file_proto_meta_proto_goTypes = []any{
 	(*MountDirtyResponse)(nil),        // 59: cairn.meta.MountDirtyResponse
 	(*MountReserveRequest)(nil),       // 60: cairn.meta.MountReserveRequest
 	(*MountReserveResponse)(nil),      // 61: cairn.meta.MountReserveResponse
-	(*InfoResponse)(nil),              // 62: cairn.meta.InfoResponse
-	(*SetClusterIdRequest)(nil),       // 63: cairn.meta.SetClusterIdRequest
-	(*ClusterServerState)(nil),        // 64: cairn.meta.ClusterServerState
-	(*ClusterDrainRequest)(nil),       // 65: cairn.meta.ClusterDrainRequest
-	(*ClusterServer)(nil),             // 66: cairn.meta.ClusterServer
-	(*ClusterVolume)(nil),             // 67: cairn.meta.ClusterVolume
-	(*ClusterRepair)(nil),             // 68: cairn.meta.ClusterRepair
-	(*ClusterStatusResponse)(nil),     // 69: cairn.meta.ClusterStatusResponse
-	(*StorageClass)(nil),              // 70: cairn.meta.StorageClass
-	(*S3User)(nil),                    // 71: cairn.meta.S3User
-	(*S3UserRequest)(nil),             // 72: cairn.meta.S3UserRequest
-	(*S3UserList)(nil),                // 73: cairn.meta.S3UserList
-	(*S3Key)(nil),                     // 74: cairn.meta.S3Key
-	(*S3KeyRequest)(nil),              // 75: cairn.meta.S3KeyRequest
-	(*S3CreateKeyRequest)(nil),        // 76: cairn.meta.S3CreateKeyRequest
-	(*S3GrantRequest)(nil),            // 77: cairn.meta.S3GrantRequest
-	(*S3KeyInfo)(nil),                 // 78: cairn.meta.S3KeyInfo
-	(*S3KeySecret)(nil),               // 79: cairn.meta.S3KeySecret
-	(*S3KeyList)(nil),                 // 80: cairn.meta.S3KeyList
-	(*S3CORSRule)(nil),                // 81: cairn.meta.S3CORSRule
-	(*S3BucketConfig)(nil),            // 82: cairn.meta.S3BucketConfig
-	(*S3LifecycleRule)(nil),           // 83: cairn.meta.S3LifecycleRule
-	(*S3PublicAccessBlock)(nil),       // 84: cairn.meta.S3PublicAccessBlock
-	(*S3CopyRequest)(nil),             // 85: cairn.meta.S3CopyRequest
-	(*S3TagsRequest)(nil),             // 86: cairn.meta.S3TagsRequest
-	(*S3Upload)(nil),                  // 87: cairn.meta.S3Upload
-	(*S3UploadRequest)(nil),           // 88: cairn.meta.S3UploadRequest
-	(*S3Part)(nil),                    // 89: cairn.meta.S3Part
-	(*S3PutPartCommand)(nil),          // 90: cairn.meta.S3PutPartCommand
-	(*S3CompletePart)(nil),            // 91: cairn.meta.S3CompletePart
-	(*S3CompleteRequest)(nil),         // 92: cairn.meta.S3CompleteRequest
-	(*S3ListPartsRequest)(nil),        // 93: cairn.meta.S3ListPartsRequest
-	(*S3PartList)(nil),                // 94: cairn.meta.S3PartList
-	(*S3ListUploadsRequest)(nil),      // 95: cairn.meta.S3ListUploadsRequest
-	(*S3UploadList)(nil),              // 96: cairn.meta.S3UploadList
-	(*JoinTokenRecord)(nil),           // 97: cairn.meta.JoinTokenRecord
-	(*UseJoinTokenCommand)(nil),       // 98: cairn.meta.UseJoinTokenCommand
-	(*CreateJoinTokenRequest)(nil),    // 99: cairn.meta.CreateJoinTokenRequest
-	(*CreateJoinTokenResponse)(nil),   // 100: cairn.meta.CreateJoinTokenResponse
-	(*JoinRequest)(nil),               // 101: cairn.meta.JoinRequest
-	(*JoinResponse)(nil),              // 102: cairn.meta.JoinResponse
-	(*CapKey)(nil),                    // 103: cairn.meta.CapKey
-	(*RenewCapsRequest)(nil),          // 104: cairn.meta.RenewCapsRequest
-	(*RenewCapsResponse)(nil),         // 105: cairn.meta.RenewCapsResponse
-	(*DiskHealth)(nil),                // 106: cairn.meta.DiskHealth
-	(*MountMknodRequest)(nil),         // 107: cairn.meta.MountMknodRequest
-	(*MountLockRequest)(nil),          // 108: cairn.meta.MountLockRequest
-	(*MountLockResponse)(nil),         // 109: cairn.meta.MountLockResponse
-	(*RevokedCert)(nil),               // 110: cairn.meta.RevokedCert
-	(*RevokedCerts)(nil),              // 111: cairn.meta.RevokedCerts
-	(*MetaMember)(nil),                // 112: cairn.meta.MetaMember
-	(*MetaMembersResponse)(nil),       // 113: cairn.meta.MetaMembersResponse
-	(*MetaMemberRequest)(nil),         // 114: cairn.meta.MetaMemberRequest
-	(*MetaReadIndexResponse)(nil),     // 115: cairn.meta.MetaReadIndexResponse
-	(*MetaSnapshotChunk)(nil),         // 116: cairn.meta.MetaSnapshotChunk
-	(*S3Retention)(nil),               // 117: cairn.meta.S3Retention
-	(*S3VersioningRequest)(nil),       // 118: cairn.meta.S3VersioningRequest
-	(*S3Version)(nil),                 // 119: cairn.meta.S3Version
-	(*S3VersionRequest)(nil),          // 120: cairn.meta.S3VersionRequest
-	(*S3ListVersionsRequest)(nil),     // 121: cairn.meta.S3ListVersionsRequest
-	(*S3VersionList)(nil),             // 122: cairn.meta.S3VersionList
-	(*S3LockRequest)(nil),             // 123: cairn.meta.S3LockRequest
-	(*TierRule)(nil),                  // 124: cairn.meta.TierRule
-	(*TierPolicy)(nil),                // 125: cairn.meta.TierPolicy
-	(*TierPolicyRequest)(nil),         // 126: cairn.meta.TierPolicyRequest
-	(*TierPolicyList)(nil),            // 127: cairn.meta.TierPolicyList
-	(*TierClassBytes)(nil),            // 128: cairn.meta.TierClassBytes
-	(*TierStatusResponse)(nil),        // 129: cairn.meta.TierStatusResponse
-	(*TierMoveCommand)(nil),           // 130: cairn.meta.TierMoveCommand
-	(*TierAccessCommand)(nil),         // 131: cairn.meta.TierAccessCommand
-	(*TierReleaseCommand)(nil),        // 132: cairn.meta.TierReleaseCommand
-	(*TierIntent)(nil),                // 133: cairn.meta.TierIntent
-	(*TierIntentCommand)(nil),         // 134: cairn.meta.TierIntentCommand
-	(*TierReleaseIntentsCommand)(nil), // 135: cairn.meta.TierReleaseIntentsCommand
-	(*TierReadsRequest)(nil),          // 136: cairn.meta.TierReadsRequest
-	(*SecretsState)(nil),              // 137: cairn.meta.SecretsState
-	(*SecretsCapKey)(nil),             // 138: cairn.meta.SecretsCapKey
-	nil,                               // 139: cairn.meta.Inode.UserMetaEntry
-	nil,                               // 140: cairn.meta.Inode.HeadersEntry
-	nil,                               // 141: cairn.meta.Inode.TagsEntry
-	nil,                               // 142: cairn.meta.Inode.XattrsEntry
-	nil,                               // 143: cairn.meta.CommitRequest.UserMetaEntry
-	nil,                               // 144: cairn.meta.CommitRequest.HeadersEntry
-	nil,                               // 145: cairn.meta.CommitRequest.TagsEntry
-	nil,                               // 146: cairn.meta.HeartbeatRequest.LabelsEntry
-	nil,                               // 147: cairn.meta.AuthResponse.GrantsEntry
-	nil,                               // 148: cairn.meta.ClusterServer.LabelsEntry
-	nil,                               // 149: cairn.meta.S3Key.GrantsEntry
-	nil,                               // 150: cairn.meta.S3CreateKeyRequest.GrantsEntry
-	nil,                               // 151: cairn.meta.S3KeyInfo.GrantsEntry
-	nil,                               // 152: cairn.meta.S3BucketConfig.TagsEntry
-	nil,                               // 153: cairn.meta.S3LifecycleRule.TagsEntry
-	nil,                               // 154: cairn.meta.S3CopyRequest.UserMetaEntry
-	nil,                               // 155: cairn.meta.S3CopyRequest.HeadersEntry
-	nil,                               // 156: cairn.meta.S3CopyRequest.TagsEntry
-	nil,                               // 157: cairn.meta.S3TagsRequest.TagsEntry
-	nil,                               // 158: cairn.meta.S3Upload.UserMetaEntry
-	nil,                               // 159: cairn.meta.S3Upload.HeadersEntry
-	nil,                               // 160: cairn.meta.S3Upload.TagsEntry
+	(*MountAccessRequest)(nil),        // 62: cairn.meta.MountAccessRequest
+	(*MountAccess)(nil),               // 63: cairn.meta.MountAccess
+	(*InfoResponse)(nil),              // 64: cairn.meta.InfoResponse
+	(*SetClusterIdRequest)(nil),       // 65: cairn.meta.SetClusterIdRequest
+	(*ClusterServerState)(nil),        // 66: cairn.meta.ClusterServerState
+	(*ClusterDrainRequest)(nil),       // 67: cairn.meta.ClusterDrainRequest
+	(*ClusterServer)(nil),             // 68: cairn.meta.ClusterServer
+	(*ClusterVolume)(nil),             // 69: cairn.meta.ClusterVolume
+	(*ClusterRepair)(nil),             // 70: cairn.meta.ClusterRepair
+	(*ClusterStatusResponse)(nil),     // 71: cairn.meta.ClusterStatusResponse
+	(*StorageClass)(nil),              // 72: cairn.meta.StorageClass
+	(*S3User)(nil),                    // 73: cairn.meta.S3User
+	(*S3UserRequest)(nil),             // 74: cairn.meta.S3UserRequest
+	(*S3UserList)(nil),                // 75: cairn.meta.S3UserList
+	(*S3Key)(nil),                     // 76: cairn.meta.S3Key
+	(*S3KeyRequest)(nil),              // 77: cairn.meta.S3KeyRequest
+	(*S3CreateKeyRequest)(nil),        // 78: cairn.meta.S3CreateKeyRequest
+	(*S3GrantRequest)(nil),            // 79: cairn.meta.S3GrantRequest
+	(*S3KeyInfo)(nil),                 // 80: cairn.meta.S3KeyInfo
+	(*S3KeySecret)(nil),               // 81: cairn.meta.S3KeySecret
+	(*S3KeyList)(nil),                 // 82: cairn.meta.S3KeyList
+	(*S3CORSRule)(nil),                // 83: cairn.meta.S3CORSRule
+	(*S3BucketConfig)(nil),            // 84: cairn.meta.S3BucketConfig
+	(*S3LifecycleRule)(nil),           // 85: cairn.meta.S3LifecycleRule
+	(*S3PublicAccessBlock)(nil),       // 86: cairn.meta.S3PublicAccessBlock
+	(*S3CopyRequest)(nil),             // 87: cairn.meta.S3CopyRequest
+	(*S3TagsRequest)(nil),             // 88: cairn.meta.S3TagsRequest
+	(*S3Upload)(nil),                  // 89: cairn.meta.S3Upload
+	(*S3UploadRequest)(nil),           // 90: cairn.meta.S3UploadRequest
+	(*S3Part)(nil),                    // 91: cairn.meta.S3Part
+	(*S3PutPartCommand)(nil),          // 92: cairn.meta.S3PutPartCommand
+	(*S3CompletePart)(nil),            // 93: cairn.meta.S3CompletePart
+	(*S3CompleteRequest)(nil),         // 94: cairn.meta.S3CompleteRequest
+	(*S3ListPartsRequest)(nil),        // 95: cairn.meta.S3ListPartsRequest
+	(*S3PartList)(nil),                // 96: cairn.meta.S3PartList
+	(*S3ListUploadsRequest)(nil),      // 97: cairn.meta.S3ListUploadsRequest
+	(*S3UploadList)(nil),              // 98: cairn.meta.S3UploadList
+	(*JoinTokenRecord)(nil),           // 99: cairn.meta.JoinTokenRecord
+	(*UseJoinTokenCommand)(nil),       // 100: cairn.meta.UseJoinTokenCommand
+	(*CreateJoinTokenRequest)(nil),    // 101: cairn.meta.CreateJoinTokenRequest
+	(*CreateJoinTokenResponse)(nil),   // 102: cairn.meta.CreateJoinTokenResponse
+	(*JoinRequest)(nil),               // 103: cairn.meta.JoinRequest
+	(*JoinResponse)(nil),              // 104: cairn.meta.JoinResponse
+	(*CapKey)(nil),                    // 105: cairn.meta.CapKey
+	(*RenewCapsRequest)(nil),          // 106: cairn.meta.RenewCapsRequest
+	(*RenewCapsResponse)(nil),         // 107: cairn.meta.RenewCapsResponse
+	(*DiskHealth)(nil),                // 108: cairn.meta.DiskHealth
+	(*MountMknodRequest)(nil),         // 109: cairn.meta.MountMknodRequest
+	(*MountLockRequest)(nil),          // 110: cairn.meta.MountLockRequest
+	(*MountLockResponse)(nil),         // 111: cairn.meta.MountLockResponse
+	(*RevokedCert)(nil),               // 112: cairn.meta.RevokedCert
+	(*RevokedCerts)(nil),              // 113: cairn.meta.RevokedCerts
+	(*MetaMember)(nil),                // 114: cairn.meta.MetaMember
+	(*MetaMembersResponse)(nil),       // 115: cairn.meta.MetaMembersResponse
+	(*MetaMemberRequest)(nil),         // 116: cairn.meta.MetaMemberRequest
+	(*MetaReadIndexResponse)(nil),     // 117: cairn.meta.MetaReadIndexResponse
+	(*MetaSnapshotChunk)(nil),         // 118: cairn.meta.MetaSnapshotChunk
+	(*S3Retention)(nil),               // 119: cairn.meta.S3Retention
+	(*S3VersioningRequest)(nil),       // 120: cairn.meta.S3VersioningRequest
+	(*S3Version)(nil),                 // 121: cairn.meta.S3Version
+	(*S3VersionRequest)(nil),          // 122: cairn.meta.S3VersionRequest
+	(*S3ListVersionsRequest)(nil),     // 123: cairn.meta.S3ListVersionsRequest
+	(*S3VersionList)(nil),             // 124: cairn.meta.S3VersionList
+	(*S3LockRequest)(nil),             // 125: cairn.meta.S3LockRequest
+	(*TierRule)(nil),                  // 126: cairn.meta.TierRule
+	(*TierPolicy)(nil),                // 127: cairn.meta.TierPolicy
+	(*TierPolicyRequest)(nil),         // 128: cairn.meta.TierPolicyRequest
+	(*TierPolicyList)(nil),            // 129: cairn.meta.TierPolicyList
+	(*TierClassBytes)(nil),            // 130: cairn.meta.TierClassBytes
+	(*TierStatusResponse)(nil),        // 131: cairn.meta.TierStatusResponse
+	(*TierMoveCommand)(nil),           // 132: cairn.meta.TierMoveCommand
+	(*TierAccessCommand)(nil),         // 133: cairn.meta.TierAccessCommand
+	(*TierReleaseCommand)(nil),        // 134: cairn.meta.TierReleaseCommand
+	(*TierIntent)(nil),                // 135: cairn.meta.TierIntent
+	(*TierIntentCommand)(nil),         // 136: cairn.meta.TierIntentCommand
+	(*TierReleaseIntentsCommand)(nil), // 137: cairn.meta.TierReleaseIntentsCommand
+	(*TierReadsRequest)(nil),          // 138: cairn.meta.TierReadsRequest
+	(*SecretsState)(nil),              // 139: cairn.meta.SecretsState
+	(*SecretsCapKey)(nil),             // 140: cairn.meta.SecretsCapKey
+	nil,                               // 141: cairn.meta.Inode.UserMetaEntry
+	nil,                               // 142: cairn.meta.Inode.HeadersEntry
+	nil,                               // 143: cairn.meta.Inode.TagsEntry
+	nil,                               // 144: cairn.meta.Inode.XattrsEntry
+	nil,                               // 145: cairn.meta.CommitRequest.UserMetaEntry
+	nil,                               // 146: cairn.meta.CommitRequest.HeadersEntry
+	nil,                               // 147: cairn.meta.CommitRequest.TagsEntry
+	nil,                               // 148: cairn.meta.HeartbeatRequest.LabelsEntry
+	nil,                               // 149: cairn.meta.AuthResponse.GrantsEntry
+	nil,                               // 150: cairn.meta.ClusterServer.LabelsEntry
+	nil,                               // 151: cairn.meta.S3Key.GrantsEntry
+	nil,                               // 152: cairn.meta.S3CreateKeyRequest.GrantsEntry
+	nil,                               // 153: cairn.meta.S3KeyInfo.GrantsEntry
+	nil,                               // 154: cairn.meta.S3BucketConfig.TagsEntry
+	nil,                               // 155: cairn.meta.S3LifecycleRule.TagsEntry
+	nil,                               // 156: cairn.meta.S3CopyRequest.UserMetaEntry
+	nil,                               // 157: cairn.meta.S3CopyRequest.HeadersEntry
+	nil,                               // 158: cairn.meta.S3CopyRequest.TagsEntry
+	nil,                               // 159: cairn.meta.S3TagsRequest.TagsEntry
+	nil,                               // 160: cairn.meta.S3Upload.UserMetaEntry
+	nil,                               // 161: cairn.meta.S3Upload.HeadersEntry
+	nil,                               // 162: cairn.meta.S3Upload.TagsEntry
 }
 var file_proto_meta_proto_depIdxs = []int32{
 	0,   // 0: cairn.meta.Namespace.visibility:type_name -> cairn.meta.Visibility
 	3,   // 1: cairn.meta.Namespace.s3_versioning:type_name -> cairn.meta.S3Versioning
-	117, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
+	119, // 2: cairn.meta.Namespace.s3_default_retention:type_name -> cairn.meta.S3Retention
 	0,   // 3: cairn.meta.CreateNamespaceRequest.visibility:type_name -> cairn.meta.Visibility
 	0,   // 4: cairn.meta.SetVisibilityRequest.visibility:type_name -> cairn.meta.Visibility
 	4,   // 5: cairn.meta.NamespaceList.namespaces:type_name -> cairn.meta.Namespace
 	1,   // 6: cairn.meta.Inode.type:type_name -> cairn.meta.FileType
-	139, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
-	140, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
-	141, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
-	142, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
-	117, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
+	141, // 7: cairn.meta.Inode.user_meta:type_name -> cairn.meta.Inode.UserMetaEntry
+	142, // 8: cairn.meta.Inode.headers:type_name -> cairn.meta.Inode.HeadersEntry
+	143, // 9: cairn.meta.Inode.tags:type_name -> cairn.meta.Inode.TagsEntry
+	144, // 10: cairn.meta.Inode.xattrs:type_name -> cairn.meta.Inode.XattrsEntry
+	119, // 11: cairn.meta.Inode.s3_retention:type_name -> cairn.meta.S3Retention
 	10,  // 12: cairn.meta.ResolveResponse.inode:type_name -> cairn.meta.Inode
 	9,   // 13: cairn.meta.ResolveResponse.extents:type_name -> cairn.meta.Extent
 	11,  // 14: cairn.meta.BatchResolveRequest.requests:type_name -> cairn.meta.ResolveRequest
@@ -12209,26 +12354,26 @@ var file_proto_meta_proto_depIdxs = []int32{
 	10,  // 18: cairn.meta.ListEntry.inode:type_name -> cairn.meta.Inode
 	17,  // 19: cairn.meta.ListResponse.entries:type_name -> cairn.meta.ListEntry
 	9,   // 20: cairn.meta.CommitRequest.extents:type_name -> cairn.meta.Extent
-	143, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
-	144, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
-	145, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
-	117, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
+	145, // 21: cairn.meta.CommitRequest.user_meta:type_name -> cairn.meta.CommitRequest.UserMetaEntry
+	146, // 22: cairn.meta.CommitRequest.headers:type_name -> cairn.meta.CommitRequest.HeadersEntry
+	147, // 23: cairn.meta.CommitRequest.tags:type_name -> cairn.meta.CommitRequest.TagsEntry
+	119, // 24: cairn.meta.CommitRequest.s3_retention:type_name -> cairn.meta.S3Retention
 	20,  // 25: cairn.meta.CommitBatchRequest.commits:type_name -> cairn.meta.CommitRequest
 	10,  // 26: cairn.meta.CommitBatchResponse.inodes:type_name -> cairn.meta.Inode
 	9,   // 27: cairn.meta.AppendRequest.extents:type_name -> cairn.meta.Extent
 	36,  // 28: cairn.meta.Volume.ec:type_name -> cairn.meta.EcVolume
 	28,  // 29: cairn.meta.AssignResponse.volume:type_name -> cairn.meta.Volume
 	28,  // 30: cairn.meta.VolumesResponse.volumes:type_name -> cairn.meta.Volume
-	146, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
+	148, // 31: cairn.meta.HeartbeatRequest.labels:type_name -> cairn.meta.HeartbeatRequest.LabelsEntry
 	33,  // 32: cairn.meta.HeartbeatRequest.volumes:type_name -> cairn.meta.VolumeStat
-	106, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
+	108, // 33: cairn.meta.HeartbeatRequest.disk:type_name -> cairn.meta.DiskHealth
 	37,  // 34: cairn.meta.HeartbeatRequest.shards:type_name -> cairn.meta.ShardStat
 	28,  // 35: cairn.meta.HeartbeatResponse.volumes:type_name -> cairn.meta.Volume
-	103, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
-	110, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
+	105, // 36: cairn.meta.HeartbeatResponse.cap_keys:type_name -> cairn.meta.CapKey
+	112, // 37: cairn.meta.HeartbeatResponse.revoked:type_name -> cairn.meta.RevokedCert
 	28,  // 38: cairn.meta.HeartbeatResponse.ec_volumes:type_name -> cairn.meta.Volume
 	37,  // 39: cairn.meta.HeartbeatResponse.ec_drop:type_name -> cairn.meta.ShardStat
-	147, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
+	149, // 40: cairn.meta.AuthResponse.grants:type_name -> cairn.meta.AuthResponse.GrantsEntry
 	47,  // 41: cairn.meta.GarbageDone.needles:type_name -> cairn.meta.Needle
 	5,   // 42: cairn.meta.Command.create_namespace:type_name -> cairn.meta.CreateNamespaceRequest
 	6,   // 43: cairn.meta.Command.delete_namespace:type_name -> cairn.meta.NamespaceRequest
@@ -12243,260 +12388,264 @@ var file_proto_meta_proto_depIdxs = []int32{
 	46,  // 52: cairn.meta.Command.put_user:type_name -> cairn.meta.User
 	48,  // 53: cairn.meta.Command.garbage_done:type_name -> cairn.meta.GarbageDone
 	21,  // 54: cairn.meta.Command.commit_batch:type_name -> cairn.meta.CommitBatchRequest
-	63,  // 55: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
-	64,  // 56: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
-	74,  // 57: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
-	75,  // 58: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
-	71,  // 59: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
-	72,  // 60: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
-	82,  // 61: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
-	85,  // 62: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
-	87,  // 63: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
-	90,  // 64: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
-	92,  // 65: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
-	88,  // 66: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
-	86,  // 67: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
+	65,  // 55: cairn.meta.Command.set_cluster_id:type_name -> cairn.meta.SetClusterIdRequest
+	66,  // 56: cairn.meta.Command.server_state:type_name -> cairn.meta.ClusterServerState
+	76,  // 57: cairn.meta.Command.put_s3_key:type_name -> cairn.meta.S3Key
+	77,  // 58: cairn.meta.Command.delete_s3_key:type_name -> cairn.meta.S3KeyRequest
+	73,  // 59: cairn.meta.Command.put_s3_user:type_name -> cairn.meta.S3User
+	74,  // 60: cairn.meta.Command.delete_s3_user:type_name -> cairn.meta.S3UserRequest
+	84,  // 61: cairn.meta.Command.put_s3_bucket_config:type_name -> cairn.meta.S3BucketConfig
+	87,  // 62: cairn.meta.Command.s3_copy:type_name -> cairn.meta.S3CopyRequest
+	89,  // 63: cairn.meta.Command.put_s3_upload:type_name -> cairn.meta.S3Upload
+	92,  // 64: cairn.meta.Command.put_s3_part:type_name -> cairn.meta.S3PutPartCommand
+	94,  // 65: cairn.meta.Command.complete_s3_upload:type_name -> cairn.meta.S3CompleteRequest
+	90,  // 66: cairn.meta.Command.abort_s3_upload:type_name -> cairn.meta.S3UploadRequest
+	88,  // 67: cairn.meta.Command.set_s3_tags:type_name -> cairn.meta.S3TagsRequest
 	56,  // 68: cairn.meta.Command.mount_symlink:type_name -> cairn.meta.MountSymlinkRequest
 	57,  // 69: cairn.meta.Command.mount_link:type_name -> cairn.meta.MountLinkRequest
 	58,  // 70: cairn.meta.Command.mount_xattr:type_name -> cairn.meta.MountXattrRequest
 	60,  // 71: cairn.meta.Command.mount_reserve:type_name -> cairn.meta.MountReserveRequest
-	107, // 72: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
-	97,  // 73: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
-	98,  // 74: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
-	110, // 75: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
-	118, // 76: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
-	120, // 77: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
-	120, // 78: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
-	123, // 79: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
-	53,  // 80: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
-	130, // 81: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
-	131, // 82: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
-	125, // 83: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
-	132, // 84: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
-	134, // 85: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
-	135, // 86: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
-	137, // 87: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
-	138, // 88: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
-	42,  // 89: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
-	4,   // 90: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
-	10,  // 91: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
-	28,  // 92: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
-	10,  // 93: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
-	119, // 94: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
-	64,  // 95: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
-	52,  // 96: cairn.meta.WriteSet.effects:type_name -> cairn.meta.WriteEffect
-	41,  // 97: cairn.meta.WriteEffect.events:type_name -> cairn.meta.Event
-	28,  // 98: cairn.meta.WriteEffect.volume:type_name -> cairn.meta.Volume
-	64,  // 99: cairn.meta.WriteEffect.server:type_name -> cairn.meta.ClusterServerState
-	108, // 100: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
-	148, // 101: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
-	106, // 102: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
-	28,  // 103: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
-	66,  // 104: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
-	67,  // 105: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
-	68,  // 106: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
-	70,  // 107: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
-	71,  // 108: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
-	149, // 109: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
-	150, // 110: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
-	2,   // 111: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
-	151, // 112: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
-	78,  // 113: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
-	78,  // 114: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
-	81,  // 115: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
-	152, // 116: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
-	83,  // 117: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
-	84,  // 118: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
-	153, // 119: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
-	154, // 120: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
-	155, // 121: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
-	156, // 122: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
-	157, // 123: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
-	158, // 124: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
-	159, // 125: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
-	160, // 126: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
-	9,   // 127: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
-	88,  // 128: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 129: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
-	88,  // 130: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	91,  // 131: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
-	88,  // 132: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
-	89,  // 133: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
-	87,  // 134: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
-	87,  // 135: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
-	1,   // 136: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
-	110, // 137: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
-	112, // 138: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
-	3,   // 139: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
-	117, // 140: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
-	10,  // 141: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
-	9,   // 142: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
-	119, // 143: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
-	117, // 144: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
-	124, // 145: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
-	125, // 146: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
-	128, // 147: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
-	125, // 148: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
-	9,   // 149: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
-	9,   // 150: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
-	9,   // 151: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
-	9,   // 152: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
-	138, // 153: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
-	2,   // 154: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 155: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 156: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	2,   // 157: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
-	5,   // 158: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
-	6,   // 159: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
-	6,   // 160: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
-	43,  // 161: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
-	7,   // 162: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
-	11,  // 163: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
-	13,  // 164: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
-	16,  // 165: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
-	19,  // 166: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
-	20,  // 167: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
-	21,  // 168: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
-	23,  // 169: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
-	24,  // 170: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
-	26,  // 171: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
-	27,  // 172: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
-	29,  // 173: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
-	31,  // 174: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
-	34,  // 175: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
-	38,  // 176: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
-	44,  // 177: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
-	40,  // 178: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
-	43,  // 179: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
-	43,  // 180: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
-	65,  // 181: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
-	43,  // 182: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
-	71,  // 183: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
-	72,  // 184: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
-	43,  // 185: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
-	76,  // 186: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
-	75,  // 187: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
-	72,  // 188: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
-	77,  // 189: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
-	75,  // 190: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
-	6,   // 191: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
-	82,  // 192: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
-	85,  // 193: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
-	86,  // 194: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
-	87,  // 195: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
-	88,  // 196: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
-	90,  // 197: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
-	92,  // 198: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
-	88,  // 199: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
-	93,  // 200: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
-	95,  // 201: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
-	118, // 202: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
-	120, // 203: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
-	120, // 204: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
-	120, // 205: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
-	121, // 206: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
-	123, // 207: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
-	54,  // 208: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
-	56,  // 209: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
-	57,  // 210: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
-	58,  // 211: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
-	55,  // 212: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
-	60,  // 213: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
-	43,  // 214: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
-	99,  // 215: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
-	101, // 216: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
-	43,  // 217: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
-	114, // 218: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
-	114, // 219: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
-	43,  // 220: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
-	43,  // 221: cairn.meta.Meta.MetaReadIndex:input_type -> cairn.meta.Empty
-	104, // 222: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
-	107, // 223: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
-	108, // 224: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
-	110, // 225: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
-	125, // 226: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
-	126, // 227: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
-	43,  // 228: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
-	136, // 229: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
-	43,  // 230: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
-	4,   // 231: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
-	43,  // 232: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
-	4,   // 233: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
-	8,   // 234: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
-	4,   // 235: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
-	12,  // 236: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
-	15,  // 237: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
-	18,  // 238: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
-	10,  // 239: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
-	10,  // 240: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
-	22,  // 241: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
-	10,  // 242: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
-	25,  // 243: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
-	10,  // 244: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
-	10,  // 245: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
-	30,  // 246: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
-	32,  // 247: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
-	35,  // 248: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
-	39,  // 249: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
-	45,  // 250: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
-	41,  // 251: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
-	62,  // 252: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
-	69,  // 253: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
-	43,  // 254: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
-	43,  // 255: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
-	71,  // 256: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
-	43,  // 257: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
-	73,  // 258: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
-	79,  // 259: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
-	43,  // 260: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
-	80,  // 261: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
-	78,  // 262: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
-	79,  // 263: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
-	82,  // 264: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	82,  // 265: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
-	10,  // 266: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
-	10,  // 267: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
-	87,  // 268: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
-	87,  // 269: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
-	89,  // 270: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
-	10,  // 271: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
-	43,  // 272: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
-	94,  // 273: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
-	96,  // 274: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
-	4,   // 275: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
-	119, // 276: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
-	119, // 277: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
-	119, // 278: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
-	122, // 279: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
-	119, // 280: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
-	41,  // 281: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
-	10,  // 282: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
-	10,  // 283: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
-	10,  // 284: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
-	59,  // 285: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
-	61,  // 286: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
-	43,  // 287: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
-	100, // 288: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
-	102, // 289: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
-	113, // 290: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
-	43,  // 291: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
-	43,  // 292: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
-	116, // 293: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
-	115, // 294: cairn.meta.Meta.MetaReadIndex:output_type -> cairn.meta.MetaReadIndexResponse
-	105, // 295: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
-	10,  // 296: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
-	109, // 297: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
-	111, // 298: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
-	125, // 299: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
-	127, // 300: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
-	129, // 301: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
-	43,  // 302: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
-	111, // 303: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
-	231, // [231:304] is the sub-list for method output_type
-	158, // [158:231] is the sub-list for method input_type
-	158, // [158:158] is the sub-list for extension type_name
-	158, // [158:158] is the sub-list for extension extendee
-	0,   // [0:158] is the sub-list for field type_name
+	62,  // 72: cairn.meta.Command.mount_access:type_name -> cairn.meta.MountAccessRequest
+	109, // 73: cairn.meta.Command.mount_mknod:type_name -> cairn.meta.MountMknodRequest
+	99,  // 74: cairn.meta.Command.put_join_token:type_name -> cairn.meta.JoinTokenRecord
+	100, // 75: cairn.meta.Command.use_join_token:type_name -> cairn.meta.UseJoinTokenCommand
+	112, // 76: cairn.meta.Command.revoke_cert:type_name -> cairn.meta.RevokedCert
+	120, // 77: cairn.meta.Command.s3_set_versioning:type_name -> cairn.meta.S3VersioningRequest
+	122, // 78: cairn.meta.Command.s3_delete_version:type_name -> cairn.meta.S3VersionRequest
+	122, // 79: cairn.meta.Command.s3_delete:type_name -> cairn.meta.S3VersionRequest
+	125, // 80: cairn.meta.Command.s3_set_lock:type_name -> cairn.meta.S3LockRequest
+	53,  // 81: cairn.meta.Command.reclaim_orphans:type_name -> cairn.meta.ReclaimOrphansCommand
+	132, // 82: cairn.meta.Command.tier_move:type_name -> cairn.meta.TierMoveCommand
+	133, // 83: cairn.meta.Command.tier_access:type_name -> cairn.meta.TierAccessCommand
+	127, // 84: cairn.meta.Command.put_tier_policy:type_name -> cairn.meta.TierPolicy
+	134, // 85: cairn.meta.Command.tier_release:type_name -> cairn.meta.TierReleaseCommand
+	136, // 86: cairn.meta.Command.tier_intent:type_name -> cairn.meta.TierIntentCommand
+	137, // 87: cairn.meta.Command.tier_release_intents:type_name -> cairn.meta.TierReleaseIntentsCommand
+	139, // 88: cairn.meta.Command.secrets_init:type_name -> cairn.meta.SecretsState
+	140, // 89: cairn.meta.Command.secrets_rotate_caps:type_name -> cairn.meta.SecretsCapKey
+	42,  // 90: cairn.meta.CommandOutcome.error:type_name -> cairn.meta.Error
+	4,   // 91: cairn.meta.CommandOutcome.ns:type_name -> cairn.meta.Namespace
+	10,  // 92: cairn.meta.CommandOutcome.inode:type_name -> cairn.meta.Inode
+	28,  // 93: cairn.meta.CommandOutcome.volume:type_name -> cairn.meta.Volume
+	10,  // 94: cairn.meta.CommandOutcome.inodes:type_name -> cairn.meta.Inode
+	121, // 95: cairn.meta.CommandOutcome.version:type_name -> cairn.meta.S3Version
+	66,  // 96: cairn.meta.CommandOutcome.server:type_name -> cairn.meta.ClusterServerState
+	52,  // 97: cairn.meta.WriteSet.effects:type_name -> cairn.meta.WriteEffect
+	41,  // 98: cairn.meta.WriteEffect.events:type_name -> cairn.meta.Event
+	28,  // 99: cairn.meta.WriteEffect.volume:type_name -> cairn.meta.Volume
+	66,  // 100: cairn.meta.WriteEffect.server:type_name -> cairn.meta.ClusterServerState
+	110, // 101: cairn.meta.MountSessionMsg.locks:type_name -> cairn.meta.MountLockRequest
+	63,  // 102: cairn.meta.MountAccessRequest.files:type_name -> cairn.meta.MountAccess
+	150, // 103: cairn.meta.ClusterServer.labels:type_name -> cairn.meta.ClusterServer.LabelsEntry
+	108, // 104: cairn.meta.ClusterServer.disk:type_name -> cairn.meta.DiskHealth
+	28,  // 105: cairn.meta.ClusterVolume.volume:type_name -> cairn.meta.Volume
+	68,  // 106: cairn.meta.ClusterStatusResponse.servers:type_name -> cairn.meta.ClusterServer
+	69,  // 107: cairn.meta.ClusterStatusResponse.volumes:type_name -> cairn.meta.ClusterVolume
+	70,  // 108: cairn.meta.ClusterStatusResponse.repairs:type_name -> cairn.meta.ClusterRepair
+	72,  // 109: cairn.meta.ClusterStatusResponse.classes:type_name -> cairn.meta.StorageClass
+	73,  // 110: cairn.meta.S3UserList.users:type_name -> cairn.meta.S3User
+	151, // 111: cairn.meta.S3Key.grants:type_name -> cairn.meta.S3Key.GrantsEntry
+	152, // 112: cairn.meta.S3CreateKeyRequest.grants:type_name -> cairn.meta.S3CreateKeyRequest.GrantsEntry
+	2,   // 113: cairn.meta.S3GrantRequest.access:type_name -> cairn.meta.S3Access
+	153, // 114: cairn.meta.S3KeyInfo.grants:type_name -> cairn.meta.S3KeyInfo.GrantsEntry
+	80,  // 115: cairn.meta.S3KeySecret.key:type_name -> cairn.meta.S3KeyInfo
+	80,  // 116: cairn.meta.S3KeyList.keys:type_name -> cairn.meta.S3KeyInfo
+	83,  // 117: cairn.meta.S3BucketConfig.cors:type_name -> cairn.meta.S3CORSRule
+	154, // 118: cairn.meta.S3BucketConfig.tags:type_name -> cairn.meta.S3BucketConfig.TagsEntry
+	85,  // 119: cairn.meta.S3BucketConfig.lifecycle:type_name -> cairn.meta.S3LifecycleRule
+	86,  // 120: cairn.meta.S3BucketConfig.public_access_block:type_name -> cairn.meta.S3PublicAccessBlock
+	155, // 121: cairn.meta.S3LifecycleRule.tags:type_name -> cairn.meta.S3LifecycleRule.TagsEntry
+	156, // 122: cairn.meta.S3CopyRequest.user_meta:type_name -> cairn.meta.S3CopyRequest.UserMetaEntry
+	157, // 123: cairn.meta.S3CopyRequest.headers:type_name -> cairn.meta.S3CopyRequest.HeadersEntry
+	158, // 124: cairn.meta.S3CopyRequest.tags:type_name -> cairn.meta.S3CopyRequest.TagsEntry
+	159, // 125: cairn.meta.S3TagsRequest.tags:type_name -> cairn.meta.S3TagsRequest.TagsEntry
+	160, // 126: cairn.meta.S3Upload.user_meta:type_name -> cairn.meta.S3Upload.UserMetaEntry
+	161, // 127: cairn.meta.S3Upload.headers:type_name -> cairn.meta.S3Upload.HeadersEntry
+	162, // 128: cairn.meta.S3Upload.tags:type_name -> cairn.meta.S3Upload.TagsEntry
+	9,   // 129: cairn.meta.S3Part.extents:type_name -> cairn.meta.Extent
+	90,  // 130: cairn.meta.S3PutPartCommand.upload:type_name -> cairn.meta.S3UploadRequest
+	91,  // 131: cairn.meta.S3PutPartCommand.part:type_name -> cairn.meta.S3Part
+	90,  // 132: cairn.meta.S3CompleteRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	93,  // 133: cairn.meta.S3CompleteRequest.parts:type_name -> cairn.meta.S3CompletePart
+	90,  // 134: cairn.meta.S3ListPartsRequest.upload:type_name -> cairn.meta.S3UploadRequest
+	91,  // 135: cairn.meta.S3PartList.parts:type_name -> cairn.meta.S3Part
+	89,  // 136: cairn.meta.S3PartList.upload:type_name -> cairn.meta.S3Upload
+	89,  // 137: cairn.meta.S3UploadList.uploads:type_name -> cairn.meta.S3Upload
+	1,   // 138: cairn.meta.MountMknodRequest.type:type_name -> cairn.meta.FileType
+	112, // 139: cairn.meta.RevokedCerts.revoked:type_name -> cairn.meta.RevokedCert
+	114, // 140: cairn.meta.MetaMembersResponse.members:type_name -> cairn.meta.MetaMember
+	3,   // 141: cairn.meta.S3VersioningRequest.state:type_name -> cairn.meta.S3Versioning
+	119, // 142: cairn.meta.S3VersioningRequest.default_retention:type_name -> cairn.meta.S3Retention
+	10,  // 143: cairn.meta.S3Version.inode:type_name -> cairn.meta.Inode
+	9,   // 144: cairn.meta.S3Version.extents:type_name -> cairn.meta.Extent
+	121, // 145: cairn.meta.S3VersionList.versions:type_name -> cairn.meta.S3Version
+	119, // 146: cairn.meta.S3LockRequest.retention:type_name -> cairn.meta.S3Retention
+	126, // 147: cairn.meta.TierPolicy.rules:type_name -> cairn.meta.TierRule
+	127, // 148: cairn.meta.TierPolicyList.policies:type_name -> cairn.meta.TierPolicy
+	130, // 149: cairn.meta.TierStatusResponse.classes:type_name -> cairn.meta.TierClassBytes
+	127, // 150: cairn.meta.TierStatusResponse.policies:type_name -> cairn.meta.TierPolicy
+	9,   // 151: cairn.meta.TierMoveCommand.from:type_name -> cairn.meta.Extent
+	9,   // 152: cairn.meta.TierMoveCommand.to:type_name -> cairn.meta.Extent
+	9,   // 153: cairn.meta.TierIntent.to:type_name -> cairn.meta.Extent
+	9,   // 154: cairn.meta.TierIntentCommand.to:type_name -> cairn.meta.Extent
+	140, // 155: cairn.meta.SecretsState.cap_keys:type_name -> cairn.meta.SecretsCapKey
+	2,   // 156: cairn.meta.AuthResponse.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 157: cairn.meta.S3Key.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 158: cairn.meta.S3CreateKeyRequest.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	2,   // 159: cairn.meta.S3KeyInfo.GrantsEntry.value:type_name -> cairn.meta.S3Access
+	5,   // 160: cairn.meta.Meta.CreateNamespace:input_type -> cairn.meta.CreateNamespaceRequest
+	6,   // 161: cairn.meta.Meta.DeleteNamespace:input_type -> cairn.meta.NamespaceRequest
+	6,   // 162: cairn.meta.Meta.GetNamespace:input_type -> cairn.meta.NamespaceRequest
+	43,  // 163: cairn.meta.Meta.ListNamespaces:input_type -> cairn.meta.Empty
+	7,   // 164: cairn.meta.Meta.SetVisibility:input_type -> cairn.meta.SetVisibilityRequest
+	11,  // 165: cairn.meta.Meta.Resolve:input_type -> cairn.meta.ResolveRequest
+	13,  // 166: cairn.meta.Meta.BatchResolve:input_type -> cairn.meta.BatchResolveRequest
+	16,  // 167: cairn.meta.Meta.List:input_type -> cairn.meta.ListRequest
+	19,  // 168: cairn.meta.Meta.Mkdir:input_type -> cairn.meta.MkdirRequest
+	20,  // 169: cairn.meta.Meta.Commit:input_type -> cairn.meta.CommitRequest
+	21,  // 170: cairn.meta.Meta.CommitBatch:input_type -> cairn.meta.CommitBatchRequest
+	23,  // 171: cairn.meta.Meta.Append:input_type -> cairn.meta.AppendRequest
+	24,  // 172: cairn.meta.Meta.Delete:input_type -> cairn.meta.DeleteRequest
+	26,  // 173: cairn.meta.Meta.Rename:input_type -> cairn.meta.RenameRequest
+	27,  // 174: cairn.meta.Meta.SetAttr:input_type -> cairn.meta.SetAttrRequest
+	29,  // 175: cairn.meta.Meta.Assign:input_type -> cairn.meta.AssignRequest
+	31,  // 176: cairn.meta.Meta.Volumes:input_type -> cairn.meta.VolumesRequest
+	34,  // 177: cairn.meta.Meta.Heartbeat:input_type -> cairn.meta.HeartbeatRequest
+	38,  // 178: cairn.meta.Meta.Authenticate:input_type -> cairn.meta.AuthRequest
+	44,  // 179: cairn.meta.Meta.CreateUser:input_type -> cairn.meta.CreateUserRequest
+	40,  // 180: cairn.meta.Meta.Watch:input_type -> cairn.meta.WatchRequest
+	43,  // 181: cairn.meta.Meta.Info:input_type -> cairn.meta.Empty
+	43,  // 182: cairn.meta.Meta.ClusterStatus:input_type -> cairn.meta.Empty
+	67,  // 183: cairn.meta.Meta.ClusterDrain:input_type -> cairn.meta.ClusterDrainRequest
+	43,  // 184: cairn.meta.Meta.ClusterRebalance:input_type -> cairn.meta.Empty
+	73,  // 185: cairn.meta.Meta.S3CreateUser:input_type -> cairn.meta.S3User
+	74,  // 186: cairn.meta.Meta.S3DeleteUser:input_type -> cairn.meta.S3UserRequest
+	43,  // 187: cairn.meta.Meta.S3ListUsers:input_type -> cairn.meta.Empty
+	78,  // 188: cairn.meta.Meta.S3CreateKey:input_type -> cairn.meta.S3CreateKeyRequest
+	77,  // 189: cairn.meta.Meta.S3DeleteKey:input_type -> cairn.meta.S3KeyRequest
+	74,  // 190: cairn.meta.Meta.S3ListKeys:input_type -> cairn.meta.S3UserRequest
+	79,  // 191: cairn.meta.Meta.S3Grant:input_type -> cairn.meta.S3GrantRequest
+	77,  // 192: cairn.meta.Meta.S3GetSecret:input_type -> cairn.meta.S3KeyRequest
+	6,   // 193: cairn.meta.Meta.S3GetBucketConfig:input_type -> cairn.meta.NamespaceRequest
+	84,  // 194: cairn.meta.Meta.S3PutBucketConfig:input_type -> cairn.meta.S3BucketConfig
+	87,  // 195: cairn.meta.Meta.S3Copy:input_type -> cairn.meta.S3CopyRequest
+	88,  // 196: cairn.meta.Meta.S3SetTags:input_type -> cairn.meta.S3TagsRequest
+	89,  // 197: cairn.meta.Meta.S3CreateUpload:input_type -> cairn.meta.S3Upload
+	90,  // 198: cairn.meta.Meta.S3GetUpload:input_type -> cairn.meta.S3UploadRequest
+	92,  // 199: cairn.meta.Meta.S3PutPart:input_type -> cairn.meta.S3PutPartCommand
+	94,  // 200: cairn.meta.Meta.S3CompleteUpload:input_type -> cairn.meta.S3CompleteRequest
+	90,  // 201: cairn.meta.Meta.S3AbortUpload:input_type -> cairn.meta.S3UploadRequest
+	95,  // 202: cairn.meta.Meta.S3ListParts:input_type -> cairn.meta.S3ListPartsRequest
+	97,  // 203: cairn.meta.Meta.S3ListUploads:input_type -> cairn.meta.S3ListUploadsRequest
+	120, // 204: cairn.meta.Meta.S3SetVersioning:input_type -> cairn.meta.S3VersioningRequest
+	122, // 205: cairn.meta.Meta.S3GetVersion:input_type -> cairn.meta.S3VersionRequest
+	122, // 206: cairn.meta.Meta.S3DeleteVersion:input_type -> cairn.meta.S3VersionRequest
+	122, // 207: cairn.meta.Meta.S3Delete:input_type -> cairn.meta.S3VersionRequest
+	123, // 208: cairn.meta.Meta.S3ListVersions:input_type -> cairn.meta.S3ListVersionsRequest
+	125, // 209: cairn.meta.Meta.S3SetLock:input_type -> cairn.meta.S3LockRequest
+	54,  // 210: cairn.meta.Meta.MountSession:input_type -> cairn.meta.MountSessionMsg
+	56,  // 211: cairn.meta.Meta.Symlink:input_type -> cairn.meta.MountSymlinkRequest
+	57,  // 212: cairn.meta.Meta.Link:input_type -> cairn.meta.MountLinkRequest
+	58,  // 213: cairn.meta.Meta.SetXattr:input_type -> cairn.meta.MountXattrRequest
+	55,  // 214: cairn.meta.Meta.MountDirty:input_type -> cairn.meta.MountDirtyRequest
+	60,  // 215: cairn.meta.Meta.MountReserve:input_type -> cairn.meta.MountReserveRequest
+	62,  // 216: cairn.meta.Meta.MountAccess:input_type -> cairn.meta.MountAccessRequest
+	43,  // 217: cairn.meta.Meta.Sync:input_type -> cairn.meta.Empty
+	101, // 218: cairn.meta.Meta.CreateJoinToken:input_type -> cairn.meta.CreateJoinTokenRequest
+	103, // 219: cairn.meta.Meta.Join:input_type -> cairn.meta.JoinRequest
+	43,  // 220: cairn.meta.Meta.MetaMembers:input_type -> cairn.meta.Empty
+	116, // 221: cairn.meta.Meta.MetaAddMember:input_type -> cairn.meta.MetaMemberRequest
+	116, // 222: cairn.meta.Meta.MetaRemoveMember:input_type -> cairn.meta.MetaMemberRequest
+	43,  // 223: cairn.meta.Meta.MetaSnapshot:input_type -> cairn.meta.Empty
+	43,  // 224: cairn.meta.Meta.MetaReadIndex:input_type -> cairn.meta.Empty
+	106, // 225: cairn.meta.Meta.RenewCaps:input_type -> cairn.meta.RenewCapsRequest
+	109, // 226: cairn.meta.Meta.Mknod:input_type -> cairn.meta.MountMknodRequest
+	110, // 227: cairn.meta.Meta.MountLock:input_type -> cairn.meta.MountLockRequest
+	112, // 228: cairn.meta.Meta.RevokeCert:input_type -> cairn.meta.RevokedCert
+	127, // 229: cairn.meta.Meta.TierSetPolicy:input_type -> cairn.meta.TierPolicy
+	128, // 230: cairn.meta.Meta.TierGetPolicy:input_type -> cairn.meta.TierPolicyRequest
+	43,  // 231: cairn.meta.Meta.TierStatus:input_type -> cairn.meta.Empty
+	138, // 232: cairn.meta.Meta.TierNoteReads:input_type -> cairn.meta.TierReadsRequest
+	43,  // 233: cairn.meta.Meta.SecretsRevocations:input_type -> cairn.meta.Empty
+	4,   // 234: cairn.meta.Meta.CreateNamespace:output_type -> cairn.meta.Namespace
+	43,  // 235: cairn.meta.Meta.DeleteNamespace:output_type -> cairn.meta.Empty
+	4,   // 236: cairn.meta.Meta.GetNamespace:output_type -> cairn.meta.Namespace
+	8,   // 237: cairn.meta.Meta.ListNamespaces:output_type -> cairn.meta.NamespaceList
+	4,   // 238: cairn.meta.Meta.SetVisibility:output_type -> cairn.meta.Namespace
+	12,  // 239: cairn.meta.Meta.Resolve:output_type -> cairn.meta.ResolveResponse
+	15,  // 240: cairn.meta.Meta.BatchResolve:output_type -> cairn.meta.BatchResolveResponse
+	18,  // 241: cairn.meta.Meta.List:output_type -> cairn.meta.ListResponse
+	10,  // 242: cairn.meta.Meta.Mkdir:output_type -> cairn.meta.Inode
+	10,  // 243: cairn.meta.Meta.Commit:output_type -> cairn.meta.Inode
+	22,  // 244: cairn.meta.Meta.CommitBatch:output_type -> cairn.meta.CommitBatchResponse
+	10,  // 245: cairn.meta.Meta.Append:output_type -> cairn.meta.Inode
+	25,  // 246: cairn.meta.Meta.Delete:output_type -> cairn.meta.DeleteResponse
+	10,  // 247: cairn.meta.Meta.Rename:output_type -> cairn.meta.Inode
+	10,  // 248: cairn.meta.Meta.SetAttr:output_type -> cairn.meta.Inode
+	30,  // 249: cairn.meta.Meta.Assign:output_type -> cairn.meta.AssignResponse
+	32,  // 250: cairn.meta.Meta.Volumes:output_type -> cairn.meta.VolumesResponse
+	35,  // 251: cairn.meta.Meta.Heartbeat:output_type -> cairn.meta.HeartbeatResponse
+	39,  // 252: cairn.meta.Meta.Authenticate:output_type -> cairn.meta.AuthResponse
+	45,  // 253: cairn.meta.Meta.CreateUser:output_type -> cairn.meta.CreateUserResponse
+	41,  // 254: cairn.meta.Meta.Watch:output_type -> cairn.meta.Event
+	64,  // 255: cairn.meta.Meta.Info:output_type -> cairn.meta.InfoResponse
+	71,  // 256: cairn.meta.Meta.ClusterStatus:output_type -> cairn.meta.ClusterStatusResponse
+	43,  // 257: cairn.meta.Meta.ClusterDrain:output_type -> cairn.meta.Empty
+	43,  // 258: cairn.meta.Meta.ClusterRebalance:output_type -> cairn.meta.Empty
+	73,  // 259: cairn.meta.Meta.S3CreateUser:output_type -> cairn.meta.S3User
+	43,  // 260: cairn.meta.Meta.S3DeleteUser:output_type -> cairn.meta.Empty
+	75,  // 261: cairn.meta.Meta.S3ListUsers:output_type -> cairn.meta.S3UserList
+	81,  // 262: cairn.meta.Meta.S3CreateKey:output_type -> cairn.meta.S3KeySecret
+	43,  // 263: cairn.meta.Meta.S3DeleteKey:output_type -> cairn.meta.Empty
+	82,  // 264: cairn.meta.Meta.S3ListKeys:output_type -> cairn.meta.S3KeyList
+	80,  // 265: cairn.meta.Meta.S3Grant:output_type -> cairn.meta.S3KeyInfo
+	81,  // 266: cairn.meta.Meta.S3GetSecret:output_type -> cairn.meta.S3KeySecret
+	84,  // 267: cairn.meta.Meta.S3GetBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	84,  // 268: cairn.meta.Meta.S3PutBucketConfig:output_type -> cairn.meta.S3BucketConfig
+	10,  // 269: cairn.meta.Meta.S3Copy:output_type -> cairn.meta.Inode
+	10,  // 270: cairn.meta.Meta.S3SetTags:output_type -> cairn.meta.Inode
+	89,  // 271: cairn.meta.Meta.S3CreateUpload:output_type -> cairn.meta.S3Upload
+	89,  // 272: cairn.meta.Meta.S3GetUpload:output_type -> cairn.meta.S3Upload
+	91,  // 273: cairn.meta.Meta.S3PutPart:output_type -> cairn.meta.S3Part
+	10,  // 274: cairn.meta.Meta.S3CompleteUpload:output_type -> cairn.meta.Inode
+	43,  // 275: cairn.meta.Meta.S3AbortUpload:output_type -> cairn.meta.Empty
+	96,  // 276: cairn.meta.Meta.S3ListParts:output_type -> cairn.meta.S3PartList
+	98,  // 277: cairn.meta.Meta.S3ListUploads:output_type -> cairn.meta.S3UploadList
+	4,   // 278: cairn.meta.Meta.S3SetVersioning:output_type -> cairn.meta.Namespace
+	121, // 279: cairn.meta.Meta.S3GetVersion:output_type -> cairn.meta.S3Version
+	121, // 280: cairn.meta.Meta.S3DeleteVersion:output_type -> cairn.meta.S3Version
+	121, // 281: cairn.meta.Meta.S3Delete:output_type -> cairn.meta.S3Version
+	124, // 282: cairn.meta.Meta.S3ListVersions:output_type -> cairn.meta.S3VersionList
+	121, // 283: cairn.meta.Meta.S3SetLock:output_type -> cairn.meta.S3Version
+	41,  // 284: cairn.meta.Meta.MountSession:output_type -> cairn.meta.Event
+	10,  // 285: cairn.meta.Meta.Symlink:output_type -> cairn.meta.Inode
+	10,  // 286: cairn.meta.Meta.Link:output_type -> cairn.meta.Inode
+	10,  // 287: cairn.meta.Meta.SetXattr:output_type -> cairn.meta.Inode
+	59,  // 288: cairn.meta.Meta.MountDirty:output_type -> cairn.meta.MountDirtyResponse
+	61,  // 289: cairn.meta.Meta.MountReserve:output_type -> cairn.meta.MountReserveResponse
+	43,  // 290: cairn.meta.Meta.MountAccess:output_type -> cairn.meta.Empty
+	43,  // 291: cairn.meta.Meta.Sync:output_type -> cairn.meta.Empty
+	102, // 292: cairn.meta.Meta.CreateJoinToken:output_type -> cairn.meta.CreateJoinTokenResponse
+	104, // 293: cairn.meta.Meta.Join:output_type -> cairn.meta.JoinResponse
+	115, // 294: cairn.meta.Meta.MetaMembers:output_type -> cairn.meta.MetaMembersResponse
+	43,  // 295: cairn.meta.Meta.MetaAddMember:output_type -> cairn.meta.Empty
+	43,  // 296: cairn.meta.Meta.MetaRemoveMember:output_type -> cairn.meta.Empty
+	118, // 297: cairn.meta.Meta.MetaSnapshot:output_type -> cairn.meta.MetaSnapshotChunk
+	117, // 298: cairn.meta.Meta.MetaReadIndex:output_type -> cairn.meta.MetaReadIndexResponse
+	107, // 299: cairn.meta.Meta.RenewCaps:output_type -> cairn.meta.RenewCapsResponse
+	10,  // 300: cairn.meta.Meta.Mknod:output_type -> cairn.meta.Inode
+	111, // 301: cairn.meta.Meta.MountLock:output_type -> cairn.meta.MountLockResponse
+	113, // 302: cairn.meta.Meta.RevokeCert:output_type -> cairn.meta.RevokedCerts
+	127, // 303: cairn.meta.Meta.TierSetPolicy:output_type -> cairn.meta.TierPolicy
+	129, // 304: cairn.meta.Meta.TierGetPolicy:output_type -> cairn.meta.TierPolicyList
+	131, // 305: cairn.meta.Meta.TierStatus:output_type -> cairn.meta.TierStatusResponse
+	43,  // 306: cairn.meta.Meta.TierNoteReads:output_type -> cairn.meta.Empty
+	113, // 307: cairn.meta.Meta.SecretsRevocations:output_type -> cairn.meta.RevokedCerts
+	234, // [234:308] is the sub-list for method output_type
+	160, // [160:234] is the sub-list for method input_type
+	160, // [160:160] is the sub-list for extension type_name
+	160, // [160:160] is the sub-list for extension extendee
+	0,   // [0:160] is the sub-list for field type_name
 }
 
 func init() { file_proto_meta_proto_init() }
@@ -12536,6 +12685,7 @@ func file_proto_meta_proto_init() {
 		(*Command_MountLink)(nil),
 		(*Command_MountXattr)(nil),
 		(*Command_MountReserve)(nil),
+		(*Command_MountAccess)(nil),
 		(*Command_MountMknod)(nil),
 		(*Command_PutJoinToken)(nil),
 		(*Command_UseJoinToken)(nil),
@@ -12560,7 +12710,7 @@ func file_proto_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_meta_proto_rawDesc), len(file_proto_meta_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   157,
+			NumMessages:   159,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,7 @@ const (
 	Meta_SetXattr_FullMethodName           = "/cairn.meta.Meta/SetXattr"
 	Meta_MountDirty_FullMethodName         = "/cairn.meta.Meta/MountDirty"
 	Meta_MountReserve_FullMethodName       = "/cairn.meta.Meta/MountReserve"
+	Meta_MountAccess_FullMethodName        = "/cairn.meta.Meta/MountAccess"
 	Meta_Sync_FullMethodName               = "/cairn.meta.Meta/Sync"
 	Meta_CreateJoinToken_FullMethodName    = "/cairn.meta.Meta/CreateJoinToken"
 	Meta_Join_FullMethodName               = "/cairn.meta.Meta/Join"
@@ -168,6 +169,9 @@ type MetaClient interface {
 	SetXattr(ctx context.Context, in *MountXattrRequest, opts ...grpc.CallOption) (*Inode, error)
 	MountDirty(ctx context.Context, in *MountDirtyRequest, opts ...grpc.CallOption) (*MountDirtyResponse, error)
 	MountReserve(ctx context.Context, in *MountReserveRequest, opts ...grpc.CallOption) (*MountReserveResponse, error)
+	// MountAccess stores the access times a mount's reads moved (relatime),
+	// many files in one command (rdb2).
+	MountAccess(ctx context.Context, in *MountAccessRequest, opts ...grpc.CallOption) (*Empty, error)
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
@@ -802,6 +806,16 @@ func (c *metaClient) MountReserve(ctx context.Context, in *MountReserveRequest, 
 	return out, nil
 }
 
+func (c *metaClient) MountAccess(ctx context.Context, in *MountAccessRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Meta_MountAccess_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *metaClient) Sync(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(Empty)
@@ -1052,6 +1066,9 @@ type MetaServer interface {
 	SetXattr(context.Context, *MountXattrRequest) (*Inode, error)
 	MountDirty(context.Context, *MountDirtyRequest) (*MountDirtyResponse, error)
 	MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error)
+	// MountAccess stores the access times a mount's reads moved (relatime),
+	// many files in one command (rdb2).
+	MountAccess(context.Context, *MountAccessRequest) (*Empty, error)
 	// Sync returns once every change meta has applied so far is durable
 	// (a mount's fsync of a directory).
 	Sync(context.Context, *Empty) (*Empty, error)
@@ -1281,6 +1298,9 @@ func (UnimplementedMetaServer) MountDirty(context.Context, *MountDirtyRequest) (
 }
 func (UnimplementedMetaServer) MountReserve(context.Context, *MountReserveRequest) (*MountReserveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MountReserve not implemented")
+}
+func (UnimplementedMetaServer) MountAccess(context.Context, *MountAccessRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method MountAccess not implemented")
 }
 func (UnimplementedMetaServer) Sync(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
@@ -2344,6 +2364,24 @@ func _Meta_MountReserve_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Meta_MountAccess_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MountAccessRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MetaServer).MountAccess(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Meta_MountAccess_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MetaServer).MountAccess(ctx, req.(*MountAccessRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Meta_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Empty)
 	if err := dec(in); err != nil {
@@ -2865,6 +2903,10 @@ var Meta_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MountReserve",
 			Handler:    _Meta_MountReserve_Handler,
+		},
+		{
+			MethodName: "MountAccess",
+			Handler:    _Meta_MountAccess_Handler,
 		},
 		{
 			MethodName: "Sync",

@@ -22,7 +22,8 @@ import (
 // no timer (a command that finds nothing in flight is proposed at once).
 //
 // With one entry in flight (the default) an entry is the leader's
-// evaluation of its commands, a write set (writeset.go). Otherwise, an
+// evaluation of its commands, a write set (writeset.go), once every
+// member says it reads them (raftlevel.go). Otherwise, an
 // entry holding one command is that command's encoding, as before; one
 // holding several is batchMarker followed by each encoded command behind
 // its length (a uvarint). No encoded Command starts with a zero byte (a
@@ -296,7 +297,8 @@ func (g *group) send(self *proposal, ps []*proposal) {
 // apply appends ps as one entry and returns the state machine's answers,
 // one per proposal, or the error that answers them all.
 func (g *group) apply(ps []*proposal) ([]applyAnswer, error) {
-	if g.props.writeSets {
+	// Write sets only once every member reads them (raftlevel.go).
+	if g.props.writeSets && g.writeSetsAgreed() {
 		return g.proposeWriteSet(ps) // writeset.go
 	}
 	return g.proposeCommands(ps)

@@ -69,6 +69,11 @@ type GroupConfig struct {
 	// before it sends the followers its commit index on its own, without
 	// new entries. Default 5ms.
 	CommitTimeout time.Duration
+
+	// legacyEntries (tests) makes the member behave as one older than
+	// write sets: it names no protocol in the Raft transport's handshake
+	// (raftlevel.go) and proposes entries of commands.
+	legacyEntries bool
 }
 
 // Peer is one member of a group: its gRPC address (the Raft server id)
@@ -132,6 +137,9 @@ type group struct {
 	readWaits   atomic.Int64  // reads waiting for the store to apply
 
 	props proposer // commands waiting for a log entry (propose.go)
+	// levels: which members read write sets, as the connections this
+	// member dialled negotiated (raftlevel.go).
+	levels peerLevels
 }
 
 // NotLeaderMessage starts the message of the error a member that does not
@@ -199,7 +207,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 	g.props.depth = maxInflight
 	g.props.arrived = make(chan struct{}, 1)
 	g.props.noGather = gatherOff
-	g.props.writeSets = maxInflight == 1 && !writeSetsOff
+	g.props.writeSets = maxInflight == 1 && !writeSetsOff && !c.legacyEntries
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -215,6 +223,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
 	}
+	layer.levels = &g.levels
 	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
 	})
@@ -635,6 +644,7 @@ type tlsLayer struct {
 	advertise net.Addr
 	client    *tls.Config
 	revoked   *pki.Revocations
+	levels    *peerLevels // noted at each dial (raftlevel.go)
 }
 
 // Both directions check the revocation list: a revoked member can neither
@@ -657,7 +667,12 @@ func listenTLS(c GroupConfig, revoked *pki.Revocations) (*tlsLayer, error) {
 			return nil, err
 		}
 	}
-	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: revoked.Guard(c.TLS.Client()), revoked: revoked}, nil
+	client := revoked.Guard(c.TLS.Client())
+	if !c.legacyEntries {
+		// What this member reads (raftlevel.go).
+		srv.NextProtos, client.NextProtos = raftProtos, raftProtos
+	}
+	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: client, revoked: revoked, levels: &peerLevels{}}, nil
 }
 
 func (t *tlsLayer) Addr() net.Addr { return t.advertise }
@@ -694,6 +709,7 @@ func (t *tlsLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 		c.Close()
 		return nil, err
 	}
+	t.levels.note(addr, c.ConnectionState().NegotiatedProtocol == protoWriteSets)
 	return t.watch(c), nil
 }
 

@@ -67,8 +67,14 @@ type GroupConfig struct {
 	StaleReadBound time.Duration
 	// CommitTimeout is Raft's: how long a leader whose log is idle waits
 	// before it sends the followers its commit index on its own, without
-	// new entries. Default 5ms.
+	// new entries. Default 5ms. Such an append that tells a follower
+	// nothing new is held back (raftrepl.go).
 	CommitTimeout time.Duration
+
+	// legacyEntries (tests) makes the member behave as one older than
+	// write sets: it names no protocol in the Raft transport's handshake
+	// (raftlevel.go) and proposes entries of commands.
+	legacyEntries bool
 }
 
 // Peer is one member of a group: its gRPC address (the Raft server id)
@@ -112,8 +118,9 @@ type group struct {
 	r        *raft.Raft
 	store    *raftStore
 	trans    *raft.NetworkTransport
-	applied  atomic.Uint64 // last entry applied to the store (set by noteApplied)
-	restores atomic.Uint64 // snapshots loaded into the store
+	repl     *replTransport // trans as Raft replicates through it (raftrepl.go)
+	applied  atomic.Uint64  // last entry applied to the store (set by noteApplied)
+	restores atomic.Uint64  // snapshots loaded into the store
 	// ready: this member leads, has applied every entry of earlier terms
 	// (a barrier) and ran the set-up of a new leader. Only then does it
 	// answer calls.
@@ -132,6 +139,21 @@ type group struct {
 	readWaits   atomic.Int64  // reads waiting for the store to apply
 
 	props proposer // commands waiting for a log entry (propose.go)
+	// levels: which members read write sets, as the connections this
+	// member dialled negotiated (raftlevel.go).
+	levels peerLevels
+
+	// For the held commit-only appends (raftrepl.go): whether they are
+	// held (holdCommits when the group started), the last index stored
+	// in the log, the last entry committed, when a follower last asked
+	// for a read index (Unix ns), and a leadership transfer.
+	holdCommits bool
+	lastStored  atomic.Uint64
+	committed   atomic.Pointer[termIndex]
+	readAsked   atomic.Int64
+	handingOver atomic.Bool
+	rmu         sync.Mutex
+	replWake    chan struct{} // closed at the next of those events; nil: no one waits
 }
 
 // NotLeaderMessage starts the message of the error a member that does not
@@ -199,7 +221,8 @@ func (s *Service) startGroup(c GroupConfig) error {
 	g.props.depth = maxInflight
 	g.props.arrived = make(chan struct{}, 1)
 	g.props.noGather = gatherOff
-	g.props.writeSets = maxInflight == 1 && !writeSetsOff
+	g.props.writeSets = maxInflight == 1 && !writeSetsOff && !c.legacyEntries
+	g.holdCommits = holdCommits
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -215,6 +238,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
 	}
+	layer.levels = &g.levels
 	g.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 5 * time.Second, Logger: hl,
 	})
@@ -231,7 +255,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
-	rc.MaxAppendEntries = 256
+	rc.MaxAppendEntries = maxAppendEntries
 	rc.BatchApplyCh = true
 	rc.NotifyCh = g.notify
 	rc.Logger = hl
@@ -255,7 +279,15 @@ func (s *Service) startGroup(c GroupConfig) error {
 		return errors.E(op, errors.Invalid, err)
 	}
 	g.logs = logs
-	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, unpipelined{g.trans}); err != nil {
+	last, err := g.store.LastIndex()
+	if err != nil {
+		g.trans.Close()
+		g.store.Close()
+		return errors.E(op, errors.IO, err)
+	}
+	g.lastStored.Store(last)
+	g.repl = &replTransport{unpipelined: unpipelined{g.trans}, g: g}
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), storeNoting{logs, g}, g.store, snaps, g.repl); err != nil {
 		g.trans.Close()
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
@@ -444,6 +476,9 @@ func (g *group) shutdown() {
 	})
 }
 
+// maxAppendEntries bounds the entries of one append.
+const maxAppendEntries = 256
+
 // unpipelined is the transport without pipelined appends. Pipelined,
 // the leader sends each batch it stores as its own append, and a follower
 // stores each with its own fsync, in turn, while the later ones queue:
@@ -531,6 +566,9 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if flushSets(); failed == nil {
 		failed = g.applyCommands(&cmds, out)
+	}
+	if len(logs) > 0 {
+		g.noteCommitted(logs[len(logs)-1]) // raftrepl.go
 	}
 	return out
 }
@@ -635,6 +673,7 @@ type tlsLayer struct {
 	advertise net.Addr
 	client    *tls.Config
 	revoked   *pki.Revocations
+	levels    *peerLevels // noted at each dial (raftlevel.go)
 }
 
 // Both directions check the revocation list: a revoked member can neither
@@ -657,7 +696,12 @@ func listenTLS(c GroupConfig, revoked *pki.Revocations) (*tlsLayer, error) {
 			return nil, err
 		}
 	}
-	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: revoked.Guard(c.TLS.Client()), revoked: revoked}, nil
+	client := revoked.Guard(c.TLS.Client())
+	if !c.legacyEntries {
+		// What this member reads (raftlevel.go).
+		srv.NextProtos, client.NextProtos = raftProtos, raftProtos
+	}
+	return &tlsLayer{Listener: tls.NewListener(l, srv), advertise: adv, client: client, revoked: revoked, levels: &peerLevels{}}, nil
 }
 
 func (t *tlsLayer) Addr() net.Addr { return t.advertise }
@@ -694,6 +738,7 @@ func (t *tlsLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 		c.Close()
 		return nil, err
 	}
+	t.levels.note(addr, c.ConnectionState().NegotiatedProtocol == protoWriteSets)
 	return t.watch(c), nil
 }
 

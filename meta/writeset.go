@@ -41,8 +41,10 @@ import (
 //
 // An entry of commands (propose.go) is still applied by running them:
 // logs written before write sets, a write set that would be larger than
-// maxWriteSetBytes, and groups started with more than one entry in flight
-// (whose second entry cannot know the state the first leaves). An entry
+// maxWriteSetBytes, groups with a member that does not say it reads
+// write sets (raftlevel.go: a member of an older version), and groups
+// started with more than one entry in flight (whose second entry cannot
+// know the state the first leaves). An entry
 // of commands is correct wherever the log places it; with one entry in
 // flight the leader sends one only once the last is applied, as it does
 // write sets.

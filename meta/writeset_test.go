@@ -394,6 +394,7 @@ func TestGroupWriteSetsMembersEqual(t *testing.T) {
 	if !l.svc.group.props.writeSets {
 		t.Fatal("the group proposes commands, not write sets")
 	}
+	await.Until(t, 20*time.Second, "the leader knows every member reads write sets", l.svc.group.writeSetsAgreed)
 	cl := g.client()
 	mkns(t, cl, "wsload")
 	first, err := l.svc.group.logs.LastIndex()
@@ -476,6 +477,7 @@ func TestGroupLargeWriteSetGoesAsCommands(t *testing.T) {
 	maxWriteSetBytes = 4096
 	g := newTestGroup(t, 3, nil)
 	l := g.awaitLeader()
+	await.Until(t, 20*time.Second, "the leader knows every member reads write sets", l.svc.group.writeSetsAgreed)
 	cl := g.client()
 	mkns(t, cl, "big")
 	first, err := l.svc.group.logs.LastIndex()

@@ -68,24 +68,17 @@ const (
 // their next commands, and the entry takes them too. It stops waiting
 // when as many wait as the entries held (the callers are all back), when
 // none arrives within gatherIdle of the last, or after gatherMax: a
-// caller that does not come back costs the waiting commands gatherIdle.
-// A lone caller (entries of one command) is still proposed at once: no
-// timer stands in its way.
-//
-// Callers that come back later than a round, as a PUT does (it uploads
-// its next body to a data server first), arrive one by one: with waits
-// of a quarter and a half round the entries of 4 KiB PUTs at c=10 held
-// 3.8 commands, with one and two rounds 4.7-5.1, and the group's metas
-// spent about a tenth less CPU per PUT (bench-metagroup.sh, 8 rounds
-// each, docs/architecture.md): on a machine whose CPU sets the pace a
-// wait costs less than the Raft round it saves.
+// caller that does not come back (a PUT uploading its next body first)
+// costs the waiting commands gatherIdle, a small part of a round. A lone
+// caller (entries of one command) is still proposed at once: no timer
+// stands in its way.
 var (
 	// gatherIdle bounds the wait for the next arrival, and gatherMax the
 	// whole wait, each as a share of the last entry's round (Apply to its
 	// answer): a slower group (a loaded machine, a slower disk) waits
 	// longer, in proportion.
-	gatherIdle = 1.0
-	gatherMax  = 2.0
+	gatherIdle = 0.25
+	gatherMax  = 0.5
 	// maxGatherRound bounds the round gathering takes its waits from.
 	maxGatherRound = 40 * time.Millisecond
 	// gatherOff turns gathering off in groups started after it is set

@@ -67,8 +67,7 @@ type GroupConfig struct {
 	StaleReadBound time.Duration
 	// CommitTimeout is Raft's: how long a leader whose log is idle waits
 	// before it sends the followers its commit index on its own, without
-	// new entries. Default 5ms. Such an append that tells a follower
-	// nothing new is held back (raftrepl.go).
+	// new entries. Default 5ms.
 	CommitTimeout time.Duration
 
 	// legacyEntries (tests) makes the member behave as one older than
@@ -118,9 +117,8 @@ type group struct {
 	r        *raft.Raft
 	store    *raftStore
 	trans    *raft.NetworkTransport
-	repl     *replTransport // trans as Raft replicates through it (raftrepl.go)
-	applied  atomic.Uint64  // last entry applied to the store (set by noteApplied)
-	restores atomic.Uint64  // snapshots loaded into the store
+	applied  atomic.Uint64 // last entry applied to the store (set by noteApplied)
+	restores atomic.Uint64 // snapshots loaded into the store
 	// ready: this member leads, has applied every entry of earlier terms
 	// (a barrier) and ran the set-up of a new leader. Only then does it
 	// answer calls.
@@ -142,18 +140,6 @@ type group struct {
 	// levels: which members read write sets, as the connections this
 	// member dialled negotiated (raftlevel.go).
 	levels peerLevels
-
-	// For the held commit-only appends (raftrepl.go): whether they are
-	// held (holdCommits when the group started), the last index stored
-	// in the log, the last entry committed, when a follower last asked
-	// for a read index (Unix ns), and a leadership transfer.
-	holdCommits bool
-	lastStored  atomic.Uint64
-	committed   atomic.Pointer[termIndex]
-	readAsked   atomic.Int64
-	handingOver atomic.Bool
-	rmu         sync.Mutex
-	replWake    chan struct{} // closed at the next of those events; nil: no one waits
 }
 
 // NotLeaderMessage starts the message of the error a member that does not
@@ -222,7 +208,6 @@ func (s *Service) startGroup(c GroupConfig) error {
 	g.props.arrived = make(chan struct{}, 1)
 	g.props.noGather = gatherOff
 	g.props.writeSets = maxInflight == 1 && !writeSetsOff && !c.legacyEntries
-	g.holdCommits = holdCommits
 	g.applied.Store(applied)
 	if g.store, err = openRaftStore(dir, s.log); err != nil {
 		return err
@@ -255,7 +240,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.TrailingLogs = c.TrailingLogs
 	rc.SnapshotInterval = c.SnapshotInterval
-	rc.MaxAppendEntries = maxAppendEntries
+	rc.MaxAppendEntries = 256
 	rc.BatchApplyCh = true
 	rc.NotifyCh = g.notify
 	rc.Logger = hl
@@ -279,15 +264,7 @@ func (s *Service) startGroup(c GroupConfig) error {
 		return errors.E(op, errors.Invalid, err)
 	}
 	g.logs = logs
-	last, err := g.store.LastIndex()
-	if err != nil {
-		g.trans.Close()
-		g.store.Close()
-		return errors.E(op, errors.IO, err)
-	}
-	g.lastStored.Store(last)
-	g.repl = &replTransport{unpipelined: unpipelined{g.trans}, g: g}
-	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), storeNoting{logs, g}, g.store, snaps, g.repl); err != nil {
+	if g.r, err = raft.NewRaft(rc, (*raftFSM)(g), logs, g.store, snaps, unpipelined{g.trans}); err != nil {
 		g.trans.Close()
 		g.store.Close()
 		return errors.E(op, errors.IO, err)
@@ -476,9 +453,6 @@ func (g *group) shutdown() {
 	})
 }
 
-// maxAppendEntries bounds the entries of one append.
-const maxAppendEntries = 256
-
 // unpipelined is the transport without pipelined appends. Pipelined,
 // the leader sends each batch it stores as its own append, and a follower
 // stores each with its own fsync, in turn, while the later ones queue:
@@ -566,9 +540,6 @@ func (f *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	if flushSets(); failed == nil {
 		failed = g.applyCommands(&cmds, out)
-	}
-	if len(logs) > 0 {
-		g.noteCommitted(logs[len(logs)-1]) // raftrepl.go
 	}
 	return out
 }

@@ -155,10 +155,7 @@ func (s *Service) HandOver(timeout time.Duration) error {
 	if g == nil || g.r.State() != raft.Leader {
 		return nil
 	}
-	g.ready.Store(false)      // stop answering: the next leader answers
-	g.handingOver.Store(true) // no append held back (raftrepl.go)
-	g.replNotify()
-	defer g.handingOver.Store(false)
+	g.ready.Store(false) // stop answering: the next leader answers
 	done := make(chan error, 1)
 	go func() { done <- g.r.LeadershipTransfer().Error() }()
 	t := time.NewTimer(timeout)

@@ -81,7 +81,6 @@ func (s *Service) MetaReadIndex(ctx context.Context, _ *metapb.Empty) (*metapb.M
 // leaderReadIndex is this leader's read index, once a heartbeat round
 // confirmed that it leads.
 func (g *group) leaderReadIndex() (uint64, error) {
-	g.noteReadAsked() // the followers are to learn commits at once (raftrepl.go)
 	applied, commit := g.applied.Load(), g.r.CommitIndex()
 	if err := g.r.VerifyLeader().Error(); err != nil {
 		return 0, g.notLeader()

@@ -20,6 +20,7 @@ import (
 	"cairn/internal/await"
 	"cairn/meta"
 	"cairn/proto/metapb"
+	"cairn/server"
 )
 
 // TestPackedSmallFiles: small files created at the same time are
@@ -157,6 +158,30 @@ func newHeldBatches() *heldBatches {
 	return &heldBatches{arrived: make(chan struct{}), release: make(chan struct{})}
 }
 
+// mountHeldBatches is a store and a mount of it whose group commits are
+// held (heldBatches), watched for a deadlock for two minutes.
+func mountHeldBatches(t *testing.T) (*server.Server, *heldBatches, string, *fusefs.Mount) {
+	t.Helper()
+	srv := store(t)
+	held := newHeldBatches()
+	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
+		held.MetaClient = c.Meta
+		c.Meta = held
+	})
+	t.Cleanup(watchdog(t, 2*time.Minute, dir))
+	return srv, held, dir, m
+}
+
+// awaitFirst waits for the first group commit to be held.
+func (h *heldBatches) awaitFirst(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the first group's commit never came")
+	}
+}
+
 func (h *heldBatches) CommitBatch(ctx context.Context, in *metapb.CommitBatchRequest, opts ...grpc.CallOption) (*metapb.CommitBatchResponse, error) {
 	h.once.Do(func() { close(h.arrived) })
 	select {
@@ -207,21 +232,10 @@ func (h *heldBatches) free() {
 // file's lock across its upload and CommitBatch, and reading back files
 // just written waited for the groups still committing.
 func TestPackedFileReadWhileCommitting(t *testing.T) {
-	srv := store(t)
-	held := newHeldBatches()
-	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
-		held.MetaClient = c.Meta
-		c.Meta = held
-	})
-	stop := watchdog(t, 2*time.Minute, dir)
-	defer stop()
+	srv, held, dir, m := mountHeldBatches(t)
 	p := filepath.Join(dir, "f")
 	must(t, os.WriteFile(p, []byte("first"), 0o644))
-	select {
-	case <-held.arrived:
-	case <-time.After(time.Minute):
-		t.Fatal("the file's group commit never came")
-	}
+	held.awaitFirst(t)
 	// (Not t.Fatal in these: they run on another goroutine.)
 	held.within(t, 10*time.Second, "a read of a file whose group commit is held", func() {
 		if got, err := os.ReadFile(p); err != nil || string(got) != "first" {
@@ -261,21 +275,10 @@ func TestPackedFileReadWhileCommitting(t *testing.T) {
 // one: a backlog of 64 KB files was committed alone past each group's
 // first 64, which made the backlog last.
 func TestPackBacklogGoesInGroups(t *testing.T) {
-	srv := store(t)
-	held := newHeldBatches()
-	dir, m := mount(t, srv, "data", func(c *fusefs.Config) {
-		held.MetaClient = c.Meta
-		c.Meta = held
-	})
-	stop := watchdog(t, 2*time.Minute, dir)
-	defer stop()
+	srv, held, dir, m := mountHeldBatches(t)
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 64<<10) }
 	must(t, os.WriteFile(filepath.Join(dir, "first"), body(0), 0o644))
-	select {
-	case <-held.arrived:
-	case <-time.After(time.Minute):
-		t.Fatal("the first group's commit never came")
-	}
+	held.awaitFirst(t)
 	const n = 150 // over two groups' needles of 64 KB files
 	names := make([]string, n)
 	for i := range n {
